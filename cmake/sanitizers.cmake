@@ -1,0 +1,5 @@
+# CAPSULE_SANITIZE=ON builds everything with ASan + UBSan (see the `asan` preset).
+if(CAPSULE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,65 @@
+// cgroup back ends behind one interface: v2 (unified) and v1 (memory, pids, cpu, cpuacct, freezer).
+// detect_cgroups() picks the one this host supports; a limit that cannot be applied fails the launch.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace capsule::sandbox {
+
+struct CgroupLimits {
+  std::uint64_t memory_bytes = 0;  // 0: unlimited; swap is disabled whenever memory is limited
+  std::uint64_t pids = 0;          // 0: unlimited
+  double cpus = 0;                 // bandwidth in cores; 0: unlimited
+};
+
+struct CgroupUsage {
+  std::uint64_t cpu_user_ns = 0;
+  std::uint64_t cpu_sys_ns = 0;
+  std::uint64_t peak_memory_bytes = 0;
+  std::uint64_t oom_kills = 0;
+};
+
+// One sandbox's cgroup (one directory per hierarchy on v1). Destroying it kills what is left and removes it.
+class Cgroup {
+ public:
+  virtual ~Cgroup() = default;
+  virtual const std::string& name() const = 0;
+  virtual void add_process(pid_t pid) = 0;          // throws SandboxError
+  virtual std::vector<pid_t> processes() const = 0;
+  virtual void signal_all(int signo) = 0;           // best effort, e.g. SIGTERM before the kill
+  virtual void kill_all() = 0;                      // SIGKILL everything, returns once the group is empty
+  virtual CgroupUsage usage() const = 0;
+  virtual void remove() = 0;                        // kill_all + rmdir; idempotent
+};
+
+class CgroupManager {
+ public:
+  virtual ~CgroupManager() = default;
+  virtual int version() const = 0;  // 1 or 2
+  // Creates <parent>/<name> with the limits applied; throws SandboxError naming the file that refused.
+  virtual std::unique_ptr<Cgroup> create(const std::string& name, const CgroupLimits& limits) = 0;
+  // Names of sandbox cgroups under the parent (e.g. left by a crashed daemon).
+  virtual std::vector<std::string> list() const = 0;
+  // Opens an existing sandbox cgroup by name, for cleanup after a restart.
+  virtual std::unique_ptr<Cgroup> open(const std::string& name) = 0;
+};
+
+struct CgroupConfig {
+  std::string mount_root = "/sys/fs/cgroup";  // a fake tree in tests
+  std::string parent = "capsule";             // relative to each hierarchy's root
+  std::chrono::milliseconds kill_timeout{10'000};  // kill_all()/remove() give up (SandboxError) after this
+};
+
+// v2 when <root>/cgroup.controllers exists and lists memory and pids; v1 when <root>/memory etc. are mounted.
+// Throws SandboxError when neither is usable.
+std::unique_ptr<CgroupManager> detect_cgroups(const CgroupConfig& config);
+std::unique_ptr<CgroupManager> make_cgroup_v1(const CgroupConfig& config);
+std::unique_ptr<CgroupManager> make_cgroup_v2(const CgroupConfig& config);
+
+}  // namespace capsule::sandbox

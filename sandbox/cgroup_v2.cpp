@@ -1,0 +1,210 @@
+// cgroup v2 back end: one directory <mount_root>/<parent>/<name> on the unified hierarchy, limited through
+// memory.max, memory.swap.max, pids.max and cpu.max, killed with cgroup.kill (freeze + SIGKILL before 5.14).
+//
+// Controllers: memory and pids are always required, cpu only when a cpu limit is asked for; they are enabled
+// in cgroup.subtree_control from the root down to <parent>, and a controller that cgroup.controllers does not
+// offer fails create() before anything is made. Kernels without swap accounting have no memory.swap.max; the
+// memory limit is then enforced on RAM only. Kernels before 5.19 have no memory.peak; peak memory reads 0.
+#include <signal.h>
+
+#include <cerrno>
+#include <cmath>
+
+#include "sandbox/cgroup_fs.h"
+#include "sandbox/error.h"
+
+namespace capsule::sandbox {
+namespace {
+
+constexpr std::uint64_t kCpuPeriodUs = 100'000;
+
+class CgroupV2 final : public Cgroup {
+ public:
+  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string name, std::string dir, std::chrono::milliseconds timeout)
+      : fs_(std::move(fs)), name_(std::move(name)), dir_(std::move(dir)), timeout_(timeout) {}
+  // Also the rollback of a failed create(). Errors cannot leave a destructor; call remove() to see them.
+  ~CgroupV2() override {
+    try {
+      remove();
+    } catch (const SandboxError&) {
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+
+  void add_process(pid_t pid) override { fs_->write(file("cgroup.procs"), std::to_string(pid)); }
+
+  std::vector<pid_t> processes() const override { return removed_ ? std::vector<pid_t>{} : subtree_pids(*fs_, dir_); }
+
+  void signal_all(int signo) override {
+    for (pid_t pid : processes()) fs_->signal(pid, signo);
+  }
+
+  void kill_all() override {
+    if (removed_ || !fs_->exists(dir_)) return;
+    const auto deadline = Clock::now() + timeout_;
+    if (fs_->exists(file("cgroup.kill"))) {
+      // The kernel kills the whole subtree, including children forked while it does so.
+      fs_->write(file("cgroup.kill"), "1");
+      wait_until_empty(*fs_, {dir_}, deadline, false);
+      return;
+    }
+    // Before 5.14: freeze so nothing forks between listing and killing (frozen tasks still die of SIGKILL).
+    const bool can_freeze = fs_->exists(file("cgroup.freeze"));
+    if (can_freeze) freeze(Clock::now() + timeout_ / 4);
+    for (pid_t pid : subtree_pids(*fs_, dir_)) fs_->signal(pid, SIGKILL);
+    if (can_freeze) fs_->write(file("cgroup.freeze"), "0");
+    wait_until_empty(*fs_, {dir_}, deadline, true);
+  }
+
+  CgroupUsage usage() const override {
+    CgroupUsage usage;
+    const std::string stat_file = file("cpu.stat");
+    const std::string stat = fs_->read(stat_file);
+    usage.cpu_user_ns = required(stat, "user_usec", stat_file) * 1000;
+    usage.cpu_sys_ns = required(stat, "system_usec", stat_file) * 1000;
+    if (fs_->exists(file("memory.peak"))) usage.peak_memory_bytes = parse_number(fs_->read(file("memory.peak")), file("memory.peak"));
+    usage.oom_kills = keyed_value(fs_->read(file("memory.events")), "oom_kill").value_or(0);
+    return usage;
+  }
+
+  void remove() override {
+    if (removed_) return;
+    kill_all();
+    remove_tree(*fs_, dir_, Clock::now() + timeout_);
+    removed_ = true;
+  }
+
+ private:
+  std::string file(const std::string& name) const { return join_path(dir_, name); }
+
+  static std::uint64_t required(const std::string& text, const std::string& key, const std::string& path) {
+    auto value = keyed_value(text, key);
+    if (!value) throw_error("cgroup", path, "no '" + key + "' line");
+    return *value;
+  }
+
+  // Best effort within the deadline: a cgroup that does not report frozen in time is killed anyway.
+  void freeze(Clock::time_point deadline) {
+    fs_->write(file("cgroup.freeze"), "1");
+    for (int attempt = 0; Clock::now() < deadline; ++attempt) {
+      if (keyed_value(fs_->read(file("cgroup.events")), "frozen").value_or(0) == 1) return;
+      poll_pause(attempt);
+    }
+  }
+
+  std::shared_ptr<CgroupFs> fs_;
+  std::string name_;
+  std::string dir_;
+  std::chrono::milliseconds timeout_;
+  bool removed_ = false;
+};
+
+class CgroupV2Manager final : public CgroupManager {
+ public:
+  CgroupV2Manager(const CgroupConfig& config, std::shared_ptr<CgroupFs> fs)
+      : fs_(std::move(fs)), config_(config), parent_dir_(join_path(config.mount_root, config.parent)) {
+    check_cgroup_parent(config.parent);
+    if (!fs_->exists(join_path(config.mount_root, "cgroup.controllers")))
+      throw_error("cgroup", config.mount_root, "not a cgroup v2 mount (no cgroup.controllers)");
+  }
+
+  int version() const override { return 2; }
+
+  std::unique_ptr<Cgroup> create(const std::string& name, const CgroupLimits& limits) override {
+    check_cgroup_name(name, "sandbox cgroup");
+    check_cgroup_limits(limits);
+    std::vector<std::string> controllers{"memory", "pids"};
+    if (limits.cpus > 0) controllers.push_back("cpu");
+    prepare_parent(controllers);
+
+    const std::string dir = join_path(parent_dir_, name);
+    if (int err = fs_->make_dir(dir); err != 0) {
+      errno = err;
+      throw_errno("cgroup", dir, "creating the sandbox cgroup");
+    }
+    // From here on a throw destroys the group, which removes the directory again.
+    auto group = std::make_unique<CgroupV2>(fs_, name, dir, config_.kill_timeout);
+    if (limits.memory_bytes > 0) {
+      fs_->write(join_path(dir, "memory.max"), std::to_string(limits.memory_bytes));
+      const std::string swap = join_path(dir, "memory.swap.max");
+      if (fs_->exists(swap)) fs_->write(swap, "0");
+    }
+    if (limits.pids > 0) fs_->write(join_path(dir, "pids.max"), std::to_string(limits.pids));
+    if (limits.cpus > 0) {
+      const auto quota = static_cast<std::uint64_t>(std::llround(limits.cpus * kCpuPeriodUs));
+      fs_->write(join_path(dir, "cpu.max"), std::to_string(quota) + " " + std::to_string(kCpuPeriodUs));
+    }
+    return group;
+  }
+
+  std::vector<std::string> list() const override { return fs_->list_dirs(parent_dir_); }
+
+  std::unique_ptr<Cgroup> open(const std::string& name) override {
+    check_cgroup_name(name, "sandbox cgroup");
+    const std::string dir = join_path(parent_dir_, name);
+    if (!fs_->exists(dir)) {
+      errno = ENOENT;
+      throw_errno("cgroup", dir, "opening a sandbox cgroup");
+    }
+    return std::make_unique<CgroupV2>(fs_, name, dir, config_.kill_timeout);
+  }
+
+ private:
+  // Makes the controllers available to <parent>'s children: enabled in the subtree_control of the root, of
+  // each level down to <parent>, and of <parent> itself.
+  void prepare_parent(const std::vector<std::string>& controllers) {
+    std::string dir = config_.mount_root;
+    enable(dir, controllers);
+    for (const std::string& part : split_path(config_.parent)) {
+      dir = join_path(dir, part);
+      ensure_dir(*fs_, dir);
+      enable(dir, controllers);
+    }
+  }
+
+  void enable(const std::string& dir, const std::vector<std::string>& controllers) {
+    const std::string control = join_path(dir, "cgroup.subtree_control");
+    const std::vector<std::string> enabled = split_words(fs_->read(control));
+    const std::string available_file = join_path(dir, "cgroup.controllers");
+    const std::vector<std::string> available = split_words(fs_->read(available_file));
+    std::string request;
+    for (const std::string& controller : controllers) {
+      if (contains(enabled, controller)) continue;
+      if (!contains(available, controller)) {
+        std::string offered;
+        for (const std::string& word : available) offered += (offered.empty() ? "" : " ") + word;
+        throw_error("cgroup", available_file,
+                    "the " + controller + " controller is not available (offered: '" + offered +
+                        "'); it may be bound to a cgroup v1 hierarchy or not delegated to this cgroup");
+      }
+      request += (request.empty() ? "+" : " +") + controller;
+    }
+    if (request.empty()) return;
+    try {
+      fs_->write(control, request);
+    } catch (const SandboxError& error) {
+      if (error.cause().errno_value != EBUSY) throw;
+      ErrorCause cause = error.cause();
+      cause.detail += "; the cgroup has member processes and cgroup v2 only enables controllers for the children "
+                      "of cgroups without processes: move them into a leaf cgroup or choose another parent";
+      throw SandboxError(cause);
+    }
+  }
+
+  std::shared_ptr<CgroupFs> fs_;
+  CgroupConfig config_;
+  std::string parent_dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<CgroupManager> make_cgroup_v2(const CgroupConfig& config, std::shared_ptr<CgroupFs> fs) {
+  return std::make_unique<CgroupV2Manager>(config, std::move(fs));
+}
+
+std::unique_ptr<CgroupManager> make_cgroup_v2(const CgroupConfig& config) {
+  return make_cgroup_v2(config, host_cgroup_fs());
+}
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,82 @@
+// clone3 + the child's pre-exec path: wait for the id maps, become namespace root, arrange the
+// inherited descriptors, execveat capsule-init. Only raw syscalls run in the child.
+#include "sandbox/clone.h"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "sandbox/error.h"
+
+namespace capsule::sandbox {
+namespace {
+
+constexpr std::uint64_t kNamespaceFlags =
+    CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET;
+
+// Exit codes of the child before capsule-init runs; the launcher maps them to a step.
+constexpr int kExitNoGo = 120;
+constexpr int kExitIds = 121;
+constexpr int kExitFds = 122;
+constexpr int kExitExec = 123;
+
+[[noreturn]] void child_main(const ChildFds& fds, char* const argv[], char* const envp[]) {
+  char go;
+  if (read(fds.control_fd, &go, 1) != 1) _exit(kExitNoGo);
+
+  // Raw syscalls: glibc's set*id wrappers broadcast to threads that do not exist in this child.
+  if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, nullptr) != 0 ||
+      syscall(SYS_setresuid, 0, 0, 0) != 0) {
+    _exit(kExitIds);
+  }
+
+  // Move the kept descriptors above everything, then down to 0..4, then close the rest.
+  const int wanted[5] = {fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.init_exe_fd};
+  int high[5];
+  for (int i = 0; i < 5; ++i) {
+    high[i] = fcntl(wanted[i], F_DUPFD, 1024);
+    if (high[i] < 0) _exit(kExitFds);
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (dup2(high[i], i) != i) _exit(kExitFds);
+  }
+  if (syscall(SYS_close_range, 5, ~0U, 0) != 0) _exit(kExitFds);
+  fcntl(4, F_SETFD, FD_CLOEXEC);
+
+  syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+  _exit(kExitExec);
+}
+
+}  // namespace
+
+ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[]) {
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = kNamespaceFlags | CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  args.exit_signal = 0;  // reaped only through the pidfd, never by a stray waitpid(-1)
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) throw_errno("clone", "", "clone3");
+  if (pid == 0) child_main(fds, argv, envp);
+  fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+  return ClonedChild{static_cast<pid_t>(pid), pidfd};
+}
+
+const char* describe_child_exit(int code) {
+  switch (code) {
+    case kExitNoGo: return "child: launcher went away before the go signal";
+    case kExitIds: return "child: setresuid/setresgid to namespace root failed";
+    case kExitFds: return "child: arranging descriptors failed";
+    case kExitExec: return "child: execveat of capsule-init failed";
+    default: return nullptr;
+  }
+}
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,32 @@
+// clone3 of a sandbox child into new user, mount, pid, ipc, uts and net namespaces. Between clone and
+// execve of capsule-init the child runs only async-signal-safe code, so any thread may call this.
+#pragma once
+
+#include <sys/types.h>
+
+namespace capsule::sandbox {
+
+// Descriptors the child keeps; everything else is closed before execve.
+// In capsule-init they are: 0 stdin, 1 stdout, 2 stderr, 3 the control channel.
+struct ChildFds {
+  int stdin_fd;
+  int stdout_fd;
+  int stderr_fd;
+  int control_fd;
+  int init_exe_fd;  // capsule-init opened O_PATH by the launcher
+};
+
+struct ClonedChild {
+  pid_t pid;
+  int pidfd;  // close-on-exec, owned by the caller
+};
+
+// argv/envp must stay valid until the call returns (the child copies nothing).
+// The child blocks until one byte arrives on control_fd (after the parent wrote its id maps), then
+// becomes root of its user namespace and executes capsule-init. Throws SandboxError (step "clone").
+ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[]);
+
+// Explains an exit code of the child that never reached capsule-init, or nullptr.
+const char* describe_child_exit(int code);
+
+}  // namespace capsule::sandbox

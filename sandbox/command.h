@@ -1,0 +1,27 @@
+// The command's side of the sandbox: the child capsule-init forks, which drops everything and execs.
+// Order: signals reset, new session, rlimits, ids and capabilities, cwd, no_new_privs, seccomp, execve.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sandbox/init_config.h"
+
+namespace capsule::sandbox {
+
+// What the command reports through its close-on-exec pipe: one record before the seccomp filter goes
+// on and, only if execve fails, a second one with the error. EOF after the first means exec succeeded.
+struct CommandReport {
+  std::int64_t t_ns = 0;  // CLOCK_MONOTONIC
+  int error = 0;          // errno of the failed step, 0 for the first record
+  char step[32] = {};
+  char path[224] = {};
+};
+
+// Never returns. `report_fd` is the write end of the report pipe (close-on-exec).
+[[noreturn]] void run_command(const InitConfig& config, const std::vector<std::uint8_t>& seccomp_program,
+                              int report_fd);
+
+std::int64_t monotonic_ns();
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,52 @@
+// InitConfig: what capsule-init needs to finish the sandbox from the inside, sent by the launcher as
+// the first channel message, followed by one descriptor per entry of `attached` (detached mounts).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sandbox/spec.h"
+
+namespace capsule::sandbox {
+
+// A detached mount created by the launcher (idmapped and/or read-only), attached by init at `target`.
+// Targets are absolute paths: layers attach under the scratch dir, binds under the new root.
+struct AttachedMount {
+  std::string target;
+  bool is_file = false;    // bind of a single file: the target is created as an empty file
+};
+
+struct InitConfig {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string cwd;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::string hostname;
+  bool readonly_rootfs = false;
+  std::uint64_t tmp_size_bytes = 0;
+  std::uint64_t nofile = 0;
+  std::uint64_t fsize_bytes = 0;
+  std::uint64_t stack_bytes = 0;
+  std::string new_root;                    // overlay mount point (scratch)
+  std::vector<std::string> lower_dirs;     // attached layer mount points, topmost first
+  std::string upper_dir;
+  std::string work_dir;
+  std::vector<AttachedMount> layers;       // attach before the overlay
+  std::vector<AttachedMount> binds;        // attach after the overlay, targets inside new_root
+  std::string seccomp_program_hex;         // raw BPF from compile_seccomp, hex; empty: none
+};
+
+std::string encode_init_config(const InitConfig& config);
+InitConfig decode_init_config(const std::string& text);  // throws SandboxError (step "init-config")
+
+// Events capsule-init sends back, one JSON object per message: {"event": NAME, ...}.
+namespace init_event {
+inline constexpr const char* kReady = "ready";            // {"t_ns"}: mounts done
+inline constexpr const char* kExec = "exec";              // {"t_ns", "seccomp_t_ns"}: execve succeeded
+inline constexpr const char* kError = "error";            // {"step","path","errno","detail"}
+inline constexpr const char* kExited = "exited";          // {"code"} or {"signal"}
+}  // namespace init_event
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,289 @@
+// Launcher::run: prepares scratch dirs, cgroup and seccomp program, clones the sandbox child, sets up
+// its user namespace from outside, hands capsule-init its config, supervises, and builds the Result.
+#include "sandbox/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "sandbox/channel.h"
+#include "sandbox/clone.h"
+#include "sandbox/command.h"
+#include "sandbox/error.h"
+#include "sandbox/init_config.h"
+#include "sandbox/output.h"
+#include "sandbox/scratch.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/supervisor.h"
+#include "sandbox/unique_fd.h"
+#include "sandbox/userns.h"
+
+namespace capsule::sandbox {
+
+struct Launcher::State {
+  LauncherOptions options;
+  std::unique_ptr<CgroupManager> cgroups;
+  UniqueFd init_exe;
+  std::mutex seccomp_mutex;
+  std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
+};
+
+namespace {
+
+std::string default_init_binary() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("capsule-init") : (self.parent_path() / "capsule-init").string();
+}
+
+double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
+  return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
+}
+
+std::string to_hex(const std::vector<std::uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (auto b : bytes) {
+    hex.push_back(digits[b >> 4]);
+    hex.push_back(digits[b & 0xf]);
+  }
+  return hex;
+}
+
+// Kills and reaps the child if supervision never took it over (an error between clone and supervise).
+struct ChildGuard {
+  int pidfd = -1;
+  ~ChildGuard() {
+    if (pidfd < 0) return;
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    siginfo_t info;
+    waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED | __WALL);
+    close(pidfd);
+  }
+};
+
+struct Pipe {
+  UniqueFd read_end;
+  UniqueFd write_end;
+};
+
+Pipe make_pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipes", "", "pipe2");
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+// stdin: a socket pair when there are bytes to feed (send() with MSG_NOSIGNAL never raises SIGPIPE in
+// the launcher's process), otherwise a pipe whose write end is closed at once, so reads see EOF.
+Pipe make_stdin(bool has_data) {
+  if (!has_data) return make_pipe();
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw_errno("pipes", "", "socketpair");
+  shutdown(fds[0], SHUT_WR);
+  shutdown(fds[1], SHUT_RD);
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+InitConfig make_init_config(const SandboxSpec& spec, const ScratchDir& scratch, const std::string& program_hex) {
+  InitConfig config;
+  config.argv = spec.argv;
+  config.env = spec.env;
+  config.cwd = spec.cwd;
+  config.uid = spec.uid;
+  config.gid = spec.gid;
+  config.hostname = spec.hostname;
+  config.readonly_rootfs = spec.readonly_rootfs;
+  config.tmp_size_bytes = spec.limits.tmp_size_bytes;
+  config.nofile = spec.limits.nofile;
+  config.fsize_bytes = spec.limits.fsize_bytes;
+  config.stack_bytes = spec.limits.stack_bytes;
+  config.new_root = scratch.new_root();
+  config.upper_dir = scratch.upper();
+  config.work_dir = scratch.work();
+  for (std::size_t i = 0; i < spec.rootfs_layers.size(); ++i) {
+    config.lower_dirs.push_back(scratch.lower(i));
+    config.layers.push_back(AttachedMount{scratch.lower(i), false});
+  }
+  for (const auto& bind : spec.mounts) {
+    config.binds.push_back(AttachedMount{scratch.new_root() + bind.target, !std::filesystem::is_directory(bind.source)});
+  }
+  config.seccomp_program_hex = program_hex;
+  return config;
+}
+
+Status classify(const Outcome& outcome, const CgroupUsage& usage, std::string* reason, const Limits& limits) {
+  if (outcome.cancelled) {
+    *reason = "cancelled";
+    return Status::kCancelled;
+  }
+  if (outcome.wall_timeout) {
+    *reason = "wall time limit of " + std::to_string(limits.wall_time.count()) + " ms exceeded";
+    return Status::kTimedOut;
+  }
+  if (outcome.cpu_timeout) {
+    *reason = "cpu time limit of " + std::to_string(limits.cpu_time.count()) + " ms exceeded";
+    return Status::kTimedOut;
+  }
+  if (outcome.setup_error) {
+    *reason = outcome.setup_error->describe();
+    return Status::kSetupFailed;
+  }
+  if (usage.oom_kills > 0 && (!outcome.exit_code || *outcome.exit_code != 0)) {
+    *reason = "memory limit of " + std::to_string(limits.memory_bytes) + " bytes exceeded (OOM kill)";
+    return Status::kOomKilled;
+  }
+  if (outcome.exit_signal) {
+    *reason = std::string("killed by signal ") + strsignal(*outcome.exit_signal);
+    return Status::kSignaled;
+  }
+  if (outcome.exit_code) {
+    *reason = *outcome.exit_code == 0 ? "" : "exited with code " + std::to_string(*outcome.exit_code);
+    return *outcome.exit_code == 0 ? Status::kSucceeded : Status::kFailed;
+  }
+  if (outcome.init_wait_code == CLD_EXITED) {
+    const char* known = describe_child_exit(outcome.init_wait_status);
+    *reason = known ? known : "sandbox init exited with code " + std::to_string(outcome.init_wait_status) +
+                                  " before reporting";
+    return known ? Status::kSetupFailed : Status::kInternalError;
+  }
+  *reason = std::string("sandbox init killed by signal ") + strsignal(outcome.init_wait_status);
+  return Status::kInternalError;
+}
+
+}  // namespace
+
+Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) {
+  if (options.init_binary.empty()) options.init_binary = default_init_binary();
+  state_->init_exe.reset(open(options.init_binary.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!state_->init_exe) throw_errno("launcher", options.init_binary, "open capsule-init");
+  state_->cgroups = detect_cgroups(options.cgroup);
+  state_->options = std::move(options);
+}
+
+Launcher::~Launcher() = default;
+
+int Launcher::cgroup_version() const { return state_->cgroups->version(); }
+const LauncherOptions& Launcher::options() const { return state_->options; }
+
+Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
+  Result result;
+  const std::int64_t t_start = monotonic_ns();
+  try {
+    validate_spec(spec, state_->options.host_id_count);
+    std::string program_hex;
+    if (!spec.seccomp_profile.empty()) {
+      std::lock_guard lock(state_->seccomp_mutex);
+      auto it = state_->seccomp_cache.find(spec.seccomp_profile);
+      if (it == state_->seccomp_cache.end()) {
+        it = state_->seccomp_cache.emplace(spec.seccomp_profile,
+                                           compile_seccomp(parse_seccomp_profile(spec.seccomp_profile))).first;
+      }
+      program_hex = to_hex(it->second);
+    }
+    OutputCapture out(spec.limits.output_cap_bytes, spec.stdout_spill_path);
+    OutputCapture err(spec.limits.output_cap_bytes, spec.stderr_spill_path);
+
+    const std::string id = new_sandbox_id();
+    const std::uint32_t root_id = state_->options.host_id_base;
+    ScratchDir scratch(state_->options.scratch_dir, id, spec.rootfs_layers.size(), spec.upper_dir, root_id);
+    std::unique_ptr<Cgroup> cgroup =
+        state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
+    struct CgroupRemover {
+      Cgroup& cgroup;
+      ~CgroupRemover() {
+        try {
+          cgroup.remove();
+        } catch (const SandboxError&) {
+          // Reported nowhere better; a later cleanup pass finds it by name.
+        }
+      }
+    } cgroup_remover{*cgroup};
+
+    Pipe stdin_pipe = make_stdin(spec.stdin_data.has_value());
+    Pipe stdout_pipe = make_pipe();
+    Pipe stderr_pipe = make_pipe();
+    auto [control_parent, control_child] = make_channel();
+    UniqueFd control(control_parent);
+    UniqueFd control_for_child(control_child);
+    const std::int64_t t_prepared = monotonic_ns();
+
+    char init_name[] = "capsule-init";
+    char* init_argv[] = {init_name, nullptr};
+    char* init_envp[] = {nullptr};
+    ChildFds child_fds{stdin_pipe.read_end.get(), stdout_pipe.write_end.get(), stderr_pipe.write_end.get(),
+                       control_for_child.get(), state_->init_exe.get()};
+    ChildGuard guard;
+    ClonedChild child = clone_sandbox_child(child_fds, init_argv, init_envp);
+    guard.pidfd = child.pidfd;
+    const std::int64_t t_cloned = monotonic_ns();
+    stdin_pipe.read_end.reset();
+    stdout_pipe.write_end.reset();
+    stderr_pipe.write_end.reset();
+    control_for_child.reset();
+    if (!spec.stdin_data) stdin_pipe.write_end.reset();
+
+    write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
+    cgroup->add_process(child.pid);
+    UniqueFd userns(open_user_namespace(child.pid));
+    std::vector<UniqueFd> mounts;
+    for (const auto& layer : spec.rootfs_layers) {
+      mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
+    }
+    for (const auto& bind : spec.mounts) {
+      mounts.emplace_back(make_detached_mount(bind.source, userns.get(), bind.idmap, bind.read_only, true));
+    }
+    send_message(control.get(), "g");
+    send_message(control.get(), encode_init_config(make_init_config(spec, scratch, program_hex)));
+    for (const auto& fd : mounts) send_fd(control.get(), fd.get());
+    mounts.clear();
+    const std::int64_t t_mapped = monotonic_ns();
+
+    SupervisedFds fds{child.pidfd, control.release(), stdout_pipe.read_end.release(),
+                      stderr_pipe.read_end.release(), stdin_pipe.write_end.release()};
+    Supervisor supervisor(fds, *cgroup, spec.limits, hooks, spec.stdin_data.value_or(""), t_start);
+    Outcome outcome = supervisor.run(out, err);
+    close(guard.pidfd);
+    guard.pidfd = -1;  // reaped by the supervisor
+
+    CgroupUsage usage = cgroup->usage();
+    result.status = classify(outcome, usage, &result.reason, spec.limits);
+    if (outcome.exit_code) result.exit_code = *outcome.exit_code;
+    if (outcome.exit_signal) result.signal = *outcome.exit_signal;
+    if (outcome.setup_error && outcome.setup_error->step == "exec") result.exit_code = 127;
+    result.wall_ms = ms_between(t_start, outcome.end_ns);
+    result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;
+    result.cpu_sys_ms = static_cast<double>(usage.cpu_sys_ns) / 1e6;
+    result.peak_memory_bytes = usage.peak_memory_bytes;
+    result.oom_kills = usage.oom_kills;
+    result.stdout_capture = out.finish();
+    result.stderr_capture = err.finish();
+    SetupTimings& setup = result.setup;
+    setup.prepare_ms = ms_between(t_start, t_prepared);
+    setup.clone_ms = ms_between(t_prepared, t_cloned);
+    setup.maps_ms = ms_between(t_cloned, t_mapped);
+    if (outcome.ready_ns) setup.mounts_ms = ms_between(t_mapped, *outcome.ready_ns);
+    if (outcome.ready_ns && outcome.seccomp_ns) setup.seccomp_ms = ms_between(*outcome.ready_ns, *outcome.seccomp_ns);
+    if (outcome.seccomp_ns && outcome.exec_ns) setup.exec_ms = ms_between(*outcome.seccomp_ns, *outcome.exec_ns);
+    if (outcome.exec_ns) setup.total_ms = ms_between(t_start, *outcome.exec_ns);
+  } catch (const SandboxError& e) {
+    result.status = Status::kSetupFailed;
+    result.reason = e.what();
+  } catch (const std::exception& e) {
+    result.status = Status::kInternalError;
+    result.reason = e.what();
+  }
+  if (result.wall_ms == 0) result.wall_ms = ms_between(t_start, monotonic_ns());
+  return result;
+}
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,41 @@
+// OutputCapture: keeps the head and tail of one output stream under a byte cap, counts every byte,
+// and optionally spills the whole stream to a file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sandbox/result.h"
+
+namespace capsule::sandbox {
+
+class OutputCapture {
+ public:
+  // cap_bytes is split between head and tail (head gets the first half, tail the last cap - half bytes).
+  // spill_path non-empty: the file is created (0600, truncated) and receives every byte; throws SandboxError.
+  OutputCapture(std::uint64_t cap_bytes, std::string spill_path);
+  ~OutputCapture();
+  OutputCapture(const OutputCapture&) = delete;
+  OutputCapture& operator=(const OutputCapture&) = delete;
+
+  void append(std::string_view bytes);
+  // Flushes and closes the spill file; returns the capture. Call once.
+  StreamCapture finish();
+
+ private:
+  std::uint64_t head_cap_;
+  std::uint64_t tail_cap_;
+  std::uint64_t total_ = 0;
+  std::string head_;
+  std::string tail_ring_;   // ring buffer of the last tail_cap_ bytes past the head
+  std::uint64_t tail_pos_ = 0;  // once the ring is full: oldest byte and next write position
+  std::string spill_path_;
+  int spill_fd_ = -1;
+  bool finished_ = false;
+
+  // Writes all of bytes to the spill file, retrying partial writes and EINTR.
+  void write_spill(std::string_view bytes);
+};
+
+}  // namespace capsule::sandbox

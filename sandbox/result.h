@@ -1,0 +1,49 @@
+// Result: what one sandbox run produced, including why it ended and how long each setup step took.
+// Serialised to JSON by result_json.h for records and the CLI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace capsule::sandbox {
+
+enum class Status {
+  kSucceeded, kFailed, kTimedOut, kOomKilled, kSignaled, kCancelled, kSetupFailed, kInternalError
+};
+
+const char* status_name(Status status);
+
+struct StreamCapture {
+  std::uint64_t total_bytes = 0;
+  bool truncated = false;  // head + tail hold less than total_bytes
+  std::string head;
+  std::string tail;        // empty unless truncated
+  std::string spill_path;  // where the full stream went, if requested
+};
+
+struct SetupTimings {  // milliseconds, measured by the launcher
+  double prepare_ms = 0;  // spec checks, scratch dirs, cgroup, seccomp program (cached per profile)
+  double clone_ms = 0;    // clone3 + exec of the sandbox init
+  double maps_ms = 0;     // uid/gid maps, idmapped mounts, cgroup placement
+  double mounts_ms = 0;   // rootfs, binds, /proc, /dev, pivot_root
+  double seccomp_ms = 0;  // privileges dropped and filter loaded
+  double exec_ms = 0;     // until execve of the command succeeded
+  double total_ms = 0;
+};
+
+struct Result {
+  Status status = Status::kInternalError;
+  std::string reason;  // human-readable cause, with step/errno/path for setup failures
+  int exit_code = -1;  // valid when the command exited
+  int signal = 0;      // terminating signal, if any
+  double wall_ms = 0;
+  double cpu_user_ms = 0;
+  double cpu_sys_ms = 0;
+  std::uint64_t peak_memory_bytes = 0;
+  std::uint64_t oom_kills = 0;
+  StreamCapture stdout_capture;
+  StreamCapture stderr_capture;
+  SetupTimings setup;
+};
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,61 @@
+// Result -> JSON and status names; the record shape follows ../shared/ARCHITECTURE.md.
+// Byte streams are emitted as UTF-8 with invalid sequences replaced, never dropped.
+#include "sandbox/result_json.h"
+
+namespace capsule::sandbox {
+namespace {
+
+nlohmann::json stream_to_json(const StreamCapture& capture) {
+  auto text = [](const std::string& bytes) {
+    return nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  nlohmann::json j = {{"bytes", capture.total_bytes},
+                      {"truncated", capture.truncated},
+                      {"head", nlohmann::json::parse(text(capture.head))},
+                      {"tail", nlohmann::json::parse(text(capture.tail))}};
+  if (!capture.spill_path.empty()) j["spill_path"] = capture.spill_path;
+  return j;
+}
+
+}  // namespace
+
+const char* status_name(Status status) {
+  switch (status) {
+    case Status::kSucceeded: return "succeeded";
+    case Status::kFailed: return "failed";
+    case Status::kTimedOut: return "timed_out";
+    case Status::kOomKilled: return "oom_killed";
+    case Status::kSignaled: return "signaled";
+    case Status::kCancelled: return "cancelled";
+    case Status::kSetupFailed: return "setup_failed";
+    case Status::kInternalError: return "internal_error";
+  }
+  return "internal_error";
+}
+
+nlohmann::json result_to_json(const Result& result) {
+  nlohmann::json j = {
+      {"status", status_name(result.status)},
+      {"reason", result.reason},
+      {"exit_code", result.exit_code},
+      {"signal", result.signal},
+      {"wall_ms", result.wall_ms},
+      {"cpu_user_ms", result.cpu_user_ms},
+      {"cpu_sys_ms", result.cpu_sys_ms},
+      {"peak_memory_bytes", result.peak_memory_bytes},
+      {"oom_kills", result.oom_kills},
+      {"stdout", stream_to_json(result.stdout_capture)},
+      {"stderr", stream_to_json(result.stderr_capture)},
+      {"setup_ms",
+       {{"prepare", result.setup.prepare_ms},
+        {"clone", result.setup.clone_ms},
+        {"maps", result.setup.maps_ms},
+        {"mounts", result.setup.mounts_ms},
+        {"seccomp", result.setup.seccomp_ms},
+        {"exec", result.setup.exec_ms},
+        {"total", result.setup.total_ms}}},
+  };
+  return j;
+}
+
+}  // namespace capsule::sandbox

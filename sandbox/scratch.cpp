@@ -1,0 +1,58 @@
+// Per-sandbox scratch directories: created with the ownership overlayfs needs inside the user
+// namespace, removed recursively afterwards (nothing survives a run but an explicitly kept upper).
+#include "sandbox/scratch.h"
+
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include "sandbox/error.h"
+
+namespace capsule::sandbox {
+namespace {
+
+void make_dir(const std::string& path, mode_t mode, std::uint32_t owner, bool chown_it) {
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) throw_errno("scratch", path, "mkdir");
+  if (chmod(path.c_str(), mode) != 0) throw_errno("scratch", path, "chmod");
+  if (chown_it && chown(path.c_str(), owner, owner) != 0) throw_errno("scratch", path, "chown");
+}
+
+}  // namespace
+
+std::string new_sandbox_id() {
+  unsigned char bytes[8];
+  if (getrandom(bytes, sizeof bytes, 0) != sizeof bytes) throw_errno("scratch", "", "getrandom");
+  char hex[17];
+  for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+  return std::string(hex, 16);
+}
+
+ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size_t layers,
+                       const std::string& upper, std::uint32_t owner)
+    : path_(root + "/" + id), upper_(upper.empty() ? path_ + "/upper" : upper) {
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec) throw SandboxError(ErrorCause{"scratch", root, ec.value(), "create scratch root"});
+  if (mkdir(path_.c_str(), 0711) != 0) throw_errno("scratch", path_, "mkdir");
+  try {
+    make_dir(path_ + "/root", 0755, owner, true);
+    make_dir(path_ + "/work", 0700, owner, true);
+    make_dir(path_ + "/lower", 0711, owner, false);
+    for (std::size_t i = 0; i < layers; ++i) make_dir(lower(i), 0755, owner, false);
+    make_dir(upper_, 0755, owner, true);
+  } catch (...) {
+    std::filesystem::remove_all(path_, ec);
+    throw;
+  }
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace capsule::sandbox

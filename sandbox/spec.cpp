@@ -1,0 +1,53 @@
+// validate_spec: the one place a SandboxSpec is checked before anything is created for it.
+// Every message names the field at fault.
+#include "sandbox/spec.h"
+
+#include "sandbox/error.h"
+
+namespace capsule::sandbox {
+namespace {
+
+bool is_clean_absolute(const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  for (std::size_t start = 1; start <= path.size();) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string part = path.substr(start, end - start);
+    if (part == ".." || part == ".") return false;
+    start = end + 1;
+  }
+  return path.find('\0') == std::string::npos;
+}
+
+void require(bool ok, const std::string& field, const std::string& what) {
+  if (!ok) throw_error("spec", field, what);
+}
+
+}  // namespace
+
+void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
+  require(!spec.argv.empty() && !spec.argv[0].empty(), "argv", "must name a command");
+  for (const auto& entry : spec.env) {
+    require(entry.find('=') != std::string::npos && entry[0] != '=', "env", "entry '" + entry + "' is not NAME=VALUE");
+  }
+  require(is_clean_absolute(spec.cwd), "cwd", "must be an absolute path without . or ..");
+  require(!spec.rootfs_layers.empty(), "rootfs_layers", "at least one layer is required");
+  for (const auto& layer : spec.rootfs_layers) {
+    require(is_clean_absolute(layer), "rootfs_layers", "'" + layer + "' must be an absolute host path");
+  }
+  for (const auto& m : spec.mounts) {
+    require(is_clean_absolute(m.source), "mounts.source", "'" + m.source + "' must be an absolute host path");
+    require(is_clean_absolute(m.target) && m.target != "/", "mounts.target",
+            "'" + m.target + "' must be an absolute path below /");
+  }
+  require(spec.uid < id_count && spec.gid < id_count, "uid", "outside the sandbox's id range");
+  require(!spec.hostname.empty() && spec.hostname.size() <= 64, "hostname", "must be 1-64 characters");
+  require(spec.limits.cpus >= 0, "limits.cpus", "must not be negative");
+  require(spec.limits.wall_time.count() >= 0 && spec.limits.cpu_time.count() >= 0 &&
+              spec.limits.kill_grace.count() >= 0, "limits", "times must not be negative");
+  require(spec.limits.tmp_size_bytes >= 4096, "limits.tmp_size_bytes", "must be at least 4096");
+  require(spec.limits.memory_bytes == 0 || spec.limits.memory_bytes >= (4u << 20), "limits.memory_bytes",
+          "must be 0 (unlimited) or at least 4 MiB");
+}
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,60 @@
+// SandboxSpec: one fully resolved sandbox, as the launcher consumes it.
+// Names (images, policies, workspaces) are resolved before this point; nothing here is looked up again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace capsule::sandbox {
+
+// A host path made visible inside the sandbox.
+struct BindMount {
+  std::string source;      // absolute host path
+  std::string target;      // absolute path inside the sandbox
+  bool read_only = true;
+  // Present host ownership as-is inside (host root shows as sandbox root) through an idmapped mount.
+  bool idmap = true;
+};
+
+enum class NetworkMode { kNone };  // a new network namespace with only loopback
+
+struct Limits {
+  std::chrono::milliseconds wall_time{0};       // 0: unlimited
+  std::chrono::milliseconds cpu_time{0};        // whole-sandbox CPU (user+sys); 0: unlimited
+  std::chrono::milliseconds kill_grace{2000};   // SIGTERM -> SIGKILL delay on timeout/cancel
+  std::uint64_t memory_bytes = 0;               // 0: unlimited
+  std::uint64_t pids = 0;                       // 0: unlimited
+  double cpus = 0;                              // CPU bandwidth in cores; 0: unlimited
+  std::uint64_t tmp_size_bytes = 256ull << 20;  // tmpfs /tmp (and /dev/shm)
+  std::uint64_t nofile = 4096;                  // RLIMIT_NOFILE
+  std::uint64_t fsize_bytes = 0;                // RLIMIT_FSIZE; 0: unlimited
+  std::uint64_t stack_bytes = 8ull << 20;       // RLIMIT_STACK
+  std::uint64_t output_cap_bytes = 1ull << 20;  // per stream kept in memory (head + tail)
+};
+
+struct SandboxSpec {
+  std::vector<std::string> argv;                // argv[0] is resolved through PATH from env
+  std::vector<std::string> env;                 // exactly the environment the command gets
+  std::string cwd = "/";
+  std::vector<std::string> rootfs_layers;       // read-only overlay lower dirs, topmost first
+  std::string upper_dir;                        // writable overlay upper; empty: a fresh temp dir, removed after
+  std::vector<BindMount> mounts;                // applied in order, after the rootfs
+  bool readonly_rootfs = false;                 // remount the overlay read-only (binds keep their mode)
+  Limits limits;
+  NetworkMode network = NetworkMode::kNone;
+  std::string seccomp_profile;                  // OCI/Docker JSON text; empty: no filter
+  std::uint32_t uid = 0;                        // ids inside the sandbox
+  std::uint32_t gid = 0;
+  std::string hostname = "capsule";
+  std::optional<std::string> stdin_data;        // absent: stdin is /dev/null-like (closed pipe)
+  std::string stdout_spill_path;                // non-empty: the full stream is also written here
+  std::string stderr_spill_path;
+};
+
+// Throws SandboxError (step "spec", path = the field) for the first problem found.
+void validate_spec(const SandboxSpec& spec, std::uint32_t id_count);
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs capsule's build and test dependencies from Debian packages (idempotent).
+# Runs `apt-get update` once per invocation only when something is missing.
+set -eu
+PACKAGES="build-essential cmake ninja-build pkg-config
+  libseccomp-dev libcap-dev libboost-dev nlohmann-json3-dev libssl-dev zlib1g-dev
+  libsqlite3-dev libarchive-dev libpugixml-dev libcli11-dev libspdlog-dev
+  libgtest-dev libgmock-dev
+  bubblewrap util-linux iproute2
+  openjdk-17-jdk-headless maven python3 python3-pip python3-venv"
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "install-deps: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing
+fi

@@ -1,0 +1,253 @@
+// Behaviour of real sandboxes launched through the library: exit codes, env, stdin, output caps,
+// time/CPU/memory/pids/tmpfs limits, ownership, read-only rootfs, workspace, toolchains, setup errors.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "sandbox/launcher.h"
+#include "tests/sandbox/test_support.h"
+
+namespace capsule::sandbox {
+namespace {
+
+using capsule::testing::host_spec;
+using capsule::testing::shared_launcher;
+using namespace std::chrono_literals;
+
+Result run_sh(const std::string& script, const std::function<void(SandboxSpec&)>& adjust = {}) {
+  SandboxSpec spec = host_spec({"/bin/sh", "-c", script});
+  if (adjust) adjust(spec);
+  return shared_launcher().run(spec);
+}
+
+std::string out(const Result& r) { return r.stdout_capture.head; }
+
+std::string describe(const Result& r) {
+  return std::string(status_name(r.status)) + " reason=" + r.reason + " exit=" + std::to_string(r.exit_code) +
+         " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
+}
+
+TEST(Launcher, ExitCodesAreReported) {
+  Result ok = run_sh("exit 0");
+  EXPECT_EQ(ok.status, Status::kSucceeded) << describe(ok);
+  EXPECT_EQ(ok.exit_code, 0);
+  Result failed = run_sh("exit 3");
+  EXPECT_EQ(failed.status, Status::kFailed) << describe(failed);
+  EXPECT_EQ(failed.exit_code, 3);
+}
+
+TEST(Launcher, SignalDeathIsReported) {
+  Result r = run_sh("kill -SEGV $$");
+  EXPECT_EQ(r.status, Status::kSignaled) << describe(r);
+  EXPECT_EQ(r.signal, SIGSEGV);
+}
+
+TEST(Launcher, EnvironmentAndCwdAreExactlyTheSpecs) {
+  Result r = run_sh("echo \"$CAPSULE_X|$PIP_FIND_LINKS|$(pwd)\"", [](SandboxSpec& s) {
+    s.env.push_back("CAPSULE_X=42");
+    s.cwd = "/tmp";
+  });
+  EXPECT_EQ(out(r), "42||/tmp\n") << describe(r);
+}
+
+TEST(Launcher, HostToolConfigurationDoesNotLeakIn) {
+  Result r = run_sh("test ! -e /etc/pip.conf && test ! -e /root/.m2 && test ! -e /etc/environment && echo clean");
+  EXPECT_EQ(out(r), "clean\n") << describe(r);
+}
+
+TEST(Launcher, StdinBytesAreDelivered) {
+  Result r = run_sh("cat; echo", [](SandboxSpec& s) { s.stdin_data = "hello from stdin"; });
+  EXPECT_EQ(out(r), "hello from stdin\n") << describe(r);
+}
+
+TEST(Launcher, StdinIsClosedWithoutData) {
+  Result r = run_sh("cat; echo done");
+  EXPECT_EQ(out(r), "done\n") << describe(r);
+}
+
+TEST(Launcher, OutputBeyondTheCapKeepsHeadAndTail) {
+  Result r = run_sh("echo START; head -c 300000 /dev/zero | tr '\\0' x; echo; echo END; echo err >&2",
+                    [](SandboxSpec& s) { s.limits.output_cap_bytes = 1000; });
+  EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_TRUE(r.stdout_capture.truncated);
+  EXPECT_EQ(r.stdout_capture.total_bytes, 6u + 300000u + 1u + 4u);
+  EXPECT_EQ(r.stdout_capture.head.substr(0, 6), "START\n");
+  EXPECT_EQ(r.stdout_capture.head.size(), 500u);
+  EXPECT_EQ(r.stdout_capture.tail.size(), 500u);
+  EXPECT_EQ(r.stdout_capture.tail.substr(496), "END\n");
+  EXPECT_EQ(r.stderr_capture.head, "err\n");
+}
+
+TEST(Launcher, WallTimeoutKillsADoubleForkedSleeper) {
+  auto start = std::chrono::steady_clock::now();
+  Result r = run_sh("(setsid sleep 1000 &); trap '' TERM; sleep 1000", [](SandboxSpec& s) {
+    s.limits.wall_time = 500ms;
+    s.limits.kill_grace = 200ms;
+  });
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
+  EXPECT_NE(r.reason.find("wall time"), std::string::npos);
+  EXPECT_LT(elapsed, 10s);
+  // Nothing of the sandbox outlives the run: no process runs under the sandbox's host id range.
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    struct stat st;
+    if (stat(entry.path().c_str(), &st) == 0 && st.st_uid >= 100000 && st.st_uid < 165536) {
+      ADD_FAILURE() << "leftover process " << entry.path();
+    }
+  }
+}
+
+TEST(Launcher, CpuTimeLimitStopsABusyLoop) {
+  Result r = run_sh("while :; do :; done", [](SandboxSpec& s) {
+    s.limits.cpu_time = 500ms;
+    s.limits.wall_time = 30s;
+  });
+  EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
+  EXPECT_NE(r.reason.find("cpu time"), std::string::npos);
+  EXPECT_GE(r.cpu_user_ms + r.cpu_sys_ms, 400);
+}
+
+TEST(Launcher, MemoryLimitEndsInOomKilled) {
+  SandboxSpec spec = host_spec({"python3", "-c", "a = b'x' * (512 << 20)"});
+  spec.limits.memory_bytes = 64ull << 20;
+  Result r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kOomKilled) << describe(r);
+  EXPECT_GE(r.oom_kills, 1u);
+  EXPECT_LE(r.peak_memory_bytes, 64ull << 20);
+}
+
+TEST(Launcher, PeakMemoryIsMeasured) {
+  SandboxSpec spec = host_spec({"python3", "-c", "a = b'x' * (100 << 20)"});
+  Result r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_GE(r.peak_memory_bytes, 100ull << 20);
+}
+
+TEST(Launcher, PidsLimitContainsAForkBomb) {
+  Result r = run_sh("i=0; while [ $i -lt 200 ]; do sleep 5 & i=$((i+1)); done 2>/dev/null; "
+                    "echo running $(ls /proc | grep -c '^[0-9]')",
+                    [](SandboxSpec& s) { s.limits.pids = 16; });
+  EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
+  ASSERT_EQ(out(r).rfind("running ", 0), 0u) << describe(r);
+  EXPECT_LE(std::stoi(out(r).substr(8)), 16);
+}
+
+TEST(Launcher, TmpfsSizeIsEnforced) {
+  Result r = run_sh("dd if=/dev/zero of=/tmp/big bs=1M count=32 2>&1", [](SandboxSpec& s) {
+    s.limits.tmp_size_bytes = 8ull << 20;
+  });
+  EXPECT_EQ(r.status, Status::kFailed) << describe(r);
+  EXPECT_NE(out(r).find("No space left on device"), std::string::npos) << describe(r);
+}
+
+TEST(Launcher, ImageFilesAreRootOwnedInside) {
+  Result r = run_sh("stat -c '%u:%g %U' /usr/bin/env /etc/passwd /; id -u");
+  EXPECT_EQ(out(r), "0:0 root\n0:0 root\n0:0 root\n0\n") << describe(r);
+}
+
+TEST(Launcher, RootfsIsCopyOnWriteAndCanBeReadOnly) {
+  Result writable = run_sh("echo data > /etc/new-file && cat /etc/new-file");
+  EXPECT_EQ(out(writable), "data\n") << describe(writable);
+  EXPECT_FALSE(std::filesystem::exists("/tmp/capsule-test/images/host-root-v1/etc/new-file"));
+  Result usr = run_sh("touch /usr/x 2>&1");
+  EXPECT_NE(out(usr).find("Read-only file system"), std::string::npos) << describe(usr);
+  Result read_only = run_sh("touch /etc/new-file 2>&1", [](SandboxSpec& s) { s.readonly_rootfs = true; });
+  EXPECT_EQ(read_only.status, Status::kFailed);
+  EXPECT_NE(out(read_only).find("Read-only file system"), std::string::npos) << describe(read_only);
+}
+
+TEST(Launcher, WorkspaceIsWritableAndKeepsHostOwnership) {
+  const std::string dir = "/tmp/capsule-test/workspace-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/input.txt") << "input";
+  Result r = run_sh("cat /workspace/input.txt; echo out > /workspace/output.txt; stat -c %u /workspace/input.txt",
+                    [&](SandboxSpec& s) { s.mounts.push_back(BindMount{dir, "/workspace", false, true}); });
+  EXPECT_EQ(out(r), "input0\n") << describe(r);
+  struct stat st;
+  ASSERT_EQ(stat((dir + "/output.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);  // written by sandbox root through the idmapped bind: host root on disk
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, HostnameAndPid1) {
+  Result r = run_sh("hostname; cat /proc/1/comm; echo $$");
+  EXPECT_EQ(out(r), "capsule\ncapsule-init\n2\n") << describe(r);
+}
+
+TEST(Launcher, Pid1ReapsOrphans) {
+  Result r = run_sh("(sleep 0.1 &); sleep 0.6; cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == \"Z\"' | wc -l");
+  EXPECT_EQ(out(r), "0\n") << describe(r);
+}
+
+TEST(Launcher, OnlyLoopbackNetwork) {
+  Result r = run_sh("ls /sys/class/net");
+  EXPECT_EQ(out(r), "lo\n") << describe(r);
+}
+
+TEST(Launcher, JavaRuns) {
+  Result r = shared_launcher().run(host_spec({"java", "-version"}));
+  EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_NE(r.stderr_capture.head.find("openjdk version \"17"), std::string::npos) << describe(r);
+}
+
+TEST(Launcher, PythonRuns) {
+  Result r = shared_launcher().run(host_spec({"python3", "-c", "import sys, ssl, json; print(sys.version_info[0])"}));
+  EXPECT_EQ(out(r), "3\n") << describe(r);
+}
+
+TEST(Launcher, MavenRuns) {
+  Result r = shared_launcher().run(host_spec({"mvn", "-v"}));
+  EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_NE(out(r).find("Apache Maven 3"), std::string::npos) << describe(r);
+}
+
+TEST(Launcher, MissingCommandIsASetupFailure) {
+  Result r = shared_launcher().run(host_spec({"no-such-command"}));
+  EXPECT_EQ(r.status, Status::kSetupFailed) << describe(r);
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.reason.find("no-such-command"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("No such file or directory"), std::string::npos) << r.reason;
+}
+
+TEST(Launcher, InvalidSpecNamesTheField) {
+  SandboxSpec spec = host_spec({"true"});
+  spec.cwd = "relative/dir";
+  Result r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("cwd"), std::string::npos) << r.reason;
+  spec = host_spec({"true"});
+  spec.mounts.push_back(BindMount{"/does/not/exist", "/mnt/x", true, true});
+  r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("/does/not/exist"), std::string::npos) << r.reason;
+}
+
+TEST(Launcher, CancelStopsARun) {
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(300ms);
+    cancel = true;
+  });
+  RunHooks hooks;
+  hooks.cancel = &cancel;
+  Result r = shared_launcher().run(host_spec({"sleep", "100"}), hooks);
+  canceller.join();
+  EXPECT_EQ(r.status, Status::kCancelled) << describe(r);
+}
+
+TEST(Launcher, SetupTimingsAreFilledIn) {
+  Result r = shared_launcher().run(host_spec({"true"}));
+  ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_GT(r.setup.clone_ms, 0);
+  EXPECT_GT(r.setup.mounts_ms, 0);
+  EXPECT_GT(r.setup.exec_ms, 0);
+  EXPECT_GT(r.setup.total_ms, 0);
+}
+
+}  // namespace
+}  // namespace capsule::sandbox

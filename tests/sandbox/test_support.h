@@ -1,0 +1,25 @@
+// Shared fixtures for sandbox tests: one Launcher per test binary and a ready-to-run spec on the host image.
+// Hostile programs from sandbox/testcases are bind-mounted read-only at /opt/testcases.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sandbox/launcher.h"
+#include "sandbox/spec.h"
+
+namespace capsule::testing {
+
+// A process-wide Launcher using a scratch dir under /tmp and the `capsule-test` cgroup parent.
+sandbox::Launcher& shared_launcher();
+
+// argv on the host image with policies/default.json, /opt/testcases mounted, 60 s wall limit.
+sandbox::SandboxSpec host_spec(std::vector<std::string> argv);
+
+// The text of policies/default.json.
+const std::string& default_seccomp_profile();
+
+// Path of a hostile program inside the sandbox, e.g. testcase("mount_proc") -> /opt/testcases/mount_proc.
+std::string testcase(const std::string& name);
+
+}  // namespace capsule::testing
