@@ -14,6 +14,7 @@
 #include <array>
 #include <cerrno>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -292,9 +293,26 @@ std::uint32_t action_value(const std::string& action, std::uint32_t errno_ret) {
   bad("action", "unsupported action \"" + action + "\"");
 }
 
-void add_rule(void* ctx, const SeccompRule& rule, std::uint32_t default_action) {
+// libseccomp lets an unconditional rule silently win over conditional rules for the same syscall, so a
+// profile mixing them with different actions would not mean what it says; refuse it instead.
+struct SyscallActions {
+  std::optional<std::uint32_t> unconditional;
+  std::vector<std::uint32_t> conditional;
+};
+
+void check_consistent(SyscallActions& seen, const std::string& name, std::uint32_t action, bool has_args) {
+  auto differs = [&](std::uint32_t other) { return other != action; };
+  bool conflict = has_args ? seen.unconditional && *seen.unconditional != action
+                           : (seen.unconditional && *seen.unconditional != action) ||
+                                 std::any_of(seen.conditional.begin(), seen.conditional.end(), differs);
+  if (conflict) bad(name, "rules with different actions, at least one without args: the unconditional one would win");
+  if (has_args) seen.conditional.push_back(action);
+  else seen.unconditional = action;
+}
+
+void add_rule(void* ctx, const SeccompRule& rule, std::uint32_t default_action,
+              std::map<int, SyscallActions>& seen) {
   const std::uint32_t action = action_value(rule.action, rule.has_errno_ret ? rule.errno_ret : EPERM);
-  if (action == default_action) return;  // libseccomp refuses rules that repeat the default (and they are no-ops)
 
   std::vector<scmp_arg_cmp> conditions;
   std::array<int, kMaxArgIndex + 1> per_index{};
@@ -308,6 +326,8 @@ void add_rule(void* ctx, const SeccompRule& rule, std::uint32_t default_action) 
   for (const auto& name : rule.names) {
     const int nr = seccomp_syscall_resolve_name(name.c_str());
     if (nr == __NR_SCMP_ERROR) continue;  // unknown to this libseccomp: skipped, as Docker does
+    check_consistent(seen[nr], name, action, !conditions.empty());
+    if (action == default_action) continue;  // a no-op, and libseccomp refuses rules that repeat the default
     // libseccomp cannot AND two comparisons of one argument; like runc, such a rule means "any of them".
     if (repeated_index) {
       for (const auto& condition : conditions)
@@ -394,7 +414,8 @@ std::vector<std::uint8_t> compile_seccomp(const SeccompProfile& profile) {
     int rc = seccomp_arch_add(ctx.get(), compat->token);
     if (rc != -EEXIST) check_rc(rc, "architectures", "adding " + arch);
   }
-  for (const auto& rule : profile.syscalls) add_rule(ctx.get(), rule, default_action);
+  std::map<int, SyscallActions> seen;
+  for (const auto& rule : profile.syscalls) add_rule(ctx.get(), rule, default_action, seen);
   return export_program(ctx.get());
 }
 

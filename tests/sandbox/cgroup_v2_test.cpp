@@ -362,13 +362,22 @@ std::vector<std::string> run_script(CgroupFs& fs, const std::string& root, const
   write("cgroup.procs", std::to_string(absent_pid));
 
   const pid_t pid = spawn();
-  write("cgroup.procs", std::to_string(pid));
+  auto move = [&](const std::string& file) {
+    int err = 0;
+    try {
+      fs.write(join_path(dir, file), std::to_string(pid));
+    } catch (const SandboxError& error) {
+      err = error.cause().errno_value;
+    }
+    note("move into " + file, err);
+  };
+  move("cgroup.procs");
   events(dir);
   log.push_back("procs " + std::to_string(split_words(fs.read(join_path(dir, "cgroup.procs"))).size()));
   note("rmdir populated", fs.remove_dir(dir));
   const std::string child = join_path(dir, "child");
   note("mkdir child", fs.make_dir(child));
-  write("child/cgroup.procs", std::to_string(pid));
+  move("child/cgroup.procs");
   events(dir);
   events(child);
   write("cgroup.kill", " 1 ");

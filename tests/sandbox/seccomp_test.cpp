@@ -277,6 +277,21 @@ TEST(SeccompCompile, RepeatedArgumentIndexMeansAnyOfTheComparisons) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+TEST(SeccompCompile, RefusesConditionalRulesShadowedByAnUnconditionalOne) {
+  // libseccomp would let the unconditional allow win and silently drop the TIOCSTI denial.
+  auto profile = parse_seccomp_profile(R"({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [
+      {"names": ["ioctl"], "action": "SCMP_ACT_ALLOW"},
+      {"names": ["ioctl"], "action": "SCMP_ACT_ERRNO",
+       "args": [{"index": 1, "value": 4294967295, "valueTwo": 21522, "op": "SCMP_CMP_MASKED_EQ"}]}]})");
+  try {
+    compile_seccomp(profile);
+    ADD_FAILURE() << "expected a SandboxError";
+  } catch (const SandboxError& e) {
+    EXPECT_EQ(e.cause().step, "seccomp");
+    EXPECT_EQ(e.cause().path, "ioctl");
+  }
+}
+
 // ---- installation ----
 
 TEST(SeccompInstall, RejectsMalformedPrograms) {
