@@ -380,9 +380,20 @@ std::vector<std::string> run_script(CgroupFs& fs, const std::string& root, const
   move("child/cgroup.procs");
   events(dir);
   events(child);
+  auto wait_for = [&](const std::string& at, const std::string& line) {
+    for (int i = 0; i < 200 && fs.read(join_path(at, "cgroup.events")).find(line) == std::string::npos; ++i)
+      std::this_thread::sleep_for(10ms);
+  };
+  write("cgroup.freeze", "1");
+  wait_for(child, "frozen 1");
+  events(dir);
+  events(child);
+  log.push_back("freeze " + fs.read(join_path(dir, "cgroup.freeze")) + " child " + fs.read(join_path(child, "cgroup.freeze")));
+  write("cgroup.freeze", "0");
+  wait_for(child, "frozen 0");
+  events(child);
   write("cgroup.kill", " 1 ");
-  for (int i = 0; i < 200 && fs.read(join_path(dir, "cgroup.events")).find("populated 1") == 0; ++i)
-    std::this_thread::sleep_for(10ms);
+  wait_for(dir, "populated 0");
   events(dir);
   note("rmdir with a child", fs.remove_dir(dir));
   note("rmdir file", fs.remove_dir(join_path(child, "cgroup.procs")));

@@ -210,6 +210,7 @@ void FakeCgroupFs::write(const std::string& path, const std::string& value) {
     if (int err = parse_int(text, INT_MAX, number)) fail(err, path, value);
     if (number != 0 && number != 1) fail(ERANGE, path, value);
     at->freeze = number == 1;
+    at->files[name] = std::to_string(number) + "\n";
   } else if (name == "memory.max" || name == "memory.high" || name == "memory.low" || name == "memory.min" ||
              name == "memory.swap.max") {
     if (!memparse(text, at->files[name])) fail(EINVAL, path, value);
