@@ -186,7 +186,12 @@ TEST_F(CgroupV2Test, KillAllBeforeCgroupKillFreezesAndSignals) {
   EXPECT_FALSE(fs_->alive(102));
   const std::vector<std::pair<pid_t, int>> expected{{101, SIGKILL}, {102, SIGKILL}};
   EXPECT_EQ(fs_->signals(), expected);
-  EXPECT_EQ(contents("capsule/run/cgroup.freeze"), "0\n");  // thawed again
+  const std::string freezer = path("capsule/run/cgroup.freeze");
+  const std::vector<std::string> tail(fs_->journal().end() - 4, fs_->journal().end());
+  const std::vector<std::string> frozen_kill_thaw{"write " + freezer + " 1", "signal 101 9", "signal 102 9",
+                                                  "write " + freezer + " 0"};
+  EXPECT_EQ(tail, frozen_kill_thaw);
+  EXPECT_EQ(contents("capsule/run/cgroup.freeze"), "0\n");
 }
 
 TEST_F(CgroupV2Test, KillAllGivesUpOnAProcessThatWillNotDie) {

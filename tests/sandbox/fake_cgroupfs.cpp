@@ -245,6 +245,7 @@ void FakeCgroupFs::write(const std::string& path, const std::string& value) {
   } else {
     fail(EINVAL, path, value);  // read-only interface file
   }
+  journal_.push_back("write " + path + " " + value);
 }
 
 void FakeCgroupFs::write_subtree_control(const std::string& path, Dir& dir, const std::string& text) {
@@ -331,6 +332,7 @@ std::vector<std::string> FakeCgroupFs::list_dirs(const std::string& path) const 
 
 void FakeCgroupFs::signal(pid_t pid, int signo) {
   signals_.emplace_back(pid, signo);
+  journal_.push_back("signal " + std::to_string(pid) + " " + std::to_string(signo));
   auto it = where_.find(pid);
   if (it == where_.end() || harmless(signo) || unkillable_.count(pid)) return;
   where_.erase(it);

@@ -53,6 +53,8 @@ class FakeCgroupFs final : public sandbox::CgroupFs {
   // Overwrites a file the kernel maintains (memory.peak, memory.events, cpu.stat, ...).
   void set_file(const std::string& path, const std::string& content);
   const std::vector<std::pair<pid_t, int>>& signals() const { return signals_; }
+  // Accepted writes and all signals in order: "write <path> <value>", "signal <pid> <signo>".
+  const std::vector<std::string>& journal() const { return journal_; }
 
  private:
   struct Dir {
@@ -80,6 +82,7 @@ class FakeCgroupFs final : public sandbox::CgroupFs {
   std::map<pid_t, std::string> where_;   // process -> its cgroup
   std::set<pid_t> unkillable_;
   std::vector<std::pair<pid_t, int>> signals_;
+  std::vector<std::string> journal_;
 };
 
 }  // namespace capsule::testing
