@@ -12,14 +12,16 @@ std::unique_ptr<CgroupManager> detect_cgroups(const CgroupConfig& config, std::s
     const std::string offered = fs->read(controllers_file);
     const std::vector<std::string> controllers = split_words(offered);
     if (contains(controllers, "memory") && contains(controllers, "pids")) return make_cgroup_v2(config, std::move(fs));
-    why_not_v2 = "cgroup v2 there lacks memory or pids (cgroup.controllers: '" + offered.substr(0, offered.find('\n')) + "')";
+    why_not_v2 = "cgroup v2 there lacks memory or pids (cgroup.controllers: '" +
+                 offered.substr(0, offered.find('\n')) + "')";
   } else {
     why_not_v2 = "it is not a cgroup v2 mount";
   }
   const auto mounts = parse_v1_mounts(fs->read(kMountInfoPath), config.mount_root);
   if (mounts.count("memory") && mounts.count("pids")) return make_cgroup_v1(config, std::move(fs));
   throw_error("cgroup", config.mount_root,
-              "no usable cgroups: " + why_not_v2 + ", and no cgroup v1 memory and pids hierarchies are mounted under it");
+              "no usable cgroups: " + why_not_v2 +
+                  ", and no cgroup v1 memory and pids hierarchies are mounted under it");
 }
 
 std::unique_ptr<CgroupManager> detect_cgroups(const CgroupConfig& config) {

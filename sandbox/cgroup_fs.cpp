@@ -131,7 +131,8 @@ void collect_pids(const CgroupFs& fs, const std::string& dir, std::set<pid_t>& p
   for (const std::string& word : split_words(fs.read(procs))) {
     pid_t pid = 0;
     auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), pid);
-    if (ec != std::errc() || end != word.data() + word.size()) throw_error("cgroup", procs, "unexpected entry '" + word + "'");
+    if (ec != std::errc() || end != word.data() + word.size())
+      throw_error("cgroup", procs, "unexpected entry '" + word + "'");
     pids.insert(pid);
   }
   for (const std::string& child : fs.list_dirs(dir)) collect_pids(fs, join_path(dir, child), pids);

@@ -26,7 +26,7 @@ class CgroupV2 final : public Cgroup {
   ~CgroupV2() override {
     try {
       remove();
-    } catch (const SandboxError&) {
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nowhere to report from here
     }
   }
 
@@ -63,7 +63,8 @@ class CgroupV2 final : public Cgroup {
     const std::string stat = fs_->read(stat_file);
     usage.cpu_user_ns = required(stat, "user_usec", stat_file) * 1000;
     usage.cpu_sys_ns = required(stat, "system_usec", stat_file) * 1000;
-    if (fs_->exists(file("memory.peak"))) usage.peak_memory_bytes = parse_number(fs_->read(file("memory.peak")), file("memory.peak"));
+    const std::string peak = file("memory.peak");
+    if (fs_->exists(peak)) usage.peak_memory_bytes = parse_number(fs_->read(peak), peak);
     usage.oom_kills = keyed_value(fs_->read(file("memory.events")), "oom_kill").value_or(0);
     return usage;
   }

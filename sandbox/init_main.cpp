@@ -130,6 +130,8 @@ void detach_stdio() {
 }
 
 int init_main() {
+  // Non-dumpable from the start: the command must never be able to open /proc/1/mem or /proc/1/fd.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
   sigset_t handled;
   sigemptyset(&handled);
@@ -174,7 +176,6 @@ int init_main() {
     kill(command, SIGKILL);
     return 1;
   }
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   relay_command_reports(report[0]);
   close(report[0]);
   supervise(command, handled);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,9 +34,37 @@ struct Launcher::State {
   LauncherOptions options;
   std::unique_ptr<CgroupManager> cgroups;
   UniqueFd init_exe;
-  std::mutex seccomp_mutex;
+  std::mutex cache_mutex;
   std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
+  std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
+
+  const std::vector<std::uint8_t>& seccomp_program(const std::string& profile);
+  UniqueFd writable_bind(const BindMount& bind);
 };
+
+const std::vector<std::uint8_t>& Launcher::State::seccomp_program(const std::string& profile) {
+  std::lock_guard lock(cache_mutex);
+  auto it = seccomp_cache.find(profile);
+  if (it == seccomp_cache.end()) {
+    it = seccomp_cache.emplace(profile, compile_seccomp(parse_seccomp_profile(profile))).first;
+  }
+  return it->second;
+}
+
+// A writable bind never lets sandbox root write as host root (it could plant set-uid root files for the
+// host to run): sandbox root is mapped to the directory's owner, or, for root-owned directories, not idmapped
+// at all, so its writes land as the unprivileged sandbox root id and root-owned files stay read-only.
+UniqueFd Launcher::State::writable_bind(const BindMount& bind) {
+  struct stat st;
+  if (stat(bind.source.c_str(), &st) != 0) throw_errno("idmap", bind.source, "stat");
+  if (!bind.idmap || st.st_uid == 0 || st.st_gid == 0) {
+    return UniqueFd(make_detached_mount(bind.source, -1, false, false, true));
+  }
+  std::lock_guard lock(cache_mutex);
+  UniqueFd& userns = owner_namespaces[{st.st_uid, st.st_gid}];
+  if (!userns) userns.reset(make_owner_mapping_namespace(st.st_uid, st.st_gid, options.host_id_base));
+  return UniqueFd(make_detached_mount(bind.source, userns.get(), true, false, true));
+}
 
 namespace {
 
@@ -180,16 +209,8 @@ Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
   const std::int64_t t_start = monotonic_ns();
   try {
     validate_spec(spec, state_->options.host_id_count);
-    std::string program_hex;
-    if (!spec.seccomp_profile.empty()) {
-      std::lock_guard lock(state_->seccomp_mutex);
-      auto it = state_->seccomp_cache.find(spec.seccomp_profile);
-      if (it == state_->seccomp_cache.end()) {
-        it = state_->seccomp_cache.emplace(spec.seccomp_profile,
-                                           compile_seccomp(parse_seccomp_profile(spec.seccomp_profile))).first;
-      }
-      program_hex = to_hex(it->second);
-    }
+    const std::string program_hex =
+        spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
     OutputCapture out(spec.limits.output_cap_bytes, spec.stdout_spill_path);
     OutputCapture err(spec.limits.output_cap_bytes, spec.stderr_spill_path);
 
@@ -240,7 +261,9 @@ Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
       mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
     }
     for (const auto& bind : spec.mounts) {
-      mounts.emplace_back(make_detached_mount(bind.source, userns.get(), bind.idmap, bind.read_only, true));
+      mounts.push_back(bind.read_only
+                           ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
+                           : state_->writable_bind(bind));
     }
     send_message(control.get(), "g");
     send_message(control.get(), encode_init_config(make_init_config(spec, scratch, program_hex)));

@@ -34,15 +34,18 @@ constexpr unsigned kMaxArgIndex = 5;
 
 // Names this host answers to in includes/excludes "arches", and the extra ABIs its kernel can execute
 // (the only non-native entries of "architectures" that can ever match a syscall here).
+struct ArchToken {
+  std::string_view name;
+  std::uint32_t token;
+};
 #if defined(__x86_64__)
 constexpr const char* kNativeArch = "SCMP_ARCH_X86_64";
 constexpr std::array<std::string_view, 3> kNativeAliases = {"amd64", "x86_64", "SCMP_ARCH_X86_64"};
-struct ArchToken { std::string_view name; std::uint32_t token; };
-constexpr std::array<ArchToken, 2> kCompatArches = {{{"SCMP_ARCH_X86", SCMP_ARCH_X86}, {"SCMP_ARCH_X32", SCMP_ARCH_X32}}};
+constexpr std::array<ArchToken, 2> kCompatArches = {
+    {{"SCMP_ARCH_X86", SCMP_ARCH_X86}, {"SCMP_ARCH_X32", SCMP_ARCH_X32}}};
 #elif defined(__aarch64__)
 constexpr const char* kNativeArch = "SCMP_ARCH_AARCH64";
 constexpr std::array<std::string_view, 3> kNativeAliases = {"arm64", "aarch64", "SCMP_ARCH_AARCH64"};
-struct ArchToken { std::string_view name; std::uint32_t token; };
 constexpr std::array<ArchToken, 1> kCompatArches = {{{"SCMP_ARCH_ARM", SCMP_ARCH_ARM}}};
 #else
 #error "capsule's seccomp support covers x86_64 and aarch64 hosts"
@@ -171,7 +174,8 @@ Filter parse_filter(const json& rule, const std::string& where, const char* key)
   check_object(*value, field, {"caps", "arches", "minKernel"});
   filter.caps = string_list(*value, field, "caps");
   filter.arches = string_list(*value, field, "arches");
-  if (auto text = opt_string(*value, field, "minKernel")) filter.min_kernel = parse_min_kernel(*text, field + ".minKernel");
+  if (auto text = opt_string(*value, field, "minKernel"))
+    filter.min_kernel = parse_min_kernel(*text, field + ".minKernel");
   return filter;
 }
 
@@ -302,9 +306,8 @@ struct SyscallActions {
 
 void check_consistent(SyscallActions& seen, const std::string& name, std::uint32_t action, bool has_args) {
   auto differs = [&](std::uint32_t other) { return other != action; };
-  bool conflict = has_args ? seen.unconditional && *seen.unconditional != action
-                           : (seen.unconditional && *seen.unconditional != action) ||
-                                 std::any_of(seen.conditional.begin(), seen.conditional.end(), differs);
+  bool conflict = (seen.unconditional && differs(*seen.unconditional)) ||
+                  (!has_args && std::any_of(seen.conditional.begin(), seen.conditional.end(), differs));
   if (conflict) bad(name, "rules with different actions, at least one without args: the unconditional one would win");
   if (has_args) seen.conditional.push_back(action);
   else seen.unconditional = action;

@@ -15,7 +15,8 @@ struct BindMount {
   std::string source;      // absolute host path
   std::string target;      // absolute path inside the sandbox
   bool read_only = true;
-  // Present host ownership as-is inside (host root shows as sandbox root) through an idmapped mount.
+  // Read-only: host owners show as-is inside (host root as sandbox root) through an idmapped mount.
+  // Writable: sandbox root is mapped to the directory's owner, never to host root (see Launcher).
   bool idmap = true;
 };
 

@@ -4,6 +4,9 @@
 
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -38,6 +41,42 @@ int open_user_namespace(pid_t pid) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_errno("userns", path, "open");
   return fd;
+}
+
+int make_owner_mapping_namespace(std::uint32_t on_disk_uid, std::uint32_t on_disk_gid, std::uint32_t sandbox_root) {
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) throw_errno("userns", "", "pipe2");
+  UniqueFd gate_read(gate[0]);
+  UniqueFd gate_write(gate[1]);
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_NEWUSER | CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
+  args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid < 0) throw_errno("userns", "", "clone3(CLONE_NEWUSER) for an id mapping");
+  if (pid == 0) {
+    close(gate[1]);
+    char byte;
+    (void)!read(gate[0], &byte, 1);  // holds the namespace open until the parent has its fd
+    _exit(0);
+  }
+  UniqueFd child(pidfd);
+  int result = -1;
+  try {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    write_file(proc + "/uid_map", std::to_string(on_disk_uid) + " " + std::to_string(sandbox_root) + " 1\n");
+    write_file(proc + "/gid_map", std::to_string(on_disk_gid) + " " + std::to_string(sandbox_root) + " 1\n");
+    result = open_user_namespace(static_cast<pid_t>(pid));
+  } catch (...) {
+    gate_write.reset();
+    siginfo_t info;
+    waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child.get()), &info, WEXITED | __WALL);
+    throw;
+  }
+  gate_write.reset();
+  siginfo_t info;
+  waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(child.get()), &info, WEXITED | __WALL);
+  return result;
 }
 
 int make_detached_mount(const std::string& path, int userns_fd, bool idmap, bool read_only, bool recursive) {

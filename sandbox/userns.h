@@ -20,6 +20,11 @@ void write_id_maps(pid_t pid, const IdRange& range);
 // Opens /proc/<pid>/ns/user (close-on-exec). Throws SandboxError.
 int open_user_namespace(pid_t pid);
 
+// Creates a user namespace whose only mapping is host id `on_disk` <-> host id `sandbox_root`, for idmapping
+// writable binds: files of `on_disk` appear owned by sandbox root, and sandbox root's writes land as `on_disk`.
+// Returns its fd (close-on-exec); the helper process that carried it is gone. Throws SandboxError.
+int make_owner_mapping_namespace(std::uint32_t on_disk_uid, std::uint32_t on_disk_gid, std::uint32_t sandbox_root);
+
 // Clones the mount tree at `path` as a detached mount (open_tree), optionally idmapped through the
 // user namespace `userns_fd` and read-only. Returns the mount fd. Throws SandboxError (step "idmap").
 int make_detached_mount(const std::string& path, int userns_fd, bool idmap, bool read_only, bool recursive);

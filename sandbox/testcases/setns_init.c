@@ -1,5 +1,5 @@
-/* Hostile: joins init's namespaces through /proc/1/ns, then tries setns on its own namespace files.
- * Expected "setns_init: user=EACCES mnt=EACCES pid=EACCES net=EACCES self=EPERM" (init is non-dumpable; setns denied). */
+/* Hostile: joins init's namespaces through /proc/1/ns (non-dumpable init: EACCES), then setns on its own
+ * (denied). Expected "setns_init: user=EACCES mnt=EACCES pid=EACCES net=EACCES self=EPERM". */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
-/* Hostile: TIOCSTI on inherited descriptors 0-2, which could be the terminal of whoever started capsule.
- * Expected "tiocsti_stdin: fd0=EPERM fd1=EPERM fd2=EPERM": seccomp denies the request whatever the fd is. */
+/* Hostile: TIOCSTI on inherited descriptors 0-2 (could be the terminal of whoever started capsule), and with
+ * junk in the request's upper 32 bits (the kernel ignores them). Expected every key =EPERM. */
 #define _GNU_SOURCE
 #include <sys/ioctl.h>
 
@@ -15,5 +15,9 @@ int main(void) {
     escaped |= err == 0;
     tc_add_errno(keys[fd], err);
   }
+  /* ioctl's request is an unsigned int in the kernel but a 64-bit register for seccomp. */
+  int hi = tc_err(ioctl(0, (unsigned long)TIOCSTI | (1UL << 32), &c));
+  escaped |= hi == 0;
+  tc_add_errno("hi32", hi);
   return tc_end(escaped ? TC_ESCAPED : TC_BLOCKED);
 }

@@ -393,7 +393,8 @@ std::vector<std::string> run_script(CgroupFs& fs, const std::string& root, const
   wait_for(child, "frozen 1");
   events(dir);
   events(child);
-  log.push_back("freeze " + fs.read(join_path(dir, "cgroup.freeze")) + " child " + fs.read(join_path(child, "cgroup.freeze")));
+  log.push_back("freeze " + fs.read(join_path(dir, "cgroup.freeze")) + " child " +
+                fs.read(join_path(child, "cgroup.freeze")));
   write("cgroup.freeze", "0");
   wait_for(child, "frozen 0");
   events(child);

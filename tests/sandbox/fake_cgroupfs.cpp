@@ -264,7 +264,8 @@ void FakeCgroupFs::write_subtree_control(const std::string& path, Dir& dir, cons
   for (const std::string& name : disable)
     for (const std::string& child : child_dirs(cgroup))
       if (dirs_.at(child).subtree_control.count(name)) fail(EBUSY, path, text);
-  const bool has_processes = std::any_of(where_.begin(), where_.end(), [&](const auto& e) { return e.second == cgroup; });
+  const bool has_processes =
+      std::any_of(where_.begin(), where_.end(), [&](const auto& entry) { return entry.second == cgroup; });
   if (!enable.empty() && cgroup != root_ && has_processes) fail(EBUSY, path, text);
   for (const std::string& name : enable) {
     if (!dir.subtree_control.insert(name).second) continue;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -41,7 +42,9 @@ using capsule::testing::testcase;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-constexpr uid_t kSandboxRootOnHost = 100000;  // LauncherOptions::host_id_base of the shared launcher
+constexpr const char* kBaitPrefix = "/var/tmp/capsule-hostile-";  // + owning test pid + "-" + random
+constexpr key_t kShmKeyBase = 0x43500000;                            // SysV keys 0x435xxxxx, low bits = pid
+constexpr key_t kShmKeyEnd = 0x43600000;
 constexpr const char* kMarkerText = "capsule hostile-test marker: the host's own file\n";
 
 std::string read_file(const std::string& path) {
@@ -81,8 +84,9 @@ struct HostBait {
   int shm_id = -1;
 
   HostBait() {
-    char tmpl[] = "/var/tmp/capsule-hostile-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    remove_stale_bait();
+    std::string tmpl = kBaitPrefix + std::to_string(getpid()) + "-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
     dir = tmpl;
     marker = dir + "/marker";
     std::ofstream(marker) << kMarkerText;
@@ -95,7 +99,7 @@ struct HostBait {
     getsockname(tcp_fd, reinterpret_cast<sockaddr*>(&tcp), &length);
     tcp_port = ntohs(tcp.sin_port);
 
-    abstract_name = "capsule-hostile-" + std::to_string(getpid()) + "-" + fs::path(dir).filename().string();
+    abstract_name = fs::path(dir).filename().string();
     sockaddr_un abstract{};
     abstract.sun_family = AF_UNIX;
     std::memcpy(abstract.sun_path + 1, abstract_name.data(), abstract_name.size());
@@ -113,28 +117,60 @@ struct HostBait {
 
     start_victim();
 
-    for (key_t key = 0x43500000 | (getpid() & 0xffff); shm_id < 0 && key < 0x43600000; key += 0x10000) {
+    for (key_t key = kShmKeyBase | (getpid() & 0xffff); shm_id < 0 && key < kShmKeyEnd; key += 0x10000) {
       shm_id = shmget(key, 4096, IPC_CREAT | IPC_EXCL | 0666);
       if (shm_id >= 0) shm_key = key;
     }
     if (shm_id < 0) ADD_FAILURE() << "shmget: " << std::strerror(errno);
   }
 
+  // Bait of test processes that died without cleaning up (a killed run): their directories and segments.
+  static void remove_stale_bait() {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/var/tmp", ec)) {
+      const std::string name = entry.path().string();
+      if (name.rfind(kBaitPrefix, 0) != 0) continue;
+      const pid_t owner = static_cast<pid_t>(std::atoi(name.c_str() + std::strlen(kBaitPrefix)));
+      if (owner > 0 && kill(owner, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+    }
+    std::ifstream segments("/proc/sysvipc/shm");  // key shmid perms size cpid ...
+    std::string header;
+    std::getline(segments, header);
+    for (long long key, id, perms, size, cpid; segments >> key >> id >> perms >> size >> cpid;) {
+      segments.ignore(1 << 20, '\n');
+      if (key < kShmKeyBase || key >= kShmKeyEnd) continue;
+      if (kill(static_cast<pid_t>(cpid), 0) != 0 && errno == ESRCH) shmctl(static_cast<int>(id), IPC_RMID, nullptr);
+    }
+  }
+
   void start_victim() {
+    const uid_t sandbox_root = shared_launcher().options().host_id_base;  // sandbox uid 0, seen from the host
     pid_t parent = getpid();
     victim = fork();
     if (victim == 0) {
-      // Raw syscalls only: the test process may have threads.
+      // Raw syscalls only: the test process may have threads. The death signal goes last: changing
+      // credentials clears it.
+      syscall(SYS_setgroups, 0, nullptr);
+      syscall(SYS_setresgid, sandbox_root, sandbox_root, sandbox_root);
+      syscall(SYS_setresuid, sandbox_root, sandbox_root, sandbox_root);
       syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
       if (syscall(SYS_getppid) != parent) syscall(SYS_exit_group, 0);
-      syscall(SYS_setgroups, 0, nullptr);
-      syscall(SYS_setresgid, kSandboxRootOnHost, kSandboxRootOnHost, kSandboxRootOnHost);
-      syscall(SYS_setresuid, kSandboxRootOnHost, kSandboxRootOnHost, kSandboxRootOnHost);
       for (;;) syscall(SYS_pause);
     }
     if (victim < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
     victim_pidfd = static_cast<int>(syscall(SYS_pidfd_open, victim, 0));
     if (victim_pidfd < 0) ADD_FAILURE() << "pidfd_open: " << std::strerror(errno);
+  }
+
+  // The victim runs as the sandbox root's host uid: without a pid namespace, kill() from inside would work.
+  bool victim_has_sandbox_uid() const {
+    const uid_t sandbox_root = shared_launcher().options().host_id_base;
+    struct stat st {};
+    for (int i = 0; i < 100; ++i) {
+      if (stat(("/proc/" + std::to_string(victim)).c_str(), &st) == 0 && st.st_uid == sandbox_root) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
   }
 
   bool victim_alive() const {
@@ -207,6 +243,7 @@ class HostileTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(bait_, nullptr);
     ASSERT_TRUE(bait_->victim_alive());
+    ASSERT_TRUE(bait_->victim_has_sandbox_uid());
     mounts_before_ = mountinfo_lines();
     hostname_before_ = host_name();
     ASSERT_EQ(stat(bait_->marker.c_str(), &marker_before_), 0);
@@ -293,7 +330,8 @@ const Case kCases[] = {
     {"mount_tmpfs", {}, "mount_tmpfs: errno=EPERM"},
     {"mount_bind", {}, "mount_bind: bind=EPERM remount=EPERM"},
     {"umount_proc", {}, "umount_proc: proc=EPERM masked=EPERM proc_sys=EPERM"},
-    {"new_mount_api", {}, "new_mount_api: fsopen=EPERM open_tree=EPERM move_mount=EPERM mount_setattr=EPERM fspick=EPERM"},
+    {"new_mount_api", {},
+     "new_mount_api: fsopen=EPERM open_tree=EPERM move_mount=EPERM mount_setattr=EPERM fspick=EPERM"},
     // Namespaces: unshare/setns denied; clone's flag argument filtered; clone3 answered ENOSYS.
     {"unshare_user", {}, "unshare_user: errno=EPERM"},
     {"unshare_ns", {}, "unshare_ns: mnt=EPERM net=EPERM pid=EPERM ipc=EPERM uts=EPERM cgroup=EPERM time=EPERM"},
@@ -328,10 +366,8 @@ const Case kCases[] = {
     {"ioport", {}, "ioport: iopl=EPERM ioperm=EPERM"},
     {"acct", {}, "acct: errno=EPERM"},
     {"personality", {}, "personality: query=ok errno=EPERM"},
-    // The filter covers only the x86_64 ABI: int 0x80 and x32 numbers hit the bad-arch action (kill process).
-    {"compat_syscall", {}, "compat_syscall: i386=SIGSYS x32=SIGSYS"},
     // Terminals: TIOCSTI is filtered on the request's low 32 bits, whatever the descriptor.
-    {"tiocsti_pty", {}, "tiocsti_pty: master=EPERM slave=EPERM"},
+    {"tiocsti_pty", {}, "tiocsti_pty: ctty=ok master=EPERM slave=EPERM slave_hi32=EPERM"},
     {"tiocsti_stdin", {}, "tiocsti_stdin: fd0=EPERM fd1=EPERM fd2=EPERM hi32=EPERM"},
     // File handles: both calls are denied outright.
     {"open_by_handle_at", {}, "open_by_handle_at: errno=EPERM"},
@@ -366,7 +402,7 @@ const Case kCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Hostile, HostileEscape, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.program); });
+                         [](const ::testing::TestParamInfo<Case>& param) { return std::string(param.param.program); });
 
 // Masked /proc files: a /dev/null bind where this kernel has the file, absent (ENOENT) where it has not.
 TEST_F(HostileTest, SysrqTriggerIsMasked) {
@@ -377,6 +413,26 @@ TEST_F(HostileTest, SysrqTriggerIsMasked) {
 TEST_F(HostileTest, KcoreIsMasked) {
   const bool present = fs::exists("/proc/kcore");
   expect_blocked(run_program("proc_kcore"), present ? "proc_kcore: masked" : "proc_kcore: errno=ENOENT");
+}
+
+// Whether this kernel runs i386 syscalls (int 0x80) from a 64-bit process: probed in a child on the host.
+bool host_runs_int80() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L /* i386 getpid */) : "memory", "r8", "r9", "r10", "r11");
+    _exit(ret > 0 ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The filter covers only the x86_64 ABI: i386 (int 0x80) and x32 numbers hit the bad-arch action, which
+// kills the process (SIGSYS). Kernels without IA32 emulation fault int 0x80 before seccomp sees it (SIGSEGV).
+TEST_F(HostileTest, CompatSyscallAbisAreKilled) {
+  const std::string i386 = host_runs_int80() ? "SIGSYS" : "SIGSEGV";
+  expect_blocked(run_program("compat_syscall"), "compat_syscall: i386=" + i386 + " x32=SIGSYS");
 }
 
 TEST_F(HostileTest, ForkBombHitsThePidsLimit) {
@@ -393,16 +449,19 @@ TEST_F(HostileTest, WritesUnderUsrNeverReachTheHost) {
 // A writable idmapped bind maps sandbox root to host root: whatever set-id bits the sandbox can set there
 // must not produce a root-owned set-uid/set-gid file on the host.
 TEST_F(HostileTest, NoSetIdRootFilePlantedThroughAWritableBind) {
-  char tmpl[] = "/var/tmp/capsule-hostile-rw-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string tmpl = kBaitPrefix + std::to_string(getpid()) + "-rw-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   const std::string dir = tmpl;
   chmod(dir.c_str(), 0755);
+  // A user's workspace: sandbox root is mapped to its owner, so what it plants is the owner's, not root's.
+  ASSERT_EQ(chown(dir.c_str(), 1000, 1000), 0);
   Result r = run_program("setuid_plant", {"/rw"},
                          [&](SandboxSpec& s) { s.mounts.push_back(BindMount{dir, "/rw", false, true}); });
   EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
   EXPECT_EQ(r.stdout_capture.head.rfind("setuid_plant: create=ok", 0), 0u) << describe(r);
   struct stat st {};
   ASSERT_EQ(stat((dir + "/planted").c_str(), &st), 0) << describe(r);
+  EXPECT_EQ(st.st_uid, 1000u);
   EXPECT_FALSE(st.st_uid == 0 && (st.st_mode & S_ISUID) != 0)
       << "the sandbox planted a set-uid root file on the host: mode " << std::oct << st.st_mode << " uid "
       << std::dec << st.st_uid << " (" << r.stdout_capture.head << ")";

@@ -172,16 +172,33 @@ TEST(Launcher, RootfsIsCopyOnWriteAndCanBeReadOnly) {
   EXPECT_NE(out(read_only).find("Read-only file system"), std::string::npos) << describe(read_only);
 }
 
-TEST(Launcher, WorkspaceIsWritableAndKeepsHostOwnership) {
+TEST(Launcher, WritableWorkspaceMapsSandboxRootToItsOwner) {
   const std::string dir = "/tmp/capsule-test/workspace-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/input.txt") << "input";
+  ASSERT_EQ(chown(dir.c_str(), 1000, 1000), 0);
+  ASSERT_EQ(chown((dir + "/input.txt").c_str(), 1000, 1000), 0);
   Result r = run_sh("cat /workspace/input.txt; echo out > /workspace/output.txt; stat -c %u /workspace/input.txt",
                     [&](SandboxSpec& s) { s.mounts.push_back(BindMount{dir, "/workspace", false, true}); });
-  EXPECT_EQ(out(r), "input0\n") << describe(r);
+  EXPECT_EQ(out(r), "input0\n") << describe(r);  // the owner's files are sandbox root's inside
   struct stat st;
   ASSERT_EQ(stat((dir + "/output.txt").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, 0u);  // written by sandbox root through the idmapped bind: host root on disk
+  EXPECT_EQ(st.st_uid, 1000u);  // and sandbox root's writes land as the owner on the host
+  EXPECT_EQ(st.st_gid, 1000u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, WritableRootOwnedBindNeverWritesAsHostRoot) {
+  const std::string dir = "/tmp/capsule-test/rootdir-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::all);
+  std::ofstream(dir + "/root-file") << "x";
+  Result r = run_sh("echo new > /w/created; echo more >> /w/root-file 2>/dev/null || echo denied",
+                    [&](SandboxSpec& s) { s.mounts.push_back(BindMount{dir, "/w", false, true}); });
+  EXPECT_EQ(out(r), "denied\n") << describe(r);
+  struct stat st;
+  ASSERT_EQ(stat((dir + "/created").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 100000u);  // the unprivileged sandbox root id, not host root
   std::filesystem::remove_all(dir);
 }
 

@@ -142,7 +142,8 @@ TEST(SeccompParse, ErrorsNameTheOffendingField) {
       {with_rule(R"({"names": ["read"], "action": "SCMP_ACT_LOG",
                      "args": [{"index": 0, "value": -1, "op": "SCMP_CMP_EQ"}]})"),
        "syscalls[0].args[0].value"},
-      {with_rule(R"({"names": ["read"], "action": "SCMP_ACT_LOG", "args": [{"index": 0, "op": "SCMP_CMP_EQ", "x": 1}]})"),
+      {with_rule(R"({"names": ["read"], "action": "SCMP_ACT_LOG",
+                     "args": [{"index": 0, "op": "SCMP_CMP_EQ", "x": 1}]})"),
        "syscalls[0].args[0].x"},
   };
   for (const auto& [text, field] : cases) {
@@ -179,7 +180,8 @@ const char* const kDockerStyleProfile = R"({
     {"name": "legacy_single_name", "action": "SCMP_ACT_ALLOW"},
     {"names": ["needs_sys_admin"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
     {"names": ["unless_sys_admin"], "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
-    {"names": ["native_arch_only"], "action": "SCMP_ACT_ALLOW", "includes": {"arches": [")" NATIVE_GO_ARCH R"(", "x32"]}},
+    {"names": ["native_arch_only"], "action": "SCMP_ACT_ALLOW",
+     "includes": {"arches": [")" NATIVE_GO_ARCH R"(", "x32"]}},
     {"names": ["s390_only"], "action": "SCMP_ACT_ALLOW", "includes": {"arches": ["s390", "s390x"]}},
     {"names": ["not_on_native_arch"], "action": "SCMP_ACT_ALLOW", "excludes": {"arches": [")" NATIVE_SCMP_ARCH R"("]}},
     {"names": ["not_on_s390"], "action": "SCMP_ACT_ALLOW", "excludes": {"arches": ["s390x"]}},
@@ -251,7 +253,8 @@ TEST(SeccompCompile, DockerStyleMultiArchProfileCompiles) {
 
 TEST(SeccompCompile, UnknownSyscallNamesAreSkipped) {
   auto program = compile_seccomp(parse_seccomp_profile(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
-      {"names": ["no_such_syscall", "getppid", "another_made_up_one"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}]})"));
+      {"names": ["no_such_syscall", "getppid", "another_made_up_one"],
+       "action": "SCMP_ACT_ERRNO", "errnoRet": 13}]})"));
   ASSERT_FALSE(program.empty());
   // The known name in the same rule is still enforced.
   int status = run_confined(program, [] {
@@ -438,7 +441,8 @@ TEST(SeccompPolicy, DefaultDeniesWhatTheSandboxMustNeverDo) {
   EXPECT_EQ(profile.default_errno_ret, 1u);
   std::set<std::string> allowed, filtered;
   for (const auto& rule : profile.syscalls)
-    if (rule.action == "SCMP_ACT_ALLOW") (rule.args.empty() ? allowed : filtered).insert(rule.names.begin(), rule.names.end());
+    if (rule.action == "SCMP_ACT_ALLOW")
+      (rule.args.empty() ? allowed : filtered).insert(rule.names.begin(), rule.names.end());
   for (const char* name :
        {"mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "keyctl", "add_key", "request_key", "bpf",
         "perf_event_open", "ptrace", "process_vm_readv", "process_vm_writev", "kexec_load", "kexec_file_load",
@@ -498,7 +502,8 @@ class SeccompToolchain : public ::testing::Test {
   do {                                                                      \
     if (access((path), X_OK) != 0) GTEST_SKIP() << (path) << " not installed"; \
   } while (0)
-#define EXPECT_EXIT_ZERO(status) EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << (status)
+#define EXPECT_EXIT_ZERO(status) \
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << (status)
 
 TEST_F(SeccompToolchain, Python) {
   REQUIRE_TOOL("/usr/bin/python3");
