@@ -1,7 +1,7 @@
 # Locates the Debian-packaged libraries capsule builds on.
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
-pkg_check_modules(LIBCAP REQUIRED IMPORTED_TARGET libcap)
+pkg_check_modules(SECCOMP REQUIRED libseccomp)
+pkg_check_modules(LIBCAP REQUIRED libcap)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(Threads REQUIRED)
 if(CAPSULE_BUILD_TESTS)

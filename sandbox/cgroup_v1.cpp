@@ -77,6 +77,7 @@ class CgroupV1 final : public Cgroup {
     for (const std::string& dir : layout_.dirs)
       if (fs_->exists(dir)) present.push_back(dir);
     if (present.empty()) return;
+    if (processes().empty()) return;  // freezing costs milliseconds even for an empty group
     const auto deadline = Clock::now() + timeout_;
     const std::string state = layout_.file("freezer", "freezer.state");
     const bool can_freeze = fs_->exists(state);

@@ -29,7 +29,7 @@ constexpr int kExitExec = 123;
 
 [[noreturn]] void child_main(const ChildFds& fds, char* const argv[], char* const envp[]) {
   char go;
-  if (read(fds.control_fd, &go, 1) != 1) _exit(kExitNoGo);
+  if (read(fds.go_fd, &go, 1) != 1) _exit(kExitNoGo);
 
   // Raw syscalls: glibc's set*id wrappers broadcast to threads that do not exist in this child.
   if (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, nullptr) != 0 ||

@@ -13,7 +13,8 @@ struct ChildFds {
   int stdout_fd;
   int stderr_fd;
   int control_fd;
-  int init_exe_fd;  // capsule-init opened O_PATH by the launcher
+  int init_exe_fd;  // capsule-init, opened by the launcher
+  int go_fd;        // read end of a pipe: one byte once the launcher has set everything up
 };
 
 struct ClonedChild {
@@ -22,7 +23,8 @@ struct ClonedChild {
 };
 
 // argv/envp must stay valid until the call returns (the child copies nothing).
-// The child blocks until one byte arrives on control_fd (after the parent wrote its id maps), then
+// The child blocks until one byte arrives on go_fd (after the parent wrote its id maps and queued the
+// config on the control channel, so the child's wake-up does not preempt that work), then
 // becomes root of its user namespace and executes capsule-init. Throws SandboxError (step "clone").
 ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[]);
 

@@ -236,13 +236,14 @@ Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
     auto [control_parent, control_child] = make_channel();
     UniqueFd control(control_parent);
     UniqueFd control_for_child(control_child);
+    Pipe go = make_pipe();
     const std::int64_t t_prepared = monotonic_ns();
 
     char init_name[] = "capsule-init";
     char* init_argv[] = {init_name, nullptr};
     char* init_envp[] = {nullptr};
     ChildFds child_fds{stdin_pipe.read_end.get(), stdout_pipe.write_end.get(), stderr_pipe.write_end.get(),
-                       control_for_child.get(), state_->init_exe.get()};
+                       control_for_child.get(), state_->init_exe.get(), go.read_end.get()};
     ChildGuard guard;
     ClonedChild child = clone_sandbox_child(child_fds, init_argv, init_envp);
     guard.pidfd = child.pidfd;
@@ -251,6 +252,7 @@ Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
     stdout_pipe.write_end.reset();
     stderr_pipe.write_end.reset();
     control_for_child.reset();
+    go.read_end.reset();
     if (!spec.stdin_data) stdin_pipe.write_end.reset();
 
     write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
@@ -265,10 +267,11 @@ Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
                            ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                            : state_->writable_bind(bind));
     }
-    send_message(control.get(), "g");
     send_message(control.get(), encode_init_config(make_init_config(spec, scratch, program_hex)));
     for (const auto& fd : mounts) send_fd(control.get(), fd.get());
     mounts.clear();
+    if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");
+    go.write_end.reset();
     const std::int64_t t_mapped = monotonic_ns();
 
     SupervisedFds fds{child.pidfd, control.release(), stdout_pipe.read_end.release(),

@@ -153,8 +153,7 @@ Outcome Supervisor::run(OutputCapture& out, OutputCapture& err) {
         }
         outcome_.end_ns = monotonic_ns();
         init_alive = false;
-        drain_deadline = outcome_.end_ns + kDrainLimitNs;
-        cgroup_.kill_all();
+        drain_deadline = outcome_.end_ns + kDrainLimitNs;  // the pid namespace died with init
       } else if (fd == fds_.control) {
         auto message = receive_message(fds_.control);
         if (message) {

@@ -84,8 +84,10 @@ TEST(Launcher, OutputBeyondTheCapKeepsHeadAndTail) {
 }
 
 TEST(Launcher, WallTimeoutKillsADoubleForkedSleeper) {
+  // A duration unique to this test process marks the sleepers, so parallel tests cannot be confused with them.
+  const std::string marker = "1000." + std::to_string(getpid());
   auto start = std::chrono::steady_clock::now();
-  Result r = run_sh("(setsid sleep 1000 &); trap '' TERM; sleep 1000", [](SandboxSpec& s) {
+  Result r = run_sh("(setsid sleep " + marker + " &); trap '' TERM; sleep " + marker, [](SandboxSpec& s) {
     s.limits.wall_time = 500ms;
     s.limits.kill_grace = 200ms;
   });
@@ -93,11 +95,11 @@ TEST(Launcher, WallTimeoutKillsADoubleForkedSleeper) {
   EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
   EXPECT_NE(r.reason.find("wall time"), std::string::npos);
   EXPECT_LT(elapsed, 10s);
-  // Nothing of the sandbox outlives the run: no process runs under the sandbox's host id range.
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    struct stat st;
-    if (stat(entry.path().c_str(), &st) == 0 && st.st_uid >= 100000 && st.st_uid < 165536) {
-      ADD_FAILURE() << "leftover process " << entry.path();
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (args == "sleep" + std::string(1, '\0') + marker + std::string(1, '\0')) {
+      ADD_FAILURE() << "leftover sleeper " << entry.path();
     }
   }
 }
