@@ -114,6 +114,14 @@ TEST(Launcher, CpuTimeLimitStopsABusyLoop) {
   EXPECT_GE(r.cpu_user_ms + r.cpu_sys_ms, 400);
 }
 
+TEST(Launcher, CpuBandwidthLimitThrottles) {
+  // Two busy loops for one second of wall time under a 0.25-core quota get far less than two cores.
+  Result r = run_sh("(while :; do :; done) & a=$!; (while :; do :; done) & b=$!; sleep 1; kill $a $b",
+                    [](SandboxSpec& s) { s.limits.cpus = 0.25; });
+  EXPECT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_LT(r.cpu_user_ms + r.cpu_sys_ms, 0.6 * r.wall_ms) << describe(r);
+}
+
 TEST(Launcher, MemoryLimitEndsInOomKilled) {
   SandboxSpec spec = host_spec({"python3", "-c", "a = b'x' * (512 << 20)"});
   spec.limits.memory_bytes = 64ull << 20;
