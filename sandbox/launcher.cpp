@@ -204,112 +204,147 @@ Launcher::~Launcher() = default;
 int Launcher::cgroup_version() const { return state_->cgroups->version(); }
 const LauncherOptions& Launcher::options() const { return state_->options; }
 
-Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
+struct StartedSandbox::Parts {
+  // Destroyed bottom-up: the supervisor closes its descriptors, the guard kills and reaps init, then the
+  // cgroup and the scratch directory go.
+  Limits limits;
+  std::unique_ptr<OutputCapture> out;
+  std::unique_ptr<OutputCapture> err;
+  std::unique_ptr<ScratchDir> scratch;
+  std::unique_ptr<Cgroup> cgroup;
+  ChildGuard guard;
+  std::unique_ptr<Supervisor> supervisor;
+  std::int64_t t_start = 0, t_prepared = 0, t_cloned = 0, t_mapped = 0;
+};
+
+StartedSandbox::StartedSandbox(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+StartedSandbox::~StartedSandbox() = default;
+Supervisor& StartedSandbox::supervisor() { return *parts_->supervisor; }
+
+std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
+  auto parts = std::make_unique<StartedSandbox::Parts>();
+  parts->t_start = monotonic_ns();
+  parts->limits = spec.limits;
+  validate_spec(spec, state_->options.host_id_count);
+  const std::string program_hex =
+      spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
+  parts->out = std::make_unique<OutputCapture>(spec.limits.output_cap_bytes, spec.stdout_spill_path);
+  parts->err = std::make_unique<OutputCapture>(spec.limits.output_cap_bytes, spec.stderr_spill_path);
+
+  const std::string id = new_sandbox_id();
+  const std::uint32_t root_id = state_->options.host_id_base;
+  parts->scratch = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, spec.rootfs_layers.size(),
+                                                spec.upper_dir, root_id);
+  parts->cgroup =
+      state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
+
+  Pipe stdin_pipe = make_stdin(spec.stdin_data.has_value());
+  Pipe stdout_pipe = make_pipe();
+  Pipe stderr_pipe = make_pipe();
+  auto [control_parent, control_child] = make_channel();
+  UniqueFd control(control_parent);
+  UniqueFd control_for_child(control_child);
+  Pipe go = make_pipe();
+  parts->t_prepared = monotonic_ns();
+
+  char init_name[] = "capsule-init";
+  char* init_argv[] = {init_name, nullptr};
+  char* init_envp[] = {nullptr};
+  ChildFds child_fds{stdin_pipe.read_end.get(), stdout_pipe.write_end.get(), stderr_pipe.write_end.get(),
+                     control_for_child.get(), state_->init_exe.get(), go.read_end.get()};
+  ClonedChild child = clone_sandbox_child(child_fds, init_argv, init_envp);
+  parts->guard.pidfd = child.pidfd;
+  parts->t_cloned = monotonic_ns();
+  stdin_pipe.read_end.reset();
+  stdout_pipe.write_end.reset();
+  stderr_pipe.write_end.reset();
+  control_for_child.reset();
+  go.read_end.reset();
+  if (!spec.stdin_data) stdin_pipe.write_end.reset();
+
+  write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
+  parts->cgroup->add_process(child.pid);
+  UniqueFd userns(open_user_namespace(child.pid));
+  std::vector<UniqueFd> mounts;
+  for (const auto& layer : spec.rootfs_layers) {
+    mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
+  }
+  for (const auto& bind : spec.mounts) {
+    mounts.push_back(bind.read_only ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
+                                    : state_->writable_bind(bind));
+  }
+  send_message(control.get(), encode_init_config(make_init_config(spec, *parts->scratch, program_hex)));
+  for (const auto& fd : mounts) send_fd(control.get(), fd.get());
+  mounts.clear();
+  if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");
+  go.write_end.reset();
+  parts->t_mapped = monotonic_ns();
+
+  SupervisedFds fds{child.pidfd, control.release(), stdout_pipe.read_end.release(), stderr_pipe.read_end.release(),
+                    stdin_pipe.write_end.release()};
+  parts->supervisor = std::make_unique<Supervisor>(fds, *parts->cgroup, spec.limits, hooks,
+                                                   spec.stdin_data.value_or(""), parts->t_start, *parts->out,
+                                                   *parts->err);
+  return std::unique_ptr<StartedSandbox>(new StartedSandbox(std::move(parts)));
+}
+
+Result StartedSandbox::finish() {
+  Parts& p = *parts_;
+  const Outcome& outcome = p.supervisor->outcome();
   Result result;
+  CgroupUsage usage = p.cgroup->usage();
+  result.status = classify(outcome, usage, &result.reason, p.limits);
+  if (outcome.exit_code) result.exit_code = *outcome.exit_code;
+  if (outcome.exit_signal) result.signal = *outcome.exit_signal;
+  if (outcome.setup_error && outcome.setup_error->step == "exec") result.exit_code = 127;
+  result.wall_ms = ms_between(p.t_start, outcome.end_ns);
+  result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;
+  result.cpu_sys_ms = static_cast<double>(usage.cpu_sys_ns) / 1e6;
+  result.peak_memory_bytes = usage.peak_memory_bytes;
+  result.oom_kills = usage.oom_kills;
+  result.stdout_capture = p.out->finish();
+  result.stderr_capture = p.err->finish();
+  SetupTimings& setup = result.setup;
+  setup.prepare_ms = ms_between(p.t_start, p.t_prepared);
+  setup.clone_ms = ms_between(p.t_prepared, p.t_cloned);
+  setup.maps_ms = ms_between(p.t_cloned, p.t_mapped);
+  if (outcome.ready_ns) setup.mounts_ms = ms_between(p.t_mapped, *outcome.ready_ns);
+  if (outcome.ready_ns && outcome.seccomp_ns) setup.seccomp_ms = ms_between(*outcome.ready_ns, *outcome.seccomp_ns);
+  if (outcome.seccomp_ns && outcome.exec_ns) setup.exec_ms = ms_between(*outcome.seccomp_ns, *outcome.exec_ns);
+  if (outcome.exec_ns) setup.total_ms = ms_between(p.t_start, *outcome.exec_ns);
+  p.supervisor.reset();
+  try {
+    p.cgroup->remove();
+  } catch (const SandboxError& e) {
+    result.status = Status::kInternalError;
+    result.reason += (result.reason.empty() ? "" : "; ") + std::string("cleanup: ") + e.what();
+  }
+  return result;
+}
+
+Result Launcher::setup_failure(const SandboxError& error, double wall_ms) {
+  Result result;
+  result.status = Status::kSetupFailed;
+  result.reason = error.what();
+  result.wall_ms = wall_ms;
+  return result;
+}
+
+Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
   const std::int64_t t_start = monotonic_ns();
   try {
-    validate_spec(spec, state_->options.host_id_count);
-    const std::string program_hex =
-        spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
-    OutputCapture out(spec.limits.output_cap_bytes, spec.stdout_spill_path);
-    OutputCapture err(spec.limits.output_cap_bytes, spec.stderr_spill_path);
-
-    const std::string id = new_sandbox_id();
-    const std::uint32_t root_id = state_->options.host_id_base;
-    ScratchDir scratch(state_->options.scratch_dir, id, spec.rootfs_layers.size(), spec.upper_dir, root_id);
-    std::unique_ptr<Cgroup> cgroup =
-        state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
-    struct CgroupRemover {
-      Cgroup& cgroup;
-      ~CgroupRemover() {
-        try {
-          cgroup.remove();
-        } catch (const SandboxError&) {
-          // Reported nowhere better; a later cleanup pass finds it by name.
-        }
-      }
-    } cgroup_remover{*cgroup};
-
-    Pipe stdin_pipe = make_stdin(spec.stdin_data.has_value());
-    Pipe stdout_pipe = make_pipe();
-    Pipe stderr_pipe = make_pipe();
-    auto [control_parent, control_child] = make_channel();
-    UniqueFd control(control_parent);
-    UniqueFd control_for_child(control_child);
-    Pipe go = make_pipe();
-    const std::int64_t t_prepared = monotonic_ns();
-
-    char init_name[] = "capsule-init";
-    char* init_argv[] = {init_name, nullptr};
-    char* init_envp[] = {nullptr};
-    ChildFds child_fds{stdin_pipe.read_end.get(), stdout_pipe.write_end.get(), stderr_pipe.write_end.get(),
-                       control_for_child.get(), state_->init_exe.get(), go.read_end.get()};
-    ChildGuard guard;
-    ClonedChild child = clone_sandbox_child(child_fds, init_argv, init_envp);
-    guard.pidfd = child.pidfd;
-    const std::int64_t t_cloned = monotonic_ns();
-    stdin_pipe.read_end.reset();
-    stdout_pipe.write_end.reset();
-    stderr_pipe.write_end.reset();
-    control_for_child.reset();
-    go.read_end.reset();
-    if (!spec.stdin_data) stdin_pipe.write_end.reset();
-
-    write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
-    cgroup->add_process(child.pid);
-    UniqueFd userns(open_user_namespace(child.pid));
-    std::vector<UniqueFd> mounts;
-    for (const auto& layer : spec.rootfs_layers) {
-      mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
-    }
-    for (const auto& bind : spec.mounts) {
-      mounts.push_back(bind.read_only
-                           ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
-                           : state_->writable_bind(bind));
-    }
-    send_message(control.get(), encode_init_config(make_init_config(spec, scratch, program_hex)));
-    for (const auto& fd : mounts) send_fd(control.get(), fd.get());
-    mounts.clear();
-    if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");
-    go.write_end.reset();
-    const std::int64_t t_mapped = monotonic_ns();
-
-    SupervisedFds fds{child.pidfd, control.release(), stdout_pipe.read_end.release(),
-                      stderr_pipe.read_end.release(), stdin_pipe.write_end.release()};
-    Supervisor supervisor(fds, *cgroup, spec.limits, hooks, spec.stdin_data.value_or(""), t_start);
-    Outcome outcome = supervisor.run(out, err);
-    close(guard.pidfd);
-    guard.pidfd = -1;  // reaped by the supervisor
-
-    CgroupUsage usage = cgroup->usage();
-    result.status = classify(outcome, usage, &result.reason, spec.limits);
-    if (outcome.exit_code) result.exit_code = *outcome.exit_code;
-    if (outcome.exit_signal) result.signal = *outcome.exit_signal;
-    if (outcome.setup_error && outcome.setup_error->step == "exec") result.exit_code = 127;
-    result.wall_ms = ms_between(t_start, outcome.end_ns);
-    result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;
-    result.cpu_sys_ms = static_cast<double>(usage.cpu_sys_ns) / 1e6;
-    result.peak_memory_bytes = usage.peak_memory_bytes;
-    result.oom_kills = usage.oom_kills;
-    result.stdout_capture = out.finish();
-    result.stderr_capture = err.finish();
-    SetupTimings& setup = result.setup;
-    setup.prepare_ms = ms_between(t_start, t_prepared);
-    setup.clone_ms = ms_between(t_prepared, t_cloned);
-    setup.maps_ms = ms_between(t_cloned, t_mapped);
-    if (outcome.ready_ns) setup.mounts_ms = ms_between(t_mapped, *outcome.ready_ns);
-    if (outcome.ready_ns && outcome.seccomp_ns) setup.seccomp_ms = ms_between(*outcome.ready_ns, *outcome.seccomp_ns);
-    if (outcome.seccomp_ns && outcome.exec_ns) setup.exec_ms = ms_between(*outcome.seccomp_ns, *outcome.exec_ns);
-    if (outcome.exec_ns) setup.total_ms = ms_between(t_start, *outcome.exec_ns);
+    std::unique_ptr<StartedSandbox> sandbox = start(spec, hooks);
+    sandbox->supervisor().run();
+    return sandbox->finish();
   } catch (const SandboxError& e) {
-    result.status = Status::kSetupFailed;
-    result.reason = e.what();
+    return setup_failure(e, ms_between(t_start, monotonic_ns()));
   } catch (const std::exception& e) {
+    Result result;
     result.status = Status::kInternalError;
     result.reason = e.what();
+    result.wall_ms = ms_between(t_start, monotonic_ns());
+    return result;
   }
-  if (result.wall_ms == 0) result.wall_ms = ms_between(t_start, monotonic_ns());
-  return result;
 }
 
 }  // namespace capsule::sandbox

@@ -2,16 +2,16 @@
 // Thread-safe and re-entrant: many threads may call run() at once (no process-global state).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/error.h"
+#include "sandbox/hooks.h"
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
+#include "sandbox/supervisor.h"
 
 namespace capsule::sandbox {
 
@@ -23,13 +23,7 @@ struct LauncherOptions {
   CgroupConfig cgroup;
 };
 
-enum class OutputStream { kStdout, kStderr };
-
-// Optional per-run hooks for callers that stream output or cancel (the daemon).
-struct RunHooks {
-  std::function<void(OutputStream, std::string_view)> on_output;  // called from the run()'s thread
-  const std::atomic<bool>* cancel = nullptr;                      // set to true: TERM, grace, KILL
-};
+class StartedSandbox;
 
 class Launcher {
  public:
@@ -41,12 +35,37 @@ class Launcher {
   // Never throws for problems of the spec or the host: those come back as setup_failed / internal_error.
   Result run(const SandboxSpec& spec, const RunHooks& hooks = {});
 
+  // For event loops: creates the sandbox and returns it running, to be driven through its supervisor()
+  // until finished, then finish()ed. Throws SandboxError when it cannot be started (a setup_failed Result
+  // for it is setup_failure(error)).
+  std::unique_ptr<StartedSandbox> start(const SandboxSpec& spec, const RunHooks& hooks = {});
+  static Result setup_failure(const SandboxError& error, double wall_ms = 0);
+
   int cgroup_version() const;
   const LauncherOptions& options() const;
 
  private:
   struct State;
   std::unique_ptr<State> state_;
+};
+
+// A sandbox whose command is running (or has ended and awaits finish()). Destroying it without finish()
+// kills everything in it and removes its cgroup and scratch directory.
+class StartedSandbox {
+ public:
+  ~StartedSandbox();
+  StartedSandbox(const StartedSandbox&) = delete;
+  StartedSandbox& operator=(const StartedSandbox&) = delete;
+
+  Supervisor& supervisor();
+  // Reads usage, releases every resource and returns the Result. Call once, after supervisor().finished().
+  Result finish();
+
+ private:
+  friend class Launcher;
+  struct Parts;
+  explicit StartedSandbox(std::unique_ptr<Parts> parts);
+  std::unique_ptr<Parts> parts_;
 };
 
 }  // namespace capsule::sandbox

@@ -1,23 +1,26 @@
-// Supervisor: the launcher's event loop for one started sandbox. Polls the init pidfd, the control
-// channel and the output pipes; enforces wall and CPU time and cancellation (TERM, grace, KILL).
+// Supervisor: the event-driven watcher of one started sandbox. It reacts to the init pidfd, the control
+// channel and the output pipes, and enforces wall time, CPU time and cancellation (TERM, grace, KILL).
+// Drive it with run() (a private poll loop) or from any event loop via interest()/handle()/tick().
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
-#include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sandbox/cgroup.h"
 #include "sandbox/error.h"
-#include "sandbox/launcher.h"
+#include "sandbox/hooks.h"
+#include "sandbox/spec.h"
 #include "sandbox/output.h"
 
 namespace capsule::sandbox {
 
 struct SupervisedFds {
-  int pidfd;
-  int control;
+  int pidfd;        // borrowed: the caller closes it
+  int control;      // owned from here on, like the three below
   int stdout_read;
   int stderr_read;
   int stdin_write;  // -1 when there is nothing to feed
@@ -41,16 +44,28 @@ struct Outcome {
 
 class Supervisor {
  public:
-  Supervisor(const SupervisedFds& fds, Cgroup& cgroup, const Limits& limits, const RunHooks& hooks,
-             std::string stdin_data, std::int64_t start_ns);
+  Supervisor(const SupervisedFds& fds, Cgroup& cgroup, const Limits& limits, RunHooks hooks, std::string stdin_data,
+             std::int64_t start_ns, OutputCapture& out, OutputCapture& err);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
-  // Runs until init has exited and the output pipes are drained. Throws SandboxError on poll failures.
-  Outcome run(OutputCapture& out, OutputCapture& err);
+
+  // Descriptors to wait on, with the events wanted; empty once finished().
+  std::vector<pollfd> interest() const;
+  // CLOCK_MONOTONIC ns at which tick() must run next, or 0 when only descriptors matter.
+  std::int64_t next_deadline() const;
+  void handle(int fd, short revents);
+  void tick(std::int64_t now_ns);
+  void cancel();  // TERM, grace, KILL, ending as cancelled
+  bool finished() const;
+  const Outcome& outcome() const { return outcome_; }
+
+  // Blocking: polls until finished(). Throws SandboxError on poll failures.
+  const Outcome& run();
 
  private:
   void handle_event(const std::string& message);
+  void read_output(int& fd, bool is_stdout);
   void start_termination(std::int64_t now);
   void escalate_to_kill();
   void feed_stdin();
@@ -59,11 +74,16 @@ class Supervisor {
   SupervisedFds fds_;
   Cgroup& cgroup_;
   Limits limits_;
-  const RunHooks& hooks_;
+  RunHooks hooks_;
+  OutputCapture& out_;
+  OutputCapture& err_;
   std::string stdin_data_;
   std::size_t stdin_offset_ = 0;
-  std::int64_t start_ns_;
+  std::int64_t wall_deadline_ = 0;
+  std::int64_t next_cpu_check_ = 0;
+  std::int64_t drain_deadline_ = 0;
   std::optional<std::int64_t> kill_at_ns_;
+  bool init_alive_ = true;
   bool killed_ = false;
   Outcome outcome_;
 };
