@@ -17,6 +17,14 @@ struct AttachedMount {
   bool is_file = false;    // bind of a single file: the target is created as an empty file
 };
 
+// A copy-on-write mount inside the new root; its lower dirs are attached layers.
+struct OverlayConfig {
+  std::vector<std::string> lower_dirs;
+  std::string upper_dir;
+  std::string work_dir;
+  std::string target;  // inside new_root
+};
+
 struct InitConfig {
   std::vector<std::string> argv;
   std::vector<std::string> env;
@@ -33,7 +41,8 @@ struct InitConfig {
   std::vector<std::string> lower_dirs;     // attached layer mount points, topmost first
   std::string upper_dir;
   std::string work_dir;
-  std::vector<AttachedMount> layers;       // attach before the overlay
+  std::vector<OverlayConfig> overlays;     // mounted after the rootfs, before the binds
+  std::vector<AttachedMount> layers;       // attach before any overlay (rootfs layers, then overlays')
   std::vector<AttachedMount> binds;        // attach after the overlay, targets inside new_root
   std::string seccomp_program_hex;         // raw BPF from compile_seccomp, hex; empty: none
 };

@@ -139,15 +139,34 @@ InitConfig make_init_config(const SandboxSpec& spec, const ScratchDir& scratch, 
   config.new_root = scratch.new_root();
   config.upper_dir = scratch.upper();
   config.work_dir = scratch.work();
-  for (std::size_t i = 0; i < spec.rootfs_layers.size(); ++i) {
-    config.lower_dirs.push_back(scratch.lower(i));
-    config.layers.push_back(AttachedMount{scratch.lower(i), false});
+  std::size_t next_layer = 0;
+  for (; next_layer < spec.rootfs_layers.size(); ++next_layer) {
+    config.lower_dirs.push_back(scratch.lower(next_layer));
+    config.layers.push_back(AttachedMount{scratch.lower(next_layer), false});
+  }
+  for (const auto& overlay : spec.overlays) {
+    OverlayConfig view{{}, overlay.upper_dir, overlay.work_dir, scratch.new_root() + overlay.target};
+    for (std::size_t i = 0; i < overlay.layers.size(); ++i, ++next_layer) {
+      view.lower_dirs.push_back(scratch.lower(next_layer));
+      config.layers.push_back(AttachedMount{scratch.lower(next_layer), false});
+    }
+    config.overlays.push_back(std::move(view));
   }
   for (const auto& bind : spec.mounts) {
     config.binds.push_back(AttachedMount{scratch.new_root() + bind.target, !std::filesystem::is_directory(bind.source)});
   }
   config.seccomp_program_hex = program_hex;
   return config;
+}
+
+// Upper and work dirs of a copy-on-write view must belong to sandbox root for overlayfs in its namespace.
+void prepare_overlay_dirs(const OverlayMount& overlay, std::uint32_t root_id) {
+  for (const std::string& dir : {overlay.upper_dir, overlay.work_dir}) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw SandboxError(ErrorCause{"overlay", dir, ec.value(), "create"});
+    if (chown(dir.c_str(), root_id, root_id) != 0) throw_errno("overlay", dir, "chown");
+  }
 }
 
 Status classify(const Outcome& outcome, const CgroupUsage& usage, std::string* reason, const Limits& limits) {
@@ -233,8 +252,13 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
 
   const std::string id = new_sandbox_id();
   const std::uint32_t root_id = state_->options.host_id_base;
-  parts->scratch = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, spec.rootfs_layers.size(),
-                                                spec.upper_dir, root_id);
+  std::vector<std::string> layers = spec.rootfs_layers;
+  for (const auto& overlay : spec.overlays) {
+    layers.insert(layers.end(), overlay.layers.begin(), overlay.layers.end());
+    prepare_overlay_dirs(overlay, root_id);
+  }
+  parts->scratch = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
+                                                root_id);
   parts->cgroup =
       state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
 
@@ -266,9 +290,7 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
   parts->cgroup->add_process(child.pid);
   UniqueFd userns(open_user_namespace(child.pid));
   std::vector<UniqueFd> mounts;
-  for (const auto& layer : spec.rootfs_layers) {
-    mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
-  }
+  for (const auto& layer : layers) mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
   for (const auto& bind : spec.mounts) {
     mounts.push_back(bind.read_only ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));

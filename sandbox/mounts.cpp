@@ -64,11 +64,12 @@ void attach(int mount_fd, const AttachedMount& where) {
   }
 }
 
-void mount_overlay(const InitConfig& config) {
+void mount_overlay(const std::vector<std::string>& lower_dirs, const std::string& upper, const std::string& work,
+                   const std::string& target) {
   std::string lower;
-  for (const auto& dir : config.lower_dirs) lower += (lower.empty() ? "" : ":") + dir;
-  std::string options = "lowerdir=" + lower + ",upperdir=" + config.upper_dir + ",workdir=" + config.work_dir;
-  do_mount("overlay", config.new_root, "overlay", MS_NOSUID | MS_NODEV, options);
+  for (const auto& dir : lower_dirs) lower += (lower.empty() ? "" : ":") + dir;
+  std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+  do_mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, options);
 }
 
 void mount_dev(const std::string& root) {
@@ -124,8 +125,12 @@ void build_filesystem(const InitConfig& config, const std::vector<int>& layer_fd
   do_mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE);
 
   for (std::size_t i = 0; i < config.layers.size(); ++i) attach(layer_fds[i], config.layers[i]);
-  mount_overlay(config);
+  mount_overlay(config.lower_dirs, config.upper_dir, config.work_dir, config.new_root);
   const std::string& root = config.new_root;
+  for (const auto& overlay : config.overlays) {
+    make_dirs(overlay.target);
+    mount_overlay(overlay.lower_dirs, overlay.upper_dir, overlay.work_dir, overlay.target);
+  }
 
   for (std::size_t i = 0; i < config.binds.size(); ++i) attach(bind_fds[i], config.binds[i]);
 

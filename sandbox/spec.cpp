@@ -35,6 +35,16 @@ void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
   for (const auto& layer : spec.rootfs_layers) {
     require(is_clean_absolute(layer), "rootfs_layers", "'" + layer + "' must be an absolute host path");
   }
+  for (const auto& o : spec.overlays) {
+    require(!o.layers.empty(), "overlays.layers", "at least one layer is required");
+    for (const auto& layer : o.layers) {
+      require(is_clean_absolute(layer), "overlays.layers", "'" + layer + "' must be an absolute host path");
+    }
+    require(is_clean_absolute(o.upper_dir), "overlays.upper_dir", "'" + o.upper_dir + "' must be an absolute host path");
+    require(is_clean_absolute(o.work_dir), "overlays.work_dir", "'" + o.work_dir + "' must be an absolute host path");
+    require(is_clean_absolute(o.target) && o.target != "/", "overlays.target",
+            "'" + o.target + "' must be an absolute path below /");
+  }
   for (const auto& m : spec.mounts) {
     require(is_clean_absolute(m.source), "mounts.source", "'" + m.source + "' must be an absolute host path");
     require(is_clean_absolute(m.target) && m.target != "/", "mounts.target",

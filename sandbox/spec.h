@@ -20,6 +20,15 @@ struct BindMount {
   bool idmap = true;
 };
 
+// A copy-on-write view at `target`: read-only layers (host dirs, idmapped) under a writable upper dir.
+// Changes land in upper_dir (overlayfs format, kept after the run); the layers are never written.
+struct OverlayMount {
+  std::vector<std::string> layers;  // host dirs, topmost first
+  std::string upper_dir;            // host dir, created if missing, owned by sandbox root afterwards
+  std::string work_dir;             // host dir on the same filesystem as upper_dir, emptied by overlayfs
+  std::string target;               // absolute path inside the sandbox
+};
+
 enum class NetworkMode { kNone };  // a new network namespace with only loopback
 
 struct Limits {
@@ -42,7 +51,8 @@ struct SandboxSpec {
   std::string cwd = "/";
   std::vector<std::string> rootfs_layers;       // read-only overlay lower dirs, topmost first
   std::string upper_dir;                        // writable overlay upper; empty: a fresh temp dir, removed after
-  std::vector<BindMount> mounts;                // applied in order, after the rootfs
+  std::vector<OverlayMount> overlays;           // after the rootfs, before the binds
+  std::vector<BindMount> mounts;                // applied in order, after the rootfs and overlays
   bool readonly_rootfs = false;                 // remount the overlay read-only (binds keep their mode)
   Limits limits;
   NetworkMode network = NetworkMode::kNone;

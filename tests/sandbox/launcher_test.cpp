@@ -212,6 +212,32 @@ TEST(Launcher, WritableRootOwnedBindNeverWritesAsHostRoot) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Launcher, CopyOnWriteOverlayLeavesTheHostDirectoryUntouched) {
+  const std::string base = "/tmp/capsule-test/cow-" + std::to_string(getpid());
+  std::filesystem::create_directories(base + "/workspace/sub");
+  std::ofstream(base + "/workspace/keep.txt") << "keep";
+  std::ofstream(base + "/workspace/edit.txt") << "before";
+  std::ofstream(base + "/workspace/sub/gone.txt") << "gone";
+  Result r = run_sh("cd /workspace && echo after > edit.txt && rm sub/gone.txt && echo new > new.txt && "
+                    "stat -c %u keep.txt && cat keep.txt edit.txt",
+                    [&](SandboxSpec& s) {
+                      s.overlays.push_back(OverlayMount{{base + "/workspace"}, base + "/upper", base + "/work",
+                                                        "/workspace"});
+                    });
+  EXPECT_EQ(out(r), "0\nkeepafter\n") << describe(r);
+  std::ifstream edit(base + "/workspace/edit.txt");
+  std::string text((std::istreambuf_iterator<char>(edit)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "before");
+  EXPECT_TRUE(std::filesystem::exists(base + "/workspace/sub/gone.txt"));
+  EXPECT_FALSE(std::filesystem::exists(base + "/workspace/new.txt"));
+  EXPECT_TRUE(std::filesystem::exists(base + "/upper/new.txt"));
+  EXPECT_TRUE(std::filesystem::exists(base + "/upper/edit.txt"));
+  struct stat st;
+  ASSERT_EQ(lstat((base + "/upper/sub/gone.txt").c_str(), &st), 0);  // a whiteout records the deletion
+  EXPECT_TRUE(S_ISCHR(st.st_mode) && st.st_rdev == 0) << std::oct << st.st_mode;
+  std::filesystem::remove_all(base);
+}
+
 TEST(Launcher, HostnameAndPid1) {
   Result r = run_sh("hostname; cat /proc/1/comm; echo $$");
   EXPECT_EQ(out(r), "capsule\ncapsule-init\n2\n") << describe(r);
