@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "sandbox/channel.h"
 #include "sandbox/clone.h"
@@ -219,6 +220,22 @@ Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) 
 }
 
 Launcher::~Launcher() = default;
+
+std::size_t Launcher::remove_leftovers() {
+  std::set<std::string> ids;
+  for (const std::string& name : state_->cgroups->list()) {
+    ids.insert(name);
+    state_->cgroups->open(name)->remove();
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(state_->options.scratch_dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ids.insert(it->path().filename().string());
+    std::error_code ignored;
+    std::filesystem::remove_all(it->path(), ignored);
+  }
+  return ids.size();
+}
 
 int Launcher::cgroup_version() const { return state_->cgroups->version(); }
 const LauncherOptions& Launcher::options() const { return state_->options; }

@@ -41,6 +41,11 @@ class Launcher {
   std::unique_ptr<StartedSandbox> start(const SandboxSpec& spec, const RunHooks& hooks = {});
   static Result setup_failure(const SandboxError& error, double wall_ms = 0);
 
+  // Removes what a previous process using the same scratch dir and cgroup parent left behind (it crashed
+  // or was killed): kills the processes in leftover cgroups, removes them and the scratch entries.
+  // Returns how many sandboxes were cleaned up. Call before the first start().
+  std::size_t remove_leftovers();
+
   int cgroup_version() const;
   const LauncherOptions& options() const;
 

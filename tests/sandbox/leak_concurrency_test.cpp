@@ -5,6 +5,8 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
+
 #include <thread>
 
 #include "sandbox/launcher.h"
@@ -21,6 +23,24 @@ std::size_t count_entries(const fs::path& dir) {
   std::size_t n = 0;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
   return n;
+}
+
+std::size_t count_subdirs(const fs::path& dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (it->is_directory()) ++n;
+  }
+  return n;
+}
+
+// Test-only cgroup parents are removed after use (in every v1 hierarchy, or the v2 tree).
+void remove_cgroup_parent(const std::string& parent) {
+  std::error_code ec;
+  for (auto it = fs::directory_iterator("/sys/fs/cgroup", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    rmdir((it->path() / parent).c_str());
+  }
+  rmdir(("/sys/fs/cgroup/" + parent).c_str());
 }
 
 std::size_t count_lines(const std::string& path) {
@@ -79,6 +99,7 @@ TEST(LeakTest, TwoHundredRunsLeaveNothingBehind) {
   EXPECT_EQ(before, after) << "before: " << before << "\nafter:  " << after;
   std::error_code ec;
   fs::remove_all(options.scratch_dir, ec);
+  remove_cgroup_parent(options.cgroup.parent);
 }
 
 TEST(ConcurrencyTest, ThirtyTwoSandboxesFromEightThreads) {
@@ -105,6 +126,53 @@ TEST(ConcurrencyTest, ThirtyTwoSandboxesFromEightThreads) {
   for (const auto& e : errors) {
     if (!e.empty()) ADD_FAILURE() << e;
   }
+}
+
+}  // namespace
+}  // namespace capsule::sandbox
+
+namespace capsule::sandbox {
+namespace {
+
+// A launcher killed with its sandbox still running leaves a cgroup, a scratch dir and live processes;
+// the next launcher on the same state removes all of them.
+TEST(RecoveryTest, LeftoversOfAKilledLauncherAreRemoved) {
+  LauncherOptions options;
+  options.scratch_dir = "/tmp/capsule-test/recovery-scratch-" + std::to_string(getpid());
+  options.cgroup.parent = "capsule-recovery-" + std::to_string(getpid());
+  const std::string marker = "1000." + std::to_string(getpid()) + "7";
+  pid_t launcher_process = fork();
+  ASSERT_GE(launcher_process, 0);
+  if (launcher_process == 0) {
+    Launcher launcher(options);
+    launcher.run(testing::host_spec({"sleep", marker}));
+    _exit(0);
+  }
+  auto sleeper_alive = [&] {
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      std::ifstream cmdline(entry.path() / "cmdline");
+      std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      if (args == "sleep" + std::string(1, '\0') + marker + std::string(1, '\0')) return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 100 && !sleeper_alive(); ++i) usleep(50000);
+  ASSERT_TRUE(sleeper_alive());
+  kill(launcher_process, SIGKILL);
+  waitpid(launcher_process, nullptr, 0);
+  ASSERT_TRUE(sleeper_alive());  // the sandbox outlived its launcher
+  ASSERT_EQ(count_entries(options.scratch_dir), 1u);
+
+  Launcher next(options);
+  EXPECT_EQ(next.remove_leftovers(), 1u);
+  EXPECT_FALSE(sleeper_alive());
+  EXPECT_EQ(count_entries(options.scratch_dir), 0u);
+  const std::string cgroup_dir = next.cgroup_version() == 1 ? "/sys/fs/cgroup/pids/" + options.cgroup.parent
+                                                            : "/sys/fs/cgroup/" + options.cgroup.parent;
+  EXPECT_EQ(count_subdirs(cgroup_dir), 0u);
+  std::error_code ec;
+  fs::remove_all(options.scratch_dir, ec);
+  remove_cgroup_parent(options.cgroup.parent);
 }
 
 }  // namespace
