@@ -6,18 +6,22 @@ namespace capsule::sandbox {
 namespace {
 
 nlohmann::json stream_to_json(const StreamCapture& capture) {
-  auto text = [](const std::string& bytes) {
-    return nlohmann::json(bytes).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
   nlohmann::json j = {{"bytes", capture.total_bytes},
                       {"truncated", capture.truncated},
-                      {"head", nlohmann::json::parse(text(capture.head))},
-                      {"tail", nlohmann::json::parse(text(capture.tail))}};
+                      {"head", to_valid_utf8(capture.head)},
+                      {"tail", to_valid_utf8(capture.tail)}};
   if (!capture.spill_path.empty()) j["spill_path"] = capture.spill_path;
   return j;
 }
 
 }  // namespace
+
+std::string to_valid_utf8(std::string_view bytes) {
+  // nlohmann's serializer already knows how to replace invalid sequences with U+FFFD; reuse it.
+  const std::string quoted =
+      nlohmann::json(std::string(bytes)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return nlohmann::json::parse(quoted).get<std::string>();
+}
 
 const char* status_name(Status status) {
   switch (status) {

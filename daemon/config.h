@@ -1,0 +1,29 @@
+// DaemonConfig: where capsuled listens and keeps state, how many sandboxes it runs, and the limit
+// defaults and ceilings; read from a JSON config file, then overridden by command-line flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "daemon/run_spec.h"
+
+namespace capsule::daemon {
+
+struct DaemonConfig {
+  std::string socket_path = "/run/capsule/capsule.sock";
+  std::string socket_group = "capsule";  // used when the group exists; else root's group
+  std::string state_dir = "/var/lib/capsule";
+  std::string policies_dir;              // empty: <state_dir>/policies, seeded from the install
+  std::size_t max_concurrent = 8;
+  std::size_t max_queue = 256;
+  std::uint32_t host_id_base = 100000;
+  std::string cgroup_parent = "capsule";
+  std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
+  LimitPolicy limits = default_limit_policy();
+};
+
+// Reads a JSON config file ({"socket": ..., "state_dir": ..., "max_concurrent": ..., ...}); unknown keys
+// and bad values throw std::invalid_argument naming the key.
+void load_config_file(const std::string& path, DaemonConfig& config);
+
+}  // namespace capsule::daemon

@@ -1,0 +1,315 @@
+// The daemon's run lifecycle: queue -> start (resolve, launch) -> supervise (one poll loop for all live
+// sandboxes) -> record (result, diff, JUnit counts) -> ledger, with events for streaming clients.
+#include "daemon/run_manager.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "daemon/api_error.h"
+#include "daemon/junit.h"
+#include "daemon/workspace_diff.h"
+#include "sandbox/command.h"
+#include "sandbox/result_json.h"
+#include "sandbox/scratch.h"
+
+namespace capsule::daemon {
+namespace {
+
+const std::vector<double> kSetupBucketsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 2500};
+
+}  // namespace
+
+std::int64_t unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+struct RunManager::Run {
+  std::string id;
+  RunSpec spec;
+  std::string run_dir;
+  std::vector<Listener> listeners;  // guarded by RunManager::mutex_
+  std::atomic<bool> cancel_requested{false};
+  bool started = false;             // guarded by mutex_
+  // Supervision thread only:
+  std::unique_ptr<sandbox::StartedSandbox> sandbox;
+  std::unique_ptr<LogWriter> stdout_log;
+  std::unique_ptr<LogWriter> stderr_log;
+};
+
+RunManager::RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options)
+    : launcher_(launcher), ledger_(ledger), logs_(logs), options_(std::move(options)) {
+  stats_.setup_buckets_ms = kSetupBucketsMs;
+  stats_.setup_bucket_counts.assign(kSetupBucketsMs.size() + 1, 0);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  std::filesystem::create_directories(options_.runs_dir);
+  thread_ = std::thread([this] { supervise_loop(); });
+}
+
+RunManager::~RunManager() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    draining_ = true;
+    for (auto& [id, run] : live_) run->cancel_requested = true;
+  }
+  wake();
+  thread_.join();
+  close(wake_fd_);
+}
+
+void RunManager::wake() {
+  std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener listener) {
+  auto run = std::make_shared<Run>();
+  run->id = sandbox::new_sandbox_id();
+  run->spec = spec;
+  run->run_dir = options_.runs_dir + "/" + run->id;
+  if (listener) run->listeners.push_back(std::move(listener));
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) throw ApiError(503, "draining", "capsuled is shutting down and accepts no new runs");
+    if (running_ >= options_.max_concurrent && queue_.size() >= options_.max_queue) {
+      throw ApiError(429, "queue_full", "the run queue is full (" + std::to_string(options_.max_queue) +
+                                            " waiting, " + std::to_string(running_) + " running); retry later");
+    }
+    ledger_.insert_queued(run->id, spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
+    live_[run->id] = run;
+    queue_.push_back(run);
+  }
+  notify(run, {{"event", "queued"}, {"id", run->id}});
+  wake();
+  return run->id;
+}
+
+void RunManager::cancel(const std::string& id) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(id);
+    if (it != live_.end()) {
+      it->second->cancel_requested = true;
+      wake();
+      return;
+    }
+  }
+  if (ledger_.get(id)) throw ApiError(409, "already_finished", "run " + id + " has already finished");
+  throw ApiError(404, "not_found", "no run with id " + id);
+}
+
+bool RunManager::subscribe(const std::string& id, Listener listener) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  it->second->listeners.push_back(std::move(listener));
+  return true;
+}
+
+RunStats RunManager::stats() const {
+  std::lock_guard lock(mutex_);
+  RunStats copy = stats_;
+  copy.active = running_;
+  copy.queued = queue_.size();
+  return copy;
+}
+
+void RunManager::drain(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  auto idle = [&] { return live_.empty(); };
+  if (!idle_.wait_for(lock, grace, idle)) {
+    for (auto& [id, run] : live_) run->cancel_requested = true;
+    wake();
+    idle_.wait(lock, idle);
+  }
+}
+
+void RunManager::notify(const std::shared_ptr<Run>& run, const nlohmann::json& event) {
+  std::vector<Listener> listeners;
+  {
+    std::lock_guard lock(mutex_);
+    listeners = run->listeners;
+  }
+  for (const auto& listener : listeners) listener(event);
+}
+
+void RunManager::start_queued_locked(std::vector<std::shared_ptr<Run>>& started) {
+  while (running_ < options_.max_concurrent && !queue_.empty()) {
+    std::shared_ptr<Run> run = queue_.front();
+    queue_.pop_front();
+    run->started = true;
+    ++running_;
+    started.push_back(run);
+  }
+}
+
+void RunManager::start_run(const std::shared_ptr<Run>& run) {
+  if (run->cancel_requested) {
+    sandbox::Result result;
+    result.status = sandbox::Status::kCancelled;
+    result.reason = "cancelled before it started";
+    finish_run(run, result);
+    return;
+  }
+  ledger_.mark_running(run->id, unix_ms());
+  notify(run, {{"event", "started"}, {"id", run->id}});
+  try {
+    std::filesystem::create_directories(run->run_dir);
+    sandbox::SandboxSpec spec =
+        resolve_run_spec(run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir});
+    run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
+    run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
+    sandbox::RunHooks hooks;
+    Run* raw = run.get();
+    hooks.on_output = [this, raw, run_ref = std::weak_ptr<Run>(run)](sandbox::OutputStream stream, std::string_view chunk) {
+      const bool is_stdout = stream == sandbox::OutputStream::kStdout;
+      (is_stdout ? raw->stdout_log : raw->stderr_log)->append(chunk);
+      if (auto self = run_ref.lock()) {
+        notify(self, {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id}, {"data", sandbox::to_valid_utf8(chunk)}});
+      }
+    };
+    run->sandbox = launcher_.start(spec, hooks);
+  } catch (const ApiError& e) {
+    finish_run(run, sandbox::Launcher::setup_failure(sandbox::SandboxError({"spec", "", 0, e.what()})));
+  } catch (const sandbox::SandboxError& e) {
+    finish_run(run, sandbox::Launcher::setup_failure(e));
+  } catch (const std::exception& e) {
+    sandbox::Result result;
+    result.status = sandbox::Status::kInternalError;
+    result.reason = e.what();
+    finish_run(run, result);
+  }
+}
+
+void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
+  run->sandbox.reset();
+  nlohmann::json record = sandbox::result_to_json(result);
+  const RunSpec& spec = run->spec;
+  try {
+    if (spec.workspace_path && spec.workspace_mode == WorkspaceMode::kCow &&
+        std::filesystem::exists(run->run_dir + "/upper")) {
+      record["diff"] = diff_upper(run->run_dir + "/upper", *spec.workspace_path).to_json();
+    }
+    if (!spec.junit_globs.empty() && spec.workspace_path) {
+      const std::string root =
+          spec.workspace_mode == WorkspaceMode::kCow ? run->run_dir + "/upper" : *spec.workspace_path;
+      record["tests"] = collect_junit(root, spec.junit_globs).to_json();
+    }
+  } catch (const std::exception& e) {
+    record["collect_error"] = e.what();
+  }
+  record["manifest"] = {{"image", spec.image}, {"policy", spec.policy},
+                        {"workspace", spec.workspace_path ? nlohmann::json(*spec.workspace_path) : nlohmann::json()}};
+  for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
+    if (log != nullptr) log->close();
+  }
+  const std::string state = sandbox::status_name(result.status);
+  ledger_.mark_finished(run->id, state, record, unix_ms());
+  std::error_code ignored;
+  std::filesystem::remove_all(run->run_dir, ignored);
+
+  std::optional<RunRow> row = ledger_.get(run->id);
+  notify(run, {{"event", "finished"}, {"id", run->id}, {"run", row ? row->to_json() : nlohmann::json()}});
+  std::lock_guard lock(mutex_);
+  live_.erase(run->id);
+  if (run->started) --running_;
+  ++stats_.finished_by_status[state];
+  if (result.setup.total_ms > 0) {
+    stats_.setup_sum_ms += result.setup.total_ms;
+    ++stats_.setup_count;
+    for (std::size_t i = 0; i <= kSetupBucketsMs.size(); ++i) {
+      if (i == kSetupBucketsMs.size() || result.setup.total_ms <= kSetupBucketsMs[i]) ++stats_.setup_bucket_counts[i];
+    }
+  }
+  idle_.notify_all();
+}
+
+void RunManager::supervise_loop() {
+  std::vector<std::shared_ptr<Run>> active;
+  for (;;) {
+    std::vector<std::shared_ptr<Run>> to_start;
+    std::vector<std::shared_ptr<Run>> cancelled_in_queue;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_ && live_.empty()) break;
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->cancel_requested) {
+          cancelled_in_queue.push_back(*it);
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      start_queued_locked(to_start);
+    }
+    for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
+    for (auto& run : to_start) {
+      start_run(run);
+      if (run->sandbox) active.push_back(run);
+    }
+
+    std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+    std::vector<Run*> owners{nullptr};
+    std::int64_t deadline = 0;
+    for (auto& run : active) {
+      sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+      if (run->cancel_requested) supervisor.cancel();
+      for (const pollfd& p : supervisor.interest()) {
+        fds.push_back(p);
+        owners.push_back(run.get());
+      }
+      std::int64_t d = supervisor.next_deadline();
+      if (d != 0 && (deadline == 0 || d < deadline)) deadline = d;
+    }
+    const std::int64_t now = sandbox::monotonic_ns();
+    int timeout_ms = deadline == 0 ? -1 : static_cast<int>(std::max<std::int64_t>(0, (deadline - now) / 1000000 + 1));
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) continue;
+    if (fds[0].revents != 0) {
+      std::uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof count);
+    }
+    std::set<Run*> broken;  // a supervisor that threw: its sandbox is torn down and recorded as an error
+    std::map<Run*, std::string> errors;
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents == 0 || broken.count(owners[i])) continue;
+      try {
+        owners[i]->sandbox->supervisor().handle(fds[i].fd, fds[i].revents);
+      } catch (const std::exception& e) {
+        broken.insert(owners[i]);
+        errors[owners[i]] = e.what();
+      }
+    }
+    const std::int64_t after = sandbox::monotonic_ns();
+    for (auto it = active.begin(); it != active.end();) {
+      auto run = *it;
+      sandbox::Result result;
+      try {
+        sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+        if (!broken.count(run.get())) supervisor.tick(after);
+        if (!broken.count(run.get()) && !supervisor.finished()) {
+          ++it;
+          continue;
+        }
+        if (broken.count(run.get())) throw std::runtime_error(errors[run.get()]);
+        result = run->sandbox->finish();
+      } catch (const std::exception& e) {
+        result = sandbox::Result{};
+        result.status = sandbox::Status::kInternalError;
+        result.reason = std::string("supervision failed: ") + e.what();
+      }
+      it = active.erase(it);
+      finish_run(run, std::move(result));
+    }
+  }
+}
+
+}  // namespace capsule::daemon

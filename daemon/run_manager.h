@@ -1,0 +1,101 @@
+// RunManager: admits runs (bounded queue, maximum concurrency), starts them through the launcher and
+// supervises every running sandbox from ONE thread (a poll loop over all of them), then records results.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/ledger.h"
+#include "daemon/log_store.h"
+#include "daemon/run_spec.h"
+#include "sandbox/launcher.h"
+
+namespace capsule::daemon {
+
+struct RunManagerOptions {
+  std::size_t max_concurrent = 8;
+  std::size_t max_queue = 256;
+  std::string runs_dir;      // per-run scratch (workspace upper/work), removed after the record is written
+  std::string images_dir;
+  std::string policies_dir;
+};
+
+struct Peer {
+  uid_t uid = 0;
+  pid_t pid = 0;
+};
+
+// Counters for /metrics and /v1/health.
+struct RunStats {
+  std::size_t active = 0;
+  std::size_t queued = 0;
+  std::map<std::string, std::uint64_t> finished_by_status;
+  std::vector<double> setup_buckets_ms;          // upper bounds; the last bucket is +Inf
+  std::vector<std::uint64_t> setup_bucket_counts;  // cumulative, as Prometheus wants
+  double setup_sum_ms = 0;
+  std::uint64_t setup_count = 0;
+};
+
+class RunManager {
+ public:
+  // Called on the supervision thread with one event object; must not block.
+  using Listener = std::function<void(const nlohmann::json& event)>;
+
+  RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options);
+  ~RunManager();  // cancels what still runs and joins the supervision thread
+  RunManager(const RunManager&) = delete;
+  RunManager& operator=(const RunManager&) = delete;
+
+  // Records the run as queued and returns its id. `listener`, if given, is attached before the run can
+  // start, so it sees every event. Throws ApiError 429 (queue full) or 503 (draining).
+  std::string submit(const RunSpec& spec, const Peer& peer, Listener listener = {});
+  // Throws ApiError 404 (unknown) or 409 (already finished).
+  void cancel(const std::string& id);
+  // Attaches a listener to a live run; false when the run is not live (read the ledger instead).
+  bool subscribe(const std::string& id, Listener listener);
+  RunStats stats() const;
+  // Stops admitting runs, waits up to `grace` for live runs to finish, then cancels the rest and waits.
+  void drain(std::chrono::milliseconds grace);
+
+ private:
+  struct Run;
+  void supervise_loop();
+  void start_queued_locked(std::vector<std::shared_ptr<Run>>& started);
+  void start_run(const std::shared_ptr<Run>& run);
+  void finish_run(const std::shared_ptr<Run>& run, sandbox::Result result);
+  void notify(const std::shared_ptr<Run>& run, const nlohmann::json& event);
+  void wake();
+
+  sandbox::Launcher& launcher_;
+  Ledger& ledger_;
+  LogStore& logs_;
+  RunManagerOptions options_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable idle_;
+  std::deque<std::shared_ptr<Run>> queue_;
+  std::map<std::string, std::shared_ptr<Run>> live_;  // queued or running, by id
+  std::size_t running_ = 0;
+  bool draining_ = false;
+  bool stopping_ = false;
+  RunStats stats_;
+
+  int wake_fd_ = -1;  // eventfd: submissions, cancels and stop interrupt the poll
+  std::thread thread_;
+};
+
+// Unix time in milliseconds.
+std::int64_t unix_ms();
+
+}  // namespace capsule::daemon

@@ -1,0 +1,289 @@
+// Parsing, validation, defaults and clamping of RunSpec, and its resolution into a SandboxSpec.
+// Field names in errors match the JSON the API takes ("limits.memory: ...").
+#include "daemon/run_spec.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "client/units.h"
+#include "daemon/api_error.h"
+#include "images/host_image.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void invalid(const std::string& field, const std::string& problem) {
+  throw ApiError(400, "invalid_spec", field + ": " + problem);
+}
+
+void reject_unknown(const json& object, const std::string& where, const std::set<std::string>& known) {
+  for (const auto& [key, value] : object.items()) {
+    if (!known.count(key)) invalid(where.empty() ? key : where + "." + key, "unknown field");
+  }
+}
+
+std::string string_field(const json& value, const std::string& field) {
+  if (!value.is_string()) invalid(field, "must be a string");
+  return value.get<std::string>();
+}
+
+std::map<std::string, std::string> string_map(const json& value, const std::string& field) {
+  if (!value.is_object()) invalid(field, "must be an object of strings");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, item] : value.items()) out[key] = string_field(item, field + "." + key);
+  return out;
+}
+
+std::vector<std::string> string_list(const json& value, const std::string& field) {
+  if (!value.is_array()) invalid(field, "must be an array of strings");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < value.size(); ++i) out.push_back(string_field(value[i], field + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+std::chrono::milliseconds duration_field(const json& value, const std::string& field) {
+  if (value.is_number_unsigned()) return std::chrono::milliseconds(value.get<std::uint64_t>());
+  if (!value.is_string()) invalid(field, "must be milliseconds or a duration such as \"10m\"");
+  try {
+    return client::parse_duration(value.get<std::string>());
+  } catch (const std::exception& e) {
+    invalid(field, e.what());
+  }
+}
+
+std::uint64_t size_field(const json& value, const std::string& field) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (!value.is_string()) invalid(field, "must be bytes or a size such as \"4g\"");
+  try {
+    return client::parse_size(value.get<std::string>());
+  } catch (const std::exception& e) {
+    invalid(field, e.what());
+  }
+}
+
+template <typename T>
+T clamp_to(T requested, T fallback, T maximum) {
+  T value = requested != T{} ? requested : fallback;
+  if (maximum != T{} && (value == T{} || value > maximum)) value = maximum;
+  return value;
+}
+
+RunLimits parse_limits(const json& object, const LimitPolicy& policy) {
+  if (!object.is_object()) invalid("limits", "must be an object");
+  reject_unknown(object, "limits",
+                 {"wall_time", "cpu_time", "kill_grace", "memory", "pids", "cpus", "tmp_size", "output_cap"});
+  RunLimits requested;
+  if (object.contains("wall_time")) requested.wall_time = duration_field(object["wall_time"], "limits.wall_time");
+  if (object.contains("cpu_time")) requested.cpu_time = duration_field(object["cpu_time"], "limits.cpu_time");
+  if (object.contains("kill_grace")) requested.kill_grace = duration_field(object["kill_grace"], "limits.kill_grace");
+  if (object.contains("memory")) requested.memory_bytes = size_field(object["memory"], "limits.memory");
+  if (object.contains("tmp_size")) requested.tmp_size_bytes = size_field(object["tmp_size"], "limits.tmp_size");
+  if (object.contains("output_cap")) requested.output_cap_bytes = size_field(object["output_cap"], "limits.output_cap");
+  if (object.contains("pids")) {
+    if (!object["pids"].is_number_unsigned()) invalid("limits.pids", "must be a positive integer");
+    requested.pids = object["pids"].get<std::uint64_t>();
+  }
+  if (object.contains("cpus")) {
+    if (!object["cpus"].is_number() || object["cpus"].get<double>() <= 0 || object["cpus"].get<double>() > 1024) {
+      invalid("limits.cpus", "must be a number of cores above 0");
+    }
+    requested.cpus = object["cpus"].get<double>();
+  }
+  if (requested.memory_bytes != 0 && requested.memory_bytes < (4u << 20)) invalid("limits.memory", "must be at least 4 MiB");
+  return requested;
+}
+
+RunLimits apply_policy(const RunLimits& r, const LimitPolicy& p) {
+  RunLimits out;
+  out.wall_time = clamp_to(r.wall_time, p.defaults.wall_time, p.maxima.wall_time);
+  out.cpu_time = clamp_to(r.cpu_time, p.defaults.cpu_time, p.maxima.cpu_time);
+  out.kill_grace = clamp_to(r.kill_grace, p.defaults.kill_grace, p.maxima.kill_grace);
+  out.memory_bytes = clamp_to(r.memory_bytes, p.defaults.memory_bytes, p.maxima.memory_bytes);
+  out.pids = clamp_to(r.pids, p.defaults.pids, p.maxima.pids);
+  out.cpus = clamp_to(r.cpus, p.defaults.cpus, p.maxima.cpus);
+  out.tmp_size_bytes = clamp_to(r.tmp_size_bytes, p.defaults.tmp_size_bytes, p.maxima.tmp_size_bytes);
+  out.output_cap_bytes = clamp_to(r.output_cap_bytes, p.defaults.output_cap_bytes, p.maxima.output_cap_bytes);
+  return out;
+}
+
+bool is_absolute_clean(const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  return path.find("/../") == std::string::npos && !path.ends_with("/..") && path.find('\0') == std::string::npos;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+const char* mode_name(WorkspaceMode mode) {
+  switch (mode) {
+    case WorkspaceMode::kCow: return "cow";
+    case WorkspaceMode::kReadOnly: return "ro";
+    case WorkspaceMode::kReadWrite: return "rw";
+  }
+  return "cow";
+}
+
+}  // namespace
+
+LimitPolicy default_limit_policy() {
+  LimitPolicy policy;
+  policy.defaults.wall_time = std::chrono::minutes(15);
+  policy.defaults.kill_grace = std::chrono::seconds(5);
+  policy.defaults.pids = 4096;
+  policy.defaults.tmp_size_bytes = 1ull << 30;
+  policy.defaults.output_cap_bytes = 1ull << 20;
+  policy.maxima.wall_time = std::chrono::hours(6);
+  policy.maxima.kill_grace = std::chrono::seconds(60);
+  policy.maxima.pids = 65536;
+  policy.maxima.tmp_size_bytes = 16ull << 30;
+  policy.maxima.output_cap_bytes = 64ull << 20;
+  return policy;
+}
+
+RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
+  if (!body.is_object()) invalid("body", "must be a JSON object");
+  reject_unknown(body, "", {"image", "argv", "env", "cwd", "workspace", "limits", "network", "policy", "labels",
+                            "collect", "stdin"});
+  RunSpec spec;
+  if (!body.contains("argv")) invalid("argv", "is required");
+  spec.argv = string_list(body["argv"], "argv");
+  if (spec.argv.empty() || spec.argv[0].empty()) invalid("argv", "must name a command");
+  if (body.contains("image")) spec.image = string_field(body["image"], "image");
+  if (body.contains("env")) spec.env = string_map(body["env"], "env");
+  for (const auto& [key, value] : spec.env) {
+    if (key.empty() || key.find('=') != std::string::npos) invalid("env." + key, "is not a valid variable name");
+  }
+  if (body.contains("cwd")) {
+    spec.cwd = string_field(body["cwd"], "cwd");
+    if (!is_absolute_clean(*spec.cwd)) invalid("cwd", "must be an absolute path without ..");
+  }
+  if (body.contains("workspace")) {
+    const json& ws = body["workspace"];
+    if (ws.is_string()) {
+      spec.workspace_path = ws.get<std::string>();
+    } else if (ws.is_object()) {
+      reject_unknown(ws, "workspace", {"path", "mode"});
+      if (!ws.contains("path")) invalid("workspace.path", "is required");
+      spec.workspace_path = string_field(ws["path"], "workspace.path");
+      if (ws.contains("mode")) {
+        const std::string mode = string_field(ws["mode"], "workspace.mode");
+        if (mode == "cow") spec.workspace_mode = WorkspaceMode::kCow;
+        else if (mode == "ro") spec.workspace_mode = WorkspaceMode::kReadOnly;
+        else if (mode == "rw") spec.workspace_mode = WorkspaceMode::kReadWrite;
+        else invalid("workspace.mode", "must be cow, ro or rw");
+      }
+    } else {
+      invalid("workspace", "must be a path or {\"path\", \"mode\"}");
+    }
+    if (!is_absolute_clean(*spec.workspace_path)) invalid("workspace.path", "must be an absolute host path");
+  }
+  spec.limits = apply_policy(body.contains("limits") ? parse_limits(body["limits"], policy) : RunLimits{}, policy);
+  if (body.contains("network")) {
+    spec.network = string_field(body["network"], "network");
+    if (spec.network != "none") invalid("network", "only \"none\" is supported");
+  }
+  if (body.contains("policy")) {
+    spec.policy = string_field(body["policy"], "policy");
+    if (!std::regex_match(spec.policy, std::regex("[a-z0-9][a-z0-9_-]{0,63}"))) invalid("policy", "is not a policy name");
+  }
+  if (body.contains("labels")) {
+    spec.labels = string_map(body["labels"], "labels");
+    for (const auto& [key, value] : spec.labels) {
+      if (!std::regex_match(key, std::regex("[A-Za-z0-9_./-]{1,128}"))) invalid("labels." + key, "is not a valid label key");
+    }
+  }
+  if (body.contains("collect")) {
+    const json& collect = body["collect"];
+    if (!collect.is_object()) invalid("collect", "must be an object");
+    reject_unknown(collect, "collect", {"junit"});
+    if (collect.contains("junit")) spec.junit_globs = string_list(collect["junit"], "collect.junit");
+    for (const auto& glob : spec.junit_globs) {
+      if (glob.empty() || glob[0] == '/' || glob.find("..") != std::string::npos) {
+        invalid("collect.junit", "'" + glob + "' must be a relative glob inside the workspace");
+      }
+    }
+  }
+  if (body.contains("stdin")) spec.stdin_data = string_field(body["stdin"], "stdin");
+  return spec;
+}
+
+json RunSpec::to_json() const {
+  json j = {{"image", image},
+            {"argv", argv},
+            {"env", env},
+            {"cwd", cwd ? json(*cwd) : json(nullptr)},
+            {"network", network},
+            {"policy", policy},
+            {"labels", labels},
+            {"collect", {{"junit", junit_globs}}},
+            {"limits",
+             {{"wall_time_ms", limits.wall_time.count()},
+              {"cpu_time_ms", limits.cpu_time.count()},
+              {"kill_grace_ms", limits.kill_grace.count()},
+              {"memory_bytes", limits.memory_bytes},
+              {"pids", limits.pids},
+              {"cpus", limits.cpus},
+              {"tmp_size_bytes", limits.tmp_size_bytes},
+              {"output_cap_bytes", limits.output_cap_bytes}}}};
+  j["workspace"] = workspace_path ? json{{"path", *workspace_path}, {"mode", mode_name(workspace_mode)}} : json(nullptr);
+  j["stdin_bytes"] = stdin_data ? stdin_data->size() : 0;
+  return j;
+}
+
+sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext& context) {
+  if (spec.image != "host") throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed");
+  images::HostImage image = images::prepare_host_image(context.images_dir);
+  sandbox::SandboxSpec out;
+  out.argv = spec.argv;
+  std::map<std::string, std::string> env;
+  for (const auto& entry : image.env) env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
+  for (const auto& [key, value] : spec.env) env[key] = value;
+  for (const auto& [key, value] : env) out.env.push_back(key + "=" + value);
+  out.rootfs_layers = image.layers;
+  out.mounts = image.mounts;
+  if (spec.workspace_path) {
+    struct stat st;
+    if (stat(spec.workspace_path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      invalid("workspace.path", "'" + *spec.workspace_path + "' is not a directory on the host");
+    }
+    switch (spec.workspace_mode) {
+      case WorkspaceMode::kCow:
+        out.overlays.push_back(sandbox::OverlayMount{
+            {*spec.workspace_path}, context.run_dir + "/upper", context.run_dir + "/work", "/workspace"});
+        break;
+      case WorkspaceMode::kReadOnly:
+        out.mounts.push_back(sandbox::BindMount{*spec.workspace_path, "/workspace", true, true});
+        break;
+      case WorkspaceMode::kReadWrite:
+        out.mounts.push_back(sandbox::BindMount{*spec.workspace_path, "/workspace", false, true});
+        break;
+    }
+  }
+  out.cwd = spec.cwd.value_or(spec.workspace_path ? "/workspace" : "/");
+  const std::string policy_path = context.policies_dir + "/" + spec.policy + ".json";
+  struct stat st;
+  if (stat(policy_path.c_str(), &st) != 0) throw ApiError(404, "policy_not_found", "policy: '" + spec.policy + "' does not exist");
+  out.seccomp_profile = read_text(policy_path);
+  out.limits.wall_time = spec.limits.wall_time;
+  out.limits.cpu_time = spec.limits.cpu_time;
+  out.limits.kill_grace = spec.limits.kill_grace;
+  out.limits.memory_bytes = spec.limits.memory_bytes;
+  out.limits.pids = spec.limits.pids;
+  out.limits.cpus = spec.limits.cpus;
+  out.limits.tmp_size_bytes = spec.limits.tmp_size_bytes;
+  out.limits.output_cap_bytes = spec.limits.output_cap_bytes;
+  out.stdin_data = spec.stdin_data;
+  return out;
+}
+
+}  // namespace capsule::daemon

@@ -1,0 +1,66 @@
+// RunSpec: the body of POST /v1/runs, parsed and validated in one place with its defaults, and its
+// resolution (with the daemon's configuration) into the launcher's SandboxSpec.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sandbox/spec.h"
+
+namespace capsule::daemon {
+
+enum class WorkspaceMode { kCow, kReadOnly, kReadWrite };
+
+struct RunLimits {
+  std::chrono::milliseconds wall_time{0};
+  std::chrono::milliseconds cpu_time{0};
+  std::chrono::milliseconds kill_grace{0};
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t pids = 0;
+  double cpus = 0;
+  std::uint64_t tmp_size_bytes = 0;
+  std::uint64_t output_cap_bytes = 0;
+};
+
+struct RunSpec {
+  std::string image = "host";
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::optional<std::string> cwd;
+  std::optional<std::string> workspace_path;
+  WorkspaceMode workspace_mode = WorkspaceMode::kCow;
+  RunLimits limits;
+  std::string network = "none";
+  std::string policy = "default";
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> junit_globs;
+  std::optional<std::string> stdin_data;
+
+  nlohmann::json to_json() const;  // the resolved form stored in the record
+};
+
+// Daemon-wide defaults and ceilings; a request's limits are clamped to the maxima.
+struct LimitPolicy {
+  RunLimits defaults;
+  RunLimits maxima;  // 0: no ceiling
+};
+LimitPolicy default_limit_policy();
+
+// Throws ApiError(400, "invalid_spec", "<field>: <problem>") for the first problem; unknown fields included.
+RunSpec parse_run_spec(const nlohmann::json& body, const LimitPolicy& policy);
+
+struct ResolveContext {
+  std::string images_dir;    // host image cache
+  std::string policies_dir;  // <name>.json seccomp profiles
+  std::string run_dir;       // per-run dir: workspace upper/work live here
+};
+
+// Resolves names (image, policy, workspace) into a SandboxSpec. Throws ApiError (400/404) naming the field.
+sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext& context);
+
+}  // namespace capsule::daemon
