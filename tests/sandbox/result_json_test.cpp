@@ -1,0 +1,36 @@
+// Result JSON: status names, field shape, and output bytes that are not valid UTF-8.
+// The record must always serialise; invalid bytes become U+FFFD rather than breaking the JSON.
+#include <gtest/gtest.h>
+
+#include "sandbox/result_json.h"
+
+namespace capsule::sandbox {
+namespace {
+
+TEST(ResultJson, InvalidUtf8IsReplacedNotDropped) {
+  EXPECT_EQ(to_valid_utf8("plain"), "plain");
+  EXPECT_EQ(to_valid_utf8("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(to_valid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(to_valid_utf8("cut \xC3"), "cut \xEF\xBF\xBD");  // a chunk boundary inside a character
+}
+
+TEST(ResultJson, ShapeAndStatusNames) {
+  Result r;
+  r.status = Status::kTimedOut;
+  r.reason = "wall time limit of 10 ms exceeded";
+  r.stdout_capture.head = "x\xfe";
+  r.stdout_capture.total_bytes = 2;
+  nlohmann::json j = result_to_json(r);
+  EXPECT_EQ(j["status"], "timed_out");
+  EXPECT_EQ(j["stdout"]["bytes"], 2);
+  EXPECT_EQ(j["stdout"]["head"], "x\xEF\xBF\xBD");
+  EXPECT_TRUE(j["setup_ms"].contains("mounts"));
+  EXPECT_NO_THROW(j.dump());
+  for (Status s : {Status::kSucceeded, Status::kFailed, Status::kOomKilled, Status::kSignaled, Status::kCancelled,
+                   Status::kSetupFailed, Status::kInternalError}) {
+    EXPECT_STRNE(status_name(s), "");
+  }
+}
+
+}  // namespace
+}  // namespace capsule::sandbox
