@@ -2,6 +2,7 @@
 // Limits use the same syntax as a RunSpec's "limits" ("10m", "4g").
 #include "daemon/config.h"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -10,6 +11,15 @@
 #include "client/units.h"
 
 namespace capsule::daemon {
+
+std::string cgroup_parent_for(const std::string& state_dir) {
+  if (state_dir == DaemonConfig{}.state_dir) return "capsule";
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a: stable across builds, unlike std::hash
+  for (unsigned char c : state_dir) hash = (hash ^ c) * 1099511628211ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string("capsule-") + text;
+}
 
 void load_config_file(const std::string& path, DaemonConfig& config) {
   std::ifstream file(path);

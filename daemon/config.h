@@ -17,10 +17,14 @@ struct DaemonConfig {
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
   std::uint32_t host_id_base = 100000;
-  std::string cgroup_parent = "capsule";
+  std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
   LimitPolicy limits = default_limit_policy();
 };
+
+// "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with
+// different state dirs never take each other's sandboxes for leftovers.
+std::string cgroup_parent_for(const std::string& state_dir);
 
 // Reads a JSON config file ({"socket": ..., "state_dir": ..., "max_concurrent": ..., ...}); unknown keys
 // and bad values throw std::invalid_argument naming the key.

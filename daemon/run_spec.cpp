@@ -47,8 +47,13 @@ std::vector<std::string> string_list(const json& value, const std::string& field
   return out;
 }
 
+// JSON integers written by most clients are signed; accept any integer that is not negative.
+bool is_count(const json& value) {
+  return value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+}
+
 std::chrono::milliseconds duration_field(const json& value, const std::string& field) {
-  if (value.is_number_unsigned()) return std::chrono::milliseconds(value.get<std::uint64_t>());
+  if (is_count(value)) return std::chrono::milliseconds(value.get<std::uint64_t>());
   if (!value.is_string()) invalid(field, "must be milliseconds or a duration such as \"10m\"");
   try {
     return client::parse_duration(value.get<std::string>());
@@ -58,7 +63,7 @@ std::chrono::milliseconds duration_field(const json& value, const std::string& f
 }
 
 std::uint64_t size_field(const json& value, const std::string& field) {
-  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (is_count(value)) return value.get<std::uint64_t>();
   if (!value.is_string()) invalid(field, "must be bytes or a size such as \"4g\"");
   try {
     return client::parse_size(value.get<std::string>());
@@ -74,7 +79,7 @@ T clamp_to(T requested, T fallback, T maximum) {
   return value;
 }
 
-RunLimits parse_limits(const json& object, const LimitPolicy& policy) {
+RunLimits parse_limits(const json& object) {
   if (!object.is_object()) invalid("limits", "must be an object");
   reject_unknown(object, "limits",
                  {"wall_time", "cpu_time", "kill_grace", "memory", "pids", "cpus", "tmp_size", "output_cap"});
@@ -86,7 +91,7 @@ RunLimits parse_limits(const json& object, const LimitPolicy& policy) {
   if (object.contains("tmp_size")) requested.tmp_size_bytes = size_field(object["tmp_size"], "limits.tmp_size");
   if (object.contains("output_cap")) requested.output_cap_bytes = size_field(object["output_cap"], "limits.output_cap");
   if (object.contains("pids")) {
-    if (!object["pids"].is_number_unsigned()) invalid("limits.pids", "must be a positive integer");
+    if (!is_count(object["pids"]) || object["pids"].get<std::uint64_t>() == 0) invalid("limits.pids", "must be a positive integer");
     requested.pids = object["pids"].get<std::uint64_t>();
   }
   if (object.contains("cpus")) {
@@ -187,7 +192,7 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
     }
     if (!is_absolute_clean(*spec.workspace_path)) invalid("workspace.path", "must be an absolute host path");
   }
-  spec.limits = apply_policy(body.contains("limits") ? parse_limits(body["limits"], policy) : RunLimits{}, policy);
+  spec.limits = apply_policy(body.contains("limits") ? parse_limits(body["limits"]) : RunLimits{}, policy);
   if (body.contains("network")) {
     spec.network = string_field(body["network"], "network");
     if (spec.network != "none") invalid("network", "only \"none\" is supported");

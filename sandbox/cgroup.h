@@ -48,6 +48,9 @@ class CgroupManager {
   virtual std::vector<std::string> list() const = 0;
   // Opens an existing sandbox cgroup by name, for cleanup after a restart.
   virtual std::unique_ptr<Cgroup> open(const std::string& name) = 0;
+  // Removes the parent directory in every hierarchy when no sandbox cgroup is left in it (a daemon's clean
+  // shutdown); levels above the last one of `parent` are shared and stay.
+  virtual void remove_parent() = 0;
 };
 
 struct CgroupConfig {

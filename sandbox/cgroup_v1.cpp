@@ -200,6 +200,10 @@ class CgroupV1Manager final : public CgroupManager {
     return std::make_unique<CgroupV1>(fs_, name, std::move(layout), config_.kill_timeout);
   }
 
+  void remove_parent() override {
+    for (const std::string& dir : Layout::under(mounts_, config_.parent).dirs) (void)fs_->remove_dir(dir);
+  }
+
  private:
   static std::string parents_of(const std::string& dir) { return dir.substr(0, dir.rfind('/')); }
 

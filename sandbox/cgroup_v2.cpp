@@ -151,6 +151,8 @@ class CgroupV2Manager final : public CgroupManager {
     return std::make_unique<CgroupV2>(fs_, name, dir, config_.kill_timeout);
   }
 
+  void remove_parent() override { (void)fs_->remove_dir(parent_dir_); }
+
  private:
   // Makes the controllers available to <parent>'s children: enabled in the subtree_control of the root, of
   // each level down to <parent>, and of <parent> itself.

@@ -237,6 +237,8 @@ std::size_t Launcher::remove_leftovers() {
   return ids.size();
 }
 
+void Launcher::remove_cgroup_parent() { state_->cgroups->remove_parent(); }
+
 int Launcher::cgroup_version() const { return state_->cgroups->version(); }
 const LauncherOptions& Launcher::options() const { return state_->options; }
 

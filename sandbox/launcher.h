@@ -45,6 +45,8 @@ class Launcher {
   // or was killed): kills the processes in leftover cgroups, removes them and the scratch entries.
   // Returns how many sandboxes were cleaned up. Call before the first start().
   std::size_t remove_leftovers();
+  // Removes the (empty) cgroup parent, for a clean shutdown once every sandbox has finished.
+  void remove_cgroup_parent();
 
   int cgroup_version() const;
   const LauncherOptions& options() const;

@@ -1,0 +1,91 @@
+// capsule: the command-line client of capsuled. Wires the subcommands and their flags (CLI11) to
+// cli_commands; everything after the first "--" is the command of `capsule run`.
+#include <CLI/CLI.hpp>
+#include <cstring>
+#include <iostream>
+
+#include "client/cli_commands.h"
+
+using namespace capsule::client;
+
+int main(int argc, char** argv) {
+  int cut = argc;  // CLI11 sees the arguments before "--"; `run` takes the rest as its command
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      cut = i;
+      break;
+    }
+  }
+  const std::vector<std::string> after_separator(argv + std::min(cut + 1, argc), argv + argc);
+
+  CLI::App app{"capsule: run commands in hermetic Linux sandboxes through capsuled"};
+  app.footer(kExitCodeHelp);
+  app.set_version_flag("--version", client_version());
+  app.require_subcommand(1);
+  app.fallthrough();  // --socket works before or after the subcommand
+  std::string socket;
+  app.add_option("--socket", socket, "capsuled's socket (default: " + default_socket_path() + ")")
+      ->envname("CAPSULE_SOCKET");
+
+  RunOptions run_options;
+  CLI::App* run = app.add_subcommand("run", "run a command in a new sandbox: capsule run [IMAGE] [FLAGS] -- CMD...");
+  add_run_flags(*run, run_options);
+  run->prefix_command();  // `capsule run IMAGE CMD ARGS...` also works without "--"
+  run->footer(kExitCodeHelp);
+
+  CLI::App* runs = app.add_subcommand("runs", "list, inspect and cancel runs");
+  runs->require_subcommand(1);
+  std::string state, label, after, id;
+  std::optional<int> limit;
+  bool json = false, stderr_stream = false, follow = false;
+  CLI::App* ls = runs->add_subcommand("ls", "list runs, newest first");
+  ls->add_option("--state", state, "only runs in this state (queued, running, succeeded, failed, ...)");
+  ls->add_option("--label", label, "only runs with this label K=V");
+  ls->add_option("--limit", limit, "at most this many runs");
+  ls->add_option("--after", after, "continue after this run id (paging)");
+  ls->add_flag("--json", json, "print the API's JSON instead of a table");
+  CLI::App* show = runs->add_subcommand("show", "print one run object as JSON");
+  show->add_option("id", id, "run id")->required();
+  CLI::App* logs = runs->add_subcommand("logs", "print a run's full output");
+  logs->add_option("id", id, "run id")->required();
+  logs->add_flag("--stderr", stderr_stream, "print stderr instead of stdout");
+  logs->add_flag("--follow,-f", follow, "keep printing until the run ends");
+  CLI::App* cancel = runs->add_subcommand("cancel", "cancel a queued or running run");
+  cancel->add_option("id", id, "run id")->required();
+
+  CLI::App* version = app.add_subcommand("version", "print the client and daemon versions");
+  CLI::App* daemon = app.add_subcommand("daemon", "run capsuled in the foreground");
+  std::string state_dir = default_state_dir();
+  daemon->add_option("--state-dir", state_dir, "capsuled's state directory")->capture_default_str();
+
+  try {
+    app.parse(cut, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : run->parsed() ? kRunErrorExit : 2;
+  }
+  if (socket.empty()) socket = default_socket_path();
+
+  try {
+    if (run->parsed()) {
+      run_options.argv = run->remaining();
+      if (!run_options.argv.empty() && cut < argc) run_options.argv.push_back("--");
+      run_options.argv.insert(run_options.argv.end(), after_separator.begin(), after_separator.end());
+      return cmd_run(socket, run_options);
+    }
+    if (!after_separator.empty()) {
+      std::cerr << "capsule: unexpected arguments after --\n";
+      return 2;
+    }
+    if (ls->parsed()) return cmd_runs_ls(socket, state, label, limit, after, json);
+    if (show->parsed()) return cmd_runs_show(socket, id);
+    if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow);
+    if (cancel->parsed()) return cmd_runs_cancel(socket, id);
+    if (version->parsed()) return cmd_version(socket);
+    if (daemon->parsed()) return cmd_daemon(socket, state_dir);
+  } catch (const std::exception& e) {
+    std::cerr << "capsule: " << e.what() << "\n";
+    return run->parsed() ? kRunErrorExit : 1;
+  }
+  return 2;
+}

@@ -1,0 +1,187 @@
+// Route handlers of the capsuled API. Handlers parse and validate, then hand work to the run manager;
+// answers for ?wait=true and streams are sent later from the manager's events, through kept Responders.
+#include "daemon/api.h"
+
+#include <sys/utsname.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <mutex>
+
+#include "daemon/metrics.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json parse_body(const Request& request) {
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw ApiError(400, "invalid_json", "the request body is not valid JSON");
+  return body;
+}
+
+bool wants_ndjson(const Request& request) {
+  auto it = request.headers.find("accept");
+  return it != request.headers.end() && it->second.find("application/x-ndjson") != std::string::npos;
+}
+
+bool query_flag(const Request& request, const std::string& name) {
+  auto it = request.query.find(name);
+  return it != request.query.end() && (it->second == "true" || it->second == "1");
+}
+
+std::string kernel_release() {
+  utsname name{};
+  uname(&name);
+  return name.release;
+}
+
+// POST /v1/runs: 202 with the id, or the finished run (?wait=true), or a stream of events (ndjson).
+void submit_run(ApiContext& ctx, const Request& request, Responder responder) {
+  RunSpec spec = parse_run_spec(parse_body(request), ctx.limits);
+  Peer peer{request.peer.uid, request.peer.pid};
+  if (wants_ndjson(request)) {
+    auto stream = responder.start_stream(200, "application/x-ndjson");
+    ctx.runs.submit(spec, peer, [stream](const json& event) {
+      stream->write(dump(event) + "\n");
+      if (event.value("event", "") == "finished") stream->finish();
+    });
+    return;
+  }
+  if (query_flag(request, "wait")) {
+    ctx.runs.submit(spec, peer, [responder](const json& event) {
+      if (event.value("event", "") == "finished") responder.respond(json_response(200, event["run"]));
+    });
+    return;
+  }
+  const std::string id = ctx.runs.submit(spec, peer);
+  responder.respond(json_response(202, {{"id", id}, {"state", "queued"}}));
+}
+
+Response list_runs(ApiContext& ctx, const Request& request) {
+  RunFilter filter;
+  if (auto it = request.query.find("state"); it != request.query.end()) filter.state = it->second;
+  if (auto it = request.query.find("label"); it != request.query.end()) {
+    auto eq = it->second.find('=');
+    if (eq == std::string::npos || eq == 0) throw ApiError(400, "invalid_query", "label: expected KEY=VALUE");
+    filter.labels[it->second.substr(0, eq)] = it->second.substr(eq + 1);
+  }
+  if (auto it = request.query.find("limit"); it != request.query.end()) {
+    try {
+      filter.limit = std::stoul(it->second);
+    } catch (const std::exception&) {
+      throw ApiError(400, "invalid_query", "limit: expected a number");
+    }
+  }
+  if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
+  RunPage page;
+  try {
+    page = ctx.ledger.list(filter);
+  } catch (const LedgerCursorError& e) {
+    throw ApiError(400, "invalid_query", std::string("after: ") + e.what());
+  }
+  json runs = json::array();
+  for (const auto& row : page.runs) runs.push_back(row.to_json());
+  return json_response(200, {{"runs", runs}, {"next", page.next ? json(*page.next) : json(nullptr)}});
+}
+
+RunRow require_run(ApiContext& ctx, const std::string& id) {
+  std::optional<RunRow> row = ctx.ledger.get(id);
+  if (!row) throw ApiError(404, "not_found", "no run with id " + id);
+  return *row;
+}
+
+bool finished(const RunRow& row) { return row.state != "queued" && row.state != "running"; }
+
+// Follows a run's log: sends what is new every 200 ms until the run has finished and all is sent.
+struct LogFollower : std::enable_shared_from_this<LogFollower> {
+  ApiContext& ctx;
+  std::string id;
+  Stream stream;
+  std::shared_ptr<StreamWriter> writer;
+  boost::asio::steady_timer timer;
+  std::size_t sent = 0;
+
+  LogFollower(ApiContext& c, std::string run_id, Stream s, std::shared_ptr<StreamWriter> w)
+      : ctx(c), id(std::move(run_id)), stream(s), writer(std::move(w)), timer(c.io) {}
+
+  void poll() {
+    const bool done = finished(require_run(ctx, id));  // read before the log, so nothing is missed
+    std::string text = ctx.logs.exists(id, stream) ? ctx.logs.read_all(id, stream) : std::string();
+    if (text.size() > sent && !writer->write(text.substr(sent))) return;  // client gone
+    sent = std::max(sent, text.size());
+    if (done) {
+      writer->finish();
+      return;
+    }
+    timer.expires_after(std::chrono::milliseconds(200));
+    timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec) return;
+      try {
+        self->poll();
+      } catch (const std::exception&) {
+        self->writer->finish();
+      }
+    });
+  }
+};
+
+void run_logs(ApiContext& ctx, const Request& request, Responder responder) {
+  const std::string& id = request.params.at("id");
+  RunRow row = require_run(ctx, id);
+  Stream stream = Stream::kStdout;
+  if (auto it = request.query.find("stream"); it != request.query.end()) {
+    if (it->second == "stderr") stream = Stream::kStderr;
+    else if (it->second != "stdout") throw ApiError(400, "invalid_query", "stream: expected stdout or stderr");
+  }
+  if (query_flag(request, "follow") && !finished(row)) {
+    auto follower = std::make_shared<LogFollower>(ctx, id, stream, responder.start_stream(200, "text/plain"));
+    follower->poll();
+    return;
+  }
+  if (!ctx.logs.exists(id, stream)) {
+    responder.respond(Response{200, "text/plain", "", {}});
+    return;
+  }
+  responder.respond(Response{200, "text/plain", ctx.logs.read_all(id, stream), {}});
+}
+
+}  // namespace
+
+void register_api(Router& router, ApiContext& ctx) {
+  router.add("GET", "/v1/version", [&ctx](const Request&) {
+    return json_response(200, {{"version", kCapsuleVersion},
+                               {"api", "v1"},
+                               {"kernel", kernel_release()},
+                               {"cgroup_version", ctx.cgroup_version},
+                               {"features", {"namespaces", "idmapped-mounts", "overlayfs", "seccomp", "cgroups",
+                                             "cow-workspace", "junit", "ndjson-events"}}});
+  });
+  router.add("GET", "/v1/health", [&ctx](const Request&) {
+    RunStats stats = ctx.runs.stats();
+    return json_response(200, {{"status", "ok"}, {"active", stats.active}, {"queued", stats.queued}});
+  });
+  router.add("GET", "/metrics", [&ctx](const Request&) {
+    return Response{200, "text/plain; version=0.0.4", format_metrics(ctx.runs.stats(), ctx.ledger.count_by_state()), {}};
+  });
+  router.add("POST", "/v1/runs", [&ctx](const Request& request, Responder responder) {
+    submit_run(ctx, request, std::move(responder));
+  });
+  router.add("GET", "/v1/runs", [&ctx](const Request& request) { return list_runs(ctx, request); });
+  router.add("GET", "/v1/runs/{id}", [&ctx](const Request& request) {
+    return json_response(200, require_run(ctx, request.params.at("id")).to_json());
+  });
+  router.add("GET", "/v1/runs/{id}/logs", [&ctx](const Request& request, Responder responder) {
+    run_logs(ctx, request, std::move(responder));
+  });
+  router.add("POST", "/v1/runs/{id}/cancel", [&ctx](const Request& request) {
+    const std::string& id = request.params.at("id");
+    ctx.runs.cancel(id);
+    return json_response(202, {{"id", id}, {"state", require_run(ctx, id).state}});
+  });
+}
+
+}  // namespace capsule::daemon

@@ -1,0 +1,29 @@
+// The capsuled API: every /v1 route and /metrics, registered on a Router, on top of the run manager,
+// the ledger and the log store. docs/api.md documents each route registered here (a test checks it).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <string>
+
+#include "daemon/http_server.h"
+#include "daemon/ledger.h"
+#include "daemon/log_store.h"
+#include "daemon/run_manager.h"
+#include "daemon/run_spec.h"
+
+namespace capsule::daemon {
+
+struct ApiContext {
+  boost::asio::io_context& io;  // timers for following logs
+  RunManager& runs;
+  Ledger& ledger;
+  LogStore& logs;
+  LimitPolicy limits;
+  int cgroup_version = 0;
+};
+
+void register_api(Router& router, ApiContext& context);
+
+inline constexpr const char* kCapsuleVersion = "0.1.0";
+
+}  // namespace capsule::daemon

@@ -1,0 +1,349 @@
+// Ledger on SQLite: WAL journal, synchronous=NORMAL, one connection behind a mutex, prepared statements
+// with bound parameters only, schema versioned with PRAGMA user_version.
+#include "daemon/ledger.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kBusyTimeoutMs = 5000;
+constexpr const char* kColumns =
+    "id, state, created_ms, started_ms, finished_ms, labels, spec, record, peer_uid, peer_pid";
+
+std::string sqlite_message(sqlite3* db) {
+  return std::string(sqlite3_errmsg(db)) + " (code " + std::to_string(sqlite3_extended_errcode(db)) + ")";
+}
+
+[[noreturn]] void fail(sqlite3* db, const std::string& purpose) {
+  const char* file = sqlite3_db_filename(db, "main");
+  throw LedgerError("ledger " + std::string(file != nullptr && *file != '\0' ? file : ":memory:") + ": " +
+                    purpose + ": " + sqlite_message(db));
+}
+
+// One prepared statement; every failure names its purpose.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql, std::string purpose) : db_(db), purpose_(std::move(purpose)) {
+    if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK) {
+      fail(db_, purpose_ + " (prepare)");
+    }
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int index, std::string_view text) {
+    check(sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind(int index, std::int64_t value) {
+    check(sqlite3_bind_int64(stmt_, index, value));
+    return *this;
+  }
+  // True while there is a row to read; false when the statement is done.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, purpose_);
+  }
+  void run() {
+    while (step()) {
+    }
+  }
+
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::optional<std::int64_t> optional_integer(int col) const {
+    if (is_null(col)) return std::nullopt;
+    return integer(col);
+  }
+  std::string text(int col) const {
+    const auto* data = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return data == nullptr ? std::string() : std::string(data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail(db_, purpose_ + " (bind)");
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string purpose_;
+};
+
+void exec(sqlite3* db, const std::string& sql, const std::string& purpose) { Statement(db, sql, purpose).run(); }
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back if the scope is left early.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { exec(db_, "BEGIN IMMEDIATE", "begin a transaction"); }
+  ~Transaction() {
+    if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit() {
+    exec(db_, "COMMIT", "commit a transaction");
+    committed_ = true;
+  }
+
+ private:
+  sqlite3* db_;
+  bool committed_ = false;
+};
+
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json parse_column(const std::string& text, const std::string& id, const char* column) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw LedgerError("ledger: run " + id + ": column " + column + " does not hold valid JSON: " + e.what());
+  }
+}
+
+// Reads a row selected with kColumns.
+RunRow read_row(const Statement& row) {
+  RunRow run;
+  run.id = row.text(0);
+  run.state = row.text(1);
+  run.created_ms = row.integer(2);
+  run.started_ms = row.optional_integer(3);
+  run.finished_ms = row.optional_integer(4);
+  run.labels = parse_column(row.text(5), run.id, "labels");
+  run.spec = parse_column(row.text(6), run.id, "spec");
+  if (!row.is_null(7)) run.record = parse_column(row.text(7), run.id, "record");
+  run.peer_uid = static_cast<uid_t>(row.integer(8));
+  run.peer_pid = static_cast<pid_t>(row.integer(9));
+  return run;
+}
+
+bool is_unfinished(const std::string& state) { return state == "queued" || state == "running"; }
+
+// Explains why a guarded UPDATE changed nothing: the run is unknown, or in another state.
+[[noreturn]] void throw_wrong_state(sqlite3* db, const std::string& id, const std::string& wanted) {
+  Statement query(db, "SELECT state FROM runs WHERE id = ?", "look up the state of run " + id);
+  query.bind(1, id);
+  if (!query.step()) throw LedgerError("ledger: no run with id " + id);
+  throw LedgerError("ledger: run " + id + " is " + query.text(0) + ", not " + wanted);
+}
+
+}  // namespace
+
+const std::vector<std::string>& run_states() {
+  static const std::vector<std::string> states = {"queued",   "running",   "succeeded",    "failed",
+                                                  "timed_out", "oom_killed", "signaled",   "cancelled",
+                                                  "setup_failed", "internal_error", "interrupted"};
+  return states;
+}
+
+json RunRow::to_json() const {
+  auto optional = [](const auto& value) { return value ? json(*value) : json(); };
+  return {{"id", id},
+          {"state", state},
+          {"created_ms", created_ms},
+          {"started_ms", optional(started_ms)},
+          {"finished_ms", optional(finished_ms)},
+          {"labels", labels},
+          {"spec", spec},
+          {"record", optional(record)},
+          {"peer", {{"uid", peer_uid}, {"pid", peer_pid}}}};
+}
+
+Ledger::Ledger(const std::string& db_path) : path_(db_path) {
+  const bool in_memory = db_path == ":memory:";
+  if (!in_memory) {
+    // SQLite creates its -wal and -shm files with the database's mode, so this keeps all three private.
+    const int fd = ::open(db_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) throw LedgerError("ledger " + db_path + ": open: " + std::strerror(errno));
+    ::close(fd);
+  }
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(db_path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    const std::string message = db_ != nullptr ? sqlite_message(db_) : "out of memory";
+    sqlite3_close_v2(db_);
+    throw LedgerError("ledger " + db_path + ": open: " + message);
+  }
+  try {
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    std::string mode;
+    {
+      Statement journal(db_, "PRAGMA journal_mode = WAL", "switch to the WAL journal");
+      if (journal.step()) mode = journal.text(0);
+    }
+    if (mode != "wal" && !in_memory) throw LedgerError("ledger " + db_path + ": journal_mode is '" + mode + "', not wal");
+    exec(db_, "PRAGMA synchronous = NORMAL", "set synchronous=NORMAL");
+    migrate();
+  } catch (...) {
+    sqlite3_close_v2(db_);
+    throw;
+  }
+}
+
+Ledger::~Ledger() { sqlite3_close_v2(db_); }
+
+void Ledger::migrate() {
+  Transaction transaction(db_);
+  std::int64_t version = 0;
+  {
+    Statement version_query(db_, "PRAGMA user_version", "read the schema version");
+    if (version_query.step()) version = version_query.integer(0);
+  }
+  if (version > kSchemaVersion) {
+    throw LedgerError("ledger " + path_ + ": schema version " + std::to_string(version) +
+                      " is newer than this capsuled understands (" + std::to_string(kSchemaVersion) + ")");
+  }
+  if (version < 1) {
+    std::string states;
+    for (const auto& state : run_states()) states += (states.empty() ? "'" : ", '") + state + "'";
+    exec(db_,
+         "CREATE TABLE runs ("
+         " id TEXT PRIMARY KEY NOT NULL,"
+         " state TEXT NOT NULL CHECK (state IN (" + states + ")),"
+         " created_ms INTEGER NOT NULL,"
+         " started_ms INTEGER,"
+         " finished_ms INTEGER,"
+         " labels TEXT NOT NULL DEFAULT '{}',"
+         " spec TEXT NOT NULL,"
+         " record TEXT,"
+         " peer_uid INTEGER NOT NULL,"
+         " peer_pid INTEGER NOT NULL)",
+         "create table runs");
+    exec(db_, "CREATE INDEX runs_newest ON runs (created_ms DESC, id DESC)", "create index runs_newest");
+    exec(db_, "CREATE INDEX runs_by_state ON runs (state, created_ms DESC, id DESC)", "create index runs_by_state");
+  }
+  exec(db_, "PRAGMA user_version = " + std::to_string(kSchemaVersion), "set the schema version");
+  transaction.commit();
+}
+
+void Ledger::insert_queued(const std::string& id, const json& spec, const std::map<std::string, std::string>& labels,
+                           uid_t peer_uid, pid_t peer_pid, std::int64_t created_ms) {
+  std::lock_guard lock(mutex_);
+  Statement insert(db_,
+                   "INSERT INTO runs (id, state, created_ms, labels, spec, peer_uid, peer_pid)"
+                   " VALUES (?, 'queued', ?, ?, ?, ?, ?)",
+                   "insert queued run " + id);
+  insert.bind(1, id).bind(2, created_ms).bind(3, dump(json(labels))).bind(4, dump(spec));
+  insert.bind(5, static_cast<std::int64_t>(peer_uid)).bind(6, static_cast<std::int64_t>(peer_pid));
+  insert.run();
+}
+
+void Ledger::mark_running(const std::string& id, std::int64_t started_ms) {
+  std::lock_guard lock(mutex_);
+  Statement update(db_, "UPDATE runs SET state = 'running', started_ms = ? WHERE id = ? AND state = 'queued'",
+                   "mark run " + id + " running");
+  update.bind(1, started_ms).bind(2, id).run();
+  if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued");
+}
+
+void Ledger::mark_finished(const std::string& id, const std::string& state, const json& record,
+                           std::int64_t finished_ms) {
+  const auto& states = run_states();
+  if (is_unfinished(state) || std::find(states.begin(), states.end(), state) == states.end()) {
+    throw LedgerError("ledger: run " + id + ": '" + state + "' is not a finished state");
+  }
+  std::lock_guard lock(mutex_);
+  Statement update(db_,
+                   "UPDATE runs SET state = ?, record = ?, finished_ms = ?"
+                   " WHERE id = ? AND state IN ('queued', 'running')",
+                   "mark run " + id + " " + state);
+  update.bind(1, state).bind(2, dump(record)).bind(3, finished_ms).bind(4, id).run();
+  if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued or running");
+}
+
+std::vector<std::string> Ledger::mark_unfinished_interrupted(std::int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_);
+  std::vector<std::pair<std::string, std::string>> unfinished;  // id, state
+  {
+    Statement query(db_, "SELECT id, state FROM runs WHERE state IN ('queued', 'running') ORDER BY created_ms, id",
+                    "find unfinished runs");
+    while (query.step()) unfinished.emplace_back(query.text(0), query.text(1));
+  }
+  std::vector<std::string> ids;
+  for (const auto& [id, state] : unfinished) {
+    const json record = {{"status", "interrupted"}, {"reason", "daemon restarted while the run was " + state}};
+    Statement update(db_, "UPDATE runs SET state = 'interrupted', record = ?, finished_ms = ? WHERE id = ?",
+                     "mark run " + id + " interrupted");
+    update.bind(1, dump(record)).bind(2, now_ms).bind(3, id).run();
+    ids.push_back(id);
+  }
+  transaction.commit();
+  return ids;
+}
+
+std::optional<RunRow> Ledger::get(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, std::string("SELECT ") + kColumns + " FROM runs WHERE id = ?", "get run " + id);
+  query.bind(1, id);
+  if (!query.step()) return std::nullopt;
+  return read_row(query);
+}
+
+RunPage Ledger::list(const RunFilter& filter) const {
+  const std::size_t limit = std::clamp<std::size_t>(filter.limit, 1, kMaxListLimit);
+  std::lock_guard lock(mutex_);
+  std::optional<std::int64_t> cursor_created_ms;
+  if (filter.after) {
+    Statement cursor(db_, "SELECT created_ms FROM runs WHERE id = ?", "look up cursor " + *filter.after);
+    cursor.bind(1, *filter.after);
+    if (!cursor.step()) throw LedgerCursorError("ledger: cursor '" + *filter.after + "' names no run");
+    cursor_created_ms = cursor.integer(0);
+  }
+
+  // Only fixed SQL fragments are concatenated; every value (states, label keys and values) is bound.
+  std::string sql = std::string("SELECT ") + kColumns + " FROM runs WHERE 1 = 1";
+  if (filter.state) sql += " AND state = ?";
+  for (std::size_t i = 0; i < filter.labels.size(); ++i) {
+    sql += " AND EXISTS (SELECT 1 FROM json_each(runs.labels) AS l"
+           " WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
+  }
+  if (cursor_created_ms) sql += " AND (created_ms, id) < (?, ?)";
+  sql += " ORDER BY created_ms DESC, id DESC LIMIT ?";
+
+  Statement query(db_, sql, "list runs");
+  int index = 1;
+  if (filter.state) query.bind(index++, *filter.state);
+  for (const auto& [key, value] : filter.labels) {
+    query.bind(index++, key);
+    query.bind(index++, value);
+  }
+  if (cursor_created_ms) {
+    query.bind(index++, *cursor_created_ms);
+    query.bind(index++, *filter.after);
+  }
+  query.bind(index, static_cast<std::int64_t>(limit + 1));  // one extra row tells whether a next page exists
+
+  RunPage page;
+  while (query.step()) {
+    if (page.runs.size() == limit) {
+      page.next = page.runs.back().id;
+      break;
+    }
+    page.runs.push_back(read_row(query));
+  }
+  return page;
+}
+
+std::map<std::string, std::uint64_t> Ledger::count_by_state() const {
+  std::map<std::string, std::uint64_t> counts;
+  for (const auto& state : run_states()) counts[state] = 0;
+  std::lock_guard lock(mutex_);
+  Statement query(db_, "SELECT state, COUNT(*) FROM runs GROUP BY state", "count runs by state");
+  while (query.step()) counts[query.text(0)] = static_cast<std::uint64_t>(query.integer(1));
+  return counts;
+}
+
+}  // namespace capsule::daemon

@@ -1,0 +1,103 @@
+// Ledger: the durable record of every run (queued -> running -> finished) in one SQLite database,
+// with the queries the API needs: get by id, newest-first listing with filters and keyset pagination.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+
+namespace capsule::daemon {
+
+// A SQLite failure (with the statement's purpose and SQLite's message) or a broken invariant
+// (unknown run, run already finished, unknown state name).
+class LedgerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// RunFilter::after names no run: the client sent a cursor that this ledger never handed out.
+class LedgerCursorError : public LedgerError {
+ public:
+  using LedgerError::LedgerError;
+};
+
+struct RunRow {
+  std::string id;
+  std::string state;
+  std::int64_t created_ms = 0;
+  std::optional<std::int64_t> started_ms;
+  std::optional<std::int64_t> finished_ms;
+  nlohmann::json labels = nlohmann::json::object();
+  nlohmann::json spec;
+  std::optional<nlohmann::json> record;
+  uid_t peer_uid = 0;
+  pid_t peer_pid = 0;
+
+  // {"id","state","created_ms","started_ms","finished_ms","labels","spec","record","peer":{"uid","pid"}},
+  // null where a value is absent.
+  nlohmann::json to_json() const;
+};
+
+struct RunFilter {
+  std::optional<std::string> state;
+  std::map<std::string, std::string> labels;  // every pair must match
+  std::size_t limit = 50;                     // clamped to [1, Ledger::kMaxListLimit]
+  std::optional<std::string> after;           // cursor: id of the last row of the previous page
+};
+
+struct RunPage {
+  std::vector<RunRow> runs;          // newest first: created_ms DESC, id DESC
+  std::optional<std::string> next;   // pass as RunFilter::after for the next page; empty on the last page
+};
+
+// Every state a run can be in; the schema rejects anything else.
+const std::vector<std::string>& run_states();
+
+class Ledger {
+ public:
+  static constexpr std::size_t kMaxListLimit = 1000;
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating it 0600 if needed) the database and brings its schema to kSchemaVersion.
+  // Throws LedgerError if the file cannot be opened or holds a newer schema than this build knows.
+  explicit Ledger(const std::string& db_path);
+  ~Ledger();
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  void insert_queued(const std::string& id, const nlohmann::json& spec, const std::map<std::string, std::string>& labels,
+                     uid_t peer_uid, pid_t peer_pid, std::int64_t created_ms);
+  // queued -> running. Throws LedgerError if the run is unknown or not queued.
+  void mark_running(const std::string& id, std::int64_t started_ms);
+  // queued|running -> `state` (a terminal state). Throws LedgerError if the run is unknown or finished.
+  void mark_finished(const std::string& id, const std::string& state, const nlohmann::json& record,
+                     std::int64_t finished_ms);
+  // Restart recovery: every queued or running run becomes `interrupted`; returns their ids, oldest first.
+  std::vector<std::string> mark_unfinished_interrupted(std::int64_t now_ms);
+
+  std::optional<RunRow> get(const std::string& id) const;
+  // Throws LedgerCursorError if filter.after names no run.
+  RunPage list(const RunFilter& filter) const;
+  // Number of runs in each state; every state of run_states() is present (0 when none).
+  std::map<std::string, std::uint64_t> count_by_state() const;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void migrate();
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  mutable std::mutex mutex_;  // guards db_: one connection, one statement at a time
+};
+
+}  // namespace capsule::daemon

@@ -1,0 +1,166 @@
+// capsuled: the capsule daemon. Recovers what a previous instance left, then serves the API on a Unix
+// socket; SIGTERM/SIGINT drain (no new runs; running ones finish or are cancelled after a grace period).
+#include <fcntl.h>
+#include <grp.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "daemon/api.h"
+#include "daemon/config.h"
+#include "images/host_image.h"
+#include "sandbox/launcher.h"
+
+namespace {
+
+namespace daemon = capsule::daemon;
+namespace fs = std::filesystem;
+
+std::optional<gid_t> group_id(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  const group* g = getgrnam(name.c_str());
+  return g ? std::optional<gid_t>(g->gr_gid) : std::nullopt;
+}
+
+// Held for the daemon's lifetime: a second capsuled on the same state dir would take this one's sandboxes
+// for leftovers of a crash and kill them.
+int lock_state_dir(const std::string& state) {
+  const std::string path = state + "/capsuled.lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    throw std::runtime_error("another capsuled is using the state dir " + state + " (" + path + " is locked)");
+  }
+  return fd;
+}
+
+// Sandbox setup runs as the unprivileged mapped ids and walks into <state>/scratch, so every directory on
+// the way must be searchable by others; a 0700 ancestor (e.g. from mkdtemp) would fail every run.
+void check_state_dir_reachable(const std::string& state) {
+  for (fs::path dir = fs::path(state).parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    struct stat st {};
+    if (stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      throw std::runtime_error("state dir " + state + ": " + dir.string() +
+                               " is not searchable by other users (sandboxes run as unprivileged ids); "
+                               "chmod o+x it or choose another state dir");
+    }
+    if (dir == dir.root_path()) break;
+  }
+}
+
+int serve(daemon::DaemonConfig config) {
+  config.state_dir = fs::absolute(config.state_dir).lexically_normal().string();
+  if (config.state_dir.size() > 1 && config.state_dir.back() == '/') config.state_dir.pop_back();
+  if (config.cgroup_parent.empty()) config.cgroup_parent = daemon::cgroup_parent_for(config.state_dir);
+  const std::string state = config.state_dir;
+  check_state_dir_reachable(state);
+  fs::create_directories(state);
+  chmod(state.c_str(), 0711);
+  const int lock_fd = lock_state_dir(state);
+  for (const char* sub : {"/scratch", "/runs", "/logs", "/images"}) fs::create_directories(state + sub);
+  fs::create_directories(fs::path(config.socket_path).parent_path());
+
+  capsule::sandbox::LauncherOptions launcher_options;
+  launcher_options.scratch_dir = state + "/scratch";
+  launcher_options.host_id_base = config.host_id_base;
+  launcher_options.cgroup.parent = config.cgroup_parent;
+  capsule::sandbox::Launcher launcher(launcher_options);
+  if (std::size_t removed = launcher.remove_leftovers(); removed > 0) {
+    spdlog::warn("removed {} sandbox(es) left by a previous capsuled", removed);
+  }
+  capsule::images::prepare_host_image(state + "/images");
+
+  daemon::Ledger ledger(state + "/ledger.db");
+  for (const std::string& id : ledger.mark_unfinished_interrupted(daemon::unix_ms())) {
+    spdlog::warn("run {} was interrupted by a daemon restart", id);
+  }
+  fs::remove_all(state + "/runs");
+  daemon::LogStore logs(state + "/logs");
+  daemon::RunManagerOptions run_options;
+  run_options.max_concurrent = config.max_concurrent;
+  run_options.max_queue = config.max_queue;
+  run_options.runs_dir = state + "/runs";
+  run_options.images_dir = state + "/images";
+  run_options.policies_dir = config.policies_dir.empty() ? std::string(CAPSULE_POLICIES_DIR) : config.policies_dir;
+  daemon::RunManager runs(launcher, ledger, logs, run_options);
+
+  boost::asio::io_context io;
+  daemon::Router router;
+  daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version()};
+  daemon::register_api(router, context);
+  daemon::HttpServer server(io, router);
+  server.listen_unix(config.socket_path, 0660, group_id(config.socket_group));
+  spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {}, {} concurrent)", daemon::kCapsuleVersion,
+               config.socket_path, state, launcher.cgroup_version(), config.cgroup_parent, config.max_concurrent);
+
+  std::thread drainer;
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    spdlog::info("signal {}: draining (grace {} ms)", signo, config.drain_grace_ms);
+    drainer = std::thread([&] {
+      runs.drain(std::chrono::milliseconds(config.drain_grace_ms));
+      server.stop();
+      io.stop();
+    });
+  });
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 2; ++i) workers.emplace_back([&] { io.run(); });
+  for (auto& worker : workers) worker.join();
+  if (drainer.joinable()) drainer.join();
+  launcher.remove_cgroup_parent();
+  close(lock_fd);
+  spdlog::info("capsuled stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"capsuled: the capsule sandbox daemon"};
+  daemon::DaemonConfig config;
+  std::string config_file;
+  app.add_option("--config", config_file, "JSON configuration file");
+  auto* socket = app.add_option("--socket", config.socket_path, "Unix socket to listen on")->capture_default_str();
+  auto* state = app.add_option("--state-dir", config.state_dir, "state directory")->capture_default_str();
+  auto* concurrent = app.add_option("--max-concurrent", config.max_concurrent, "sandboxes running at once");
+  auto* queue = app.add_option("--max-queue", config.max_queue, "runs waiting beyond that");
+  auto* policies = app.add_option("--policies-dir", config.policies_dir, "seccomp profiles (<name>.json)");
+  auto* grace = app.add_option("--drain-grace-ms", config.drain_grace_ms, "SIGTERM: time before cancelling runs");
+  auto* cgroup_parent = app.add_option("--cgroup-parent", config.cgroup_parent,
+                                       "cgroup (in each hierarchy) holding the sandboxes' cgroups; default: "
+                                       "capsule, or capsule-<hash> for a non-default state dir");
+  bool foreground = true;  // the only mode; accepted so service managers and the CLI can say it
+  app.add_flag("--foreground", foreground, "run in the foreground");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!config_file.empty()) {
+      // The file gives the base; flags given on the command line win over it.
+      daemon::DaemonConfig from_file;
+      daemon::load_config_file(config_file, from_file);
+      if (!*socket) config.socket_path = from_file.socket_path;
+      if (!*state) config.state_dir = from_file.state_dir;
+      if (!*concurrent) config.max_concurrent = from_file.max_concurrent;
+      if (!*queue) config.max_queue = from_file.max_queue;
+      if (!*policies) config.policies_dir = from_file.policies_dir;
+      if (!*grace) config.drain_grace_ms = from_file.drain_grace_ms;
+      config.socket_group = from_file.socket_group;
+      config.host_id_base = from_file.host_id_base;
+      if (!*cgroup_parent) config.cgroup_parent = from_file.cgroup_parent;
+      config.limits = from_file.limits;
+    }
+    return serve(config);
+  } catch (const std::exception& e) {
+    spdlog::critical("capsuled: {}", e.what());
+    return 1;
+  }
+}

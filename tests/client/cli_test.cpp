@@ -1,0 +1,547 @@
+// Tests of the capsule CLI: the RunSpec body builder, exit codes, summary and table text, the HTTP client
+// against a scripted socket server, and the real `capsule` binary against a real capsuled (skipped without one).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "client/cli_commands.h"
+#include "client/http_client.h"
+
+#ifndef CAPSULE_BIN_DIR
+#define CAPSULE_BIN_DIR ""
+#endif
+
+extern char** environ;
+
+namespace capsule::client {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------------------
+// Body builder: flags as a user types them -> the exact POST /v1/runs body.
+
+json body_for(std::vector<std::string> args) {
+  CLI::App app{"test"};
+  RunOptions options;
+  add_run_flags(app, options);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.parse(reversed);
+  options.argv = {"sh", "-c", "echo hi"};
+  return build_run_body(options);
+}
+
+TEST(RunBody, OnlyTheCommandWhenNoFlags) {
+  EXPECT_EQ(body_for({}), json::parse(R"({"argv": ["sh", "-c", "echo hi"]})"));
+}
+
+TEST(RunBody, EveryFlagMapsToItsFieldWithValuesUntouched) {
+  const json body = body_for({"jdk17", "--workspace", "/srv/project/", "--mode", "ro", "-w", "/workspace/sub",
+                              "--timeout", "10m", "--cpu-time", "5m", "--memory", "4g", "--cpus", "1.5", "--pids",
+                              "512", "-e", "A=1", "--env", "B=x=y", "--label", "suite=unit", "-l", "k=v", "--junit",
+                              "target/*.xml", "--junit", "build/**/*.xml", "--network", "none", "--policy", "build"});
+  EXPECT_EQ(body, json::parse(R"({
+    "image": "jdk17",
+    "argv": ["sh", "-c", "echo hi"],
+    "env": {"A": "1", "B": "x=y"},
+    "labels": {"suite": "unit", "k": "v"},
+    "cwd": "/workspace/sub",
+    "workspace": {"path": "/srv/project", "mode": "ro"},
+    "limits": {"wall_time": "10m", "cpu_time": "5m", "memory": "4g", "cpus": 1.5, "pids": 512},
+    "network": "none",
+    "policy": "build",
+    "collect": {"junit": ["target/*.xml", "build/**/*.xml"]}
+  })"));
+}
+
+TEST(RunBody, RelativeWorkspaceBecomesAbsolute) {
+  const json body = body_for({"--workspace", "some/dir/../proj"});
+  EXPECT_EQ(body["workspace"]["path"], (fs::current_path() / "some/proj").string());
+  EXPECT_FALSE(body["workspace"].contains("mode"));
+}
+
+TEST(RunBody, BareEnvNameCopiesFromThisEnvironmentOrIsSkipped) {
+  ::setenv("CAPSULE_TEST_COPIED", "from here", 1);
+  ::unsetenv("CAPSULE_TEST_UNSET");
+  const json body = body_for({"-e", "CAPSULE_TEST_COPIED", "-e", "CAPSULE_TEST_UNSET"});
+  EXPECT_EQ(body["env"], json::parse(R"({"CAPSULE_TEST_COPIED": "from here"})"));
+}
+
+TEST(RunBody, StdinIsSentVerbatim) {
+  RunOptions options;
+  options.argv = {"cat"};
+  options.stdin_data = "line\n";
+  EXPECT_EQ(build_run_body(options)["stdin"], "line\n");
+}
+
+TEST(RunBody, MalformedFlagsAreRejectedWithTheFlagName) {
+  try {
+    body_for({"--label", "novalue"});
+    FAIL() << "accepted a label without =";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "--label 'novalue': expected KEY=VALUE");
+  }
+  EXPECT_THROW(body_for({"--env", "=x"}), std::invalid_argument);
+  EXPECT_THROW(body_for({"--mode", "rw"}), std::invalid_argument);
+  EXPECT_THROW(build_run_body(RunOptions{}), std::invalid_argument);
+  EXPECT_THROW(body_for({"--cpus", "many"}), CLI::ParseError);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Exit codes, summary line, table.
+
+json finished(const std::string& state, int exit_code, int signal = 0) {
+  return {{"id", "3f2a9c"}, {"state", state},
+          {"record", {{"status", state}, {"exit_code", exit_code}, {"signal", signal}, {"wall_ms", 1234}}}};
+}
+
+TEST(ExitCode, FollowsDockerConventions) {
+  EXPECT_EQ(exit_code_for(finished("succeeded", 0)), 0);
+  EXPECT_EQ(exit_code_for(finished("failed", 3)), 3);
+  EXPECT_EQ(exit_code_for(finished("timed_out", 0, 9)), 124);
+  EXPECT_EQ(exit_code_for(finished("oom_killed", 0, 9)), 137);
+  EXPECT_EQ(exit_code_for(finished("cancelled", 0, 15)), 137);
+  EXPECT_EQ(exit_code_for(finished("signaled", 0, 9)), 137);
+  EXPECT_EQ(exit_code_for(finished("signaled", 0, 11)), 139);
+  EXPECT_EQ(exit_code_for(finished("setup_failed", 127)), 127);
+  EXPECT_EQ(exit_code_for(finished("setup_failed", 1)), 125);
+  EXPECT_EQ(exit_code_for(finished("internal_error", 0)), 125);
+  EXPECT_EQ(exit_code_for(finished("interrupted", 0)), 125);
+  EXPECT_EQ(exit_code_for(json{{"state", "setup_failed"}, {"record", nullptr}}), 125);
+}
+
+TEST(Summary, OneLineWithStateTimeAndExit) {
+  EXPECT_EQ(summary_line(finished("succeeded", 0)), "capsule: run 3f2a9c succeeded in 1.23 s (exit 0)");
+  json timed_out = finished("timed_out", 0, 9);
+  timed_out["record"]["reason"] = "wall time limit of 1s reached";
+  EXPECT_EQ(summary_line(timed_out), "capsule: run 3f2a9c timed_out in 1.23 s: wall time limit of 1s reached (exit 124)");
+  json tested = finished("failed", 1);
+  tested["record"]["reason"] = "exited with status 1";
+  tested["record"]["tests"] = {{"total", 12}, {"failed", 2}, {"errors", 1}, {"skipped", 0}};
+  EXPECT_EQ(summary_line(tested),
+            "capsule: run 3f2a9c failed in 1.23 s (exit 1; tests: 12 total, 2 failed, 1 errors, 0 skipped)");
+}
+
+TEST(RunsTable, AlignedColumnsWithRelativeAges) {
+  const std::int64_t now = 1'700'000'000'000;
+  json done = finished("failed", 3);
+  done["created_ms"] = now - 90'000;
+  done["spec"] = {{"argv", {"sh", "-c", "echo hi; exit 3"}}};
+  json running = {{"id", "77"}, {"state", "running"}, {"created_ms", now - 5'000}, {"started_ms", now - 4'000},
+                  {"spec", {{"argv", {"mvn", "-B", "clean", "verify", "-Dmaven.repo.local=/workspace/.m2/repository"}}}}};
+  const std::string expected =
+      "ID       STATE     EXIT   WALL    CREATED   COMMAND\n"
+      "77       running   -      4.00s   5s ago    mvn -B clean verify -Dmaven.repo.local=/works...\n"
+      "3f2a9c   failed    3      1.23s   1m ago    sh -c 'echo hi; exit 3'\n";
+  EXPECT_EQ(format_runs_table(json::array({running, done}), now), expected);
+  EXPECT_EQ(format_runs_table(json::array(), now), "ID   STATE   EXIT   WALL   CREATED   COMMAND\n");
+}
+
+TEST(UrlEncode, KeepsLabelFiltersReadable) {
+  EXPECT_EQ(url_encode("suite=unit"), "suite=unit");
+  EXPECT_EQ(url_encode("a b&c/d+e"), "a%20b%26c%2Fd%2Be");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// HttpClient against a scripted server: one connection, the request is read, then `script` writes.
+
+class ScriptedServer {
+ public:
+  using Script = std::function<void(int fd, const std::string& request)>;
+  explicit ScriptedServer(Script script) {
+    dir_ = fs::temp_directory_path() / ("capsule-http-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+    path_ = (dir_ / "s.sock").string();
+    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path_.c_str());
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    EXPECT_EQ(::listen(listen_fd_, 4), 0);
+    thread_ = std::thread([this, script] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      if (fd < 0) return;
+      std::string request;
+      char buffer[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n <= 0) break;
+        request.append(buffer, static_cast<std::size_t>(n));
+      }
+      request_ = request;
+      script(fd, request);
+      ::close(fd);
+    });
+  }
+  ~ScriptedServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(listen_fd_);
+    fs::remove_all(dir_);
+  }
+  const std::string& path() const { return path_; }
+  std::string request() const { return request_; }
+  static void send(int fd, const std::string& data) {
+    EXPECT_EQ(::send(fd, data.data(), data.size(), MSG_NOSIGNAL), ssize_t(data.size()));
+  }
+  static std::string chunk(const std::string& data) {
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    return size + data + "\r\n";
+  }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path dir_;
+  std::string path_;
+  int listen_fd_ = -1;
+  std::string request_;
+  std::thread thread_;
+};
+
+TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
+  ScriptedServer server([](int fd, const std::string&) {
+    ScriptedServer::send(fd, "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nX-Run: 7\r\n"
+                             "Content-Length: 28\r\n\r\n{\"id\":\"7\",\"state\":\"queued\"}\n");
+  });
+  const HttpResponse response = HttpClient(server.path()).request("POST", "/v1/runs", json{{"argv", {"true"}}});
+  EXPECT_EQ(response.status, 202);
+  EXPECT_EQ(response.headers.at("x-run"), "7");
+  EXPECT_EQ(json::parse(response.body)["id"], "7");
+  EXPECT_NE(server.request().find("POST /v1/runs HTTP/1.1\r\n"), std::string::npos);
+  EXPECT_NE(server.request().find("Content-Type: application/json"), std::string::npos);
+}
+
+TEST(HttpClient, StreamDeliversChunkedLinesAsTheyArrive) {
+  std::atomic<bool> first_line_seen{false};
+  bool seen_before_the_rest = false;
+  ScriptedServer server([&](int fd, const std::string&) {
+    ScriptedServer::send(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n");
+    ScriptedServer::send(fd, ScriptedServer::chunk(R"({"event":"queue)"));
+    ScriptedServer::send(fd, ScriptedServer::chunk("d\"}"));
+    ScriptedServer::send(fd, ScriptedServer::chunk("\n"));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!first_line_seen && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    seen_before_the_rest = first_line_seen;
+    ScriptedServer::send(fd, ScriptedServer::chunk(R"({"event":"end")") + ScriptedServer::chunk("}") + "0\r\n\r\n");
+  });
+  std::vector<std::string> lines;
+  const HttpResponse response = HttpClient(server.path()).stream_lines(
+      "POST", "/v1/runs", json::object(), {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
+        lines.emplace_back(line);
+        first_line_seen = true;
+      });
+  EXPECT_EQ(response.status, 200);
+  EXPECT_TRUE(seen_before_the_rest) << "the first line was not delivered before the stream ended";
+  EXPECT_EQ(lines, (std::vector<std::string>{R"({"event":"queued"})", R"({"event":"end"})"}));
+  EXPECT_NE(server.request().find("Accept: application/x-ndjson"), std::string::npos);
+}
+
+TEST(HttpClient, ErrorBodiesBecomeApiErrors) {
+  ScriptedServer server([](int fd, const std::string&) {
+    const std::string body = R"({"error":{"code":"invalid_spec","message":"limits.memory: bad"}})";
+    ScriptedServer::send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  });
+  bool called = false;
+  const HttpResponse response = HttpClient(server.path()).stream("POST", "/v1/runs", json::object(), {},
+                                                                 [&](std::string_view) { called = true; });
+  EXPECT_FALSE(called);
+  try {
+    throw_if_error(response);
+    FAIL() << "no ApiError";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.code(), "invalid_spec");
+    EXPECT_STREQ(e.what(), "limits.memory: bad (invalid_spec)");
+  }
+}
+
+TEST(HttpClient, ConnectErrorsNameTheSocketAndErrno) {
+  const std::string missing = "/nonexistent-capsule-dir/capsule.sock";
+  try {
+    HttpClient(missing).request("GET", "/v1/health");
+    FAIL() << "connected to nothing";
+  } catch (const ConnectError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot connect to capsuled at " + missing + ": No such file or directory");
+    EXPECT_TRUE(e.nobody_listening());
+  }
+  // A bound socket nobody listens on: ECONNREFUSED.
+  const std::string path = (fs::temp_directory_path() / ("capsule-refuse-" + std::to_string(::getpid()))).string();
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  try {
+    HttpClient(path).request("GET", "/v1/health");
+    FAIL() << "connected to a socket that does not listen";
+  } catch (const ConnectError& e) {
+    EXPECT_EQ(e.error(), ECONNREFUSED);
+    EXPECT_TRUE(e.nobody_listening());
+  }
+  ::close(fd);
+  ::unlink(path.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The real binaries: capsuled on a temp socket, `capsule` run as a child process.
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+pid_t spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err,
+            const std::vector<std::string>& extra_env = {}) {
+  std::vector<std::string> env_strings = extra_env;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> env, argv;
+  for (auto& item : env_strings) env.push_back(item.data());
+  env.push_back(nullptr);
+  std::vector<std::string> copy = args;
+  for (auto& arg : copy) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(error, 0) << args[0];
+  return pid;
+}
+
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ADD_FAILURE() << "pid " << pid << " did not exit within " << limit.count() << " s";
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Running and not a zombie (an auto-started daemon is reparented; its new parent reaps it).
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
+
+class CliWithDaemon : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const fs::path capsuled = fs::path(CAPSULE_BIN_DIR) / "capsuled";
+    if (std::string(CAPSULE_BIN_DIR).empty() || !fs::exists(capsuled)) return;
+    char pattern[] = "/tmp/capsule-cli-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+    socket_ = dir_ / "s.sock";
+    daemon_ = spawn({capsuled.string(), "--socket", socket_.string(), "--state-dir", (dir_ / "state").string(),
+                     "--foreground"},
+                    dir_ / "capsuled.out", dir_ / "capsuled.log");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    while (std::chrono::steady_clock::now() < deadline) {
+      try {
+        if (HttpClient(socket_.string()).request("GET", "/v1/health").status == 200) return;
+      } catch (const std::exception&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "capsuled did not answer on " << socket_ << "; log:\n" << slurp(dir_ / "capsuled.log");
+  }
+  static void TearDownTestSuite() {
+    if (daemon_ > 0) {
+      ::kill(daemon_, SIGTERM);
+      wait_exit(daemon_, std::chrono::seconds(60));
+      daemon_ = -1;
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (daemon_ <= 0) GTEST_SKIP() << "capsuled is not built at " << CAPSULE_BIN_DIR;
+  }
+
+  static Outcome capsule(std::vector<std::string> args, std::chrono::seconds limit = std::chrono::seconds(60)) {
+    args.insert(args.begin(), {(fs::path(CAPSULE_BIN_DIR) / "capsule").string(), "--socket", socket_.string()});
+    const pid_t pid = spawn(args, dir_ / "out", dir_ / "err");
+    Outcome outcome;
+    outcome.code = wait_exit(pid, limit);
+    outcome.out = slurp(dir_ / "out");
+    outcome.err = slurp(dir_ / "err");
+    return outcome;
+  }
+  static json api(const std::string& method, const std::string& target) {
+    return request_json(HttpClient(socket_.string()), method, target);
+  }
+  static std::string unique_label() {
+    static int n = 0;
+    return "cli-test=" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  }
+
+  static inline fs::path dir_;
+  static inline fs::path socket_;
+  static inline pid_t daemon_ = -1;
+};
+
+TEST_F(CliWithDaemon, RunStreamsOutputAndExitsWithTheCommandsCode) {
+  const Outcome o = capsule({"run", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3"});
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_EQ(o.out, "hi\n");
+  EXPECT_NE(o.err.find("oops\n"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(" failed in "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("(exit 3)"), std::string::npos) << o.err;
+}
+
+TEST_F(CliWithDaemon, TimeoutExits124) {
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome o = capsule({"run", "--timeout", "1s", "--", "sleep", "30"});
+  EXPECT_EQ(o.code, 124) << o.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_NE(o.err.find("timed_out"), std::string::npos) << o.err;
+}
+
+TEST_F(CliWithDaemon, JsonPrintsTheRunObjectAndLsAndLogsFindIt) {
+  const std::string label = unique_label();
+  const Outcome o = capsule({"run", "--json", "--label", label, "--", "sh", "-c", "echo to-out; echo to-err >&2"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const json run = json::parse(o.out);
+  EXPECT_EQ(run["state"], "succeeded");
+  EXPECT_EQ(run["record"]["exit_code"], 0);
+  const std::string id = run["id"];
+
+  const Outcome ls = capsule({"runs", "ls", "--label", label});
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_EQ(ls.out.rfind("ID ", 0), 0u) << ls.out;
+  EXPECT_NE(ls.out.find(id), std::string::npos) << ls.out;
+  EXPECT_NE(ls.out.find("succeeded"), std::string::npos) << ls.out;
+
+  const Outcome ls_json = capsule({"runs", "ls", "--json", "--label", label});
+  ASSERT_EQ(ls_json.code, 0) << ls_json.err;
+  const json page = json::parse(ls_json.out);
+  ASSERT_EQ(page["runs"].size(), 1u);
+  EXPECT_EQ(page["runs"][0]["id"], id);
+
+  const Outcome out = capsule({"runs", "logs", id});
+  EXPECT_EQ(out.code, 0) << out.err;
+  EXPECT_EQ(out.out, "to-out\n");
+  EXPECT_EQ(capsule({"runs", "logs", id, "--stderr"}).out, "to-err\n");
+
+  const Outcome show = capsule({"runs", "show", id});
+  ASSERT_EQ(show.code, 0) << show.err;
+  EXPECT_EQ(json::parse(show.out)["id"], id);
+
+  const Outcome cancel = capsule({"runs", "cancel", id});
+  EXPECT_EQ(cancel.code, 1);
+  EXPECT_NE(cancel.err.find("capsule: "), std::string::npos) << cancel.err;
+}
+
+TEST_F(CliWithDaemon, BadFlagValuesExitNonZeroWithAMessage) {
+  const Outcome memory = capsule({"run", "--memory", "4x", "--", "true"});
+  EXPECT_EQ(memory.code, 125);
+  EXPECT_NE(memory.err.find("limits.memory"), std::string::npos) << memory.err;
+  const Outcome cpus = capsule({"run", "--cpus", "lots", "--", "true"});
+  EXPECT_EQ(cpus.code, 125);
+  EXPECT_NE(cpus.err.find("--cpus"), std::string::npos) << cpus.err;
+  const Outcome unknown = capsule({"runs", "show", "no-such-run"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("capsule: "), std::string::npos) << unknown.err;
+}
+
+TEST_F(CliWithDaemon, DetachAndCancel) {
+  const Outcome submitted = capsule({"run", "-d", "--", "sleep", "30"});
+  ASSERT_EQ(submitted.code, 0) << submitted.err;
+  const std::string id = submitted.out.substr(0, submitted.out.find('\n'));
+  ASSERT_FALSE(id.empty());
+  const Outcome cancel = capsule({"runs", "cancel", id});
+  EXPECT_EQ(cancel.code, 0) << cancel.err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string state;
+  while ((state = api("GET", "/v1/runs/" + id)["state"]) == "queued" || state == "running") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "still " << state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(state, "cancelled");
+}
+
+TEST_F(CliWithDaemon, CtrlCCancelsTheStreamedRun) {
+  const std::string label = unique_label();
+  const pid_t pid = spawn({(fs::path(CAPSULE_BIN_DIR) / "capsule").string(), "--socket", socket_.string(), "run",
+                           "--label", label, "--", "sleep", "30"},
+                          dir_ / "int.out", dir_ / "int.err");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (api("GET", "/v1/runs?state=running&label=" + url_encode(label))["runs"].empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << slurp(dir_ / "int.err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(30)), 137);
+  const std::string err = slurp(dir_ / "int.err");
+  EXPECT_NE(err.find("cancelling run"), std::string::npos) << err;
+  EXPECT_NE(err.find("cancelled"), std::string::npos) << err;
+}
+
+TEST_F(CliWithDaemon, VersionShowsBoth) {
+  const Outcome o = capsule({"version"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out.rfind("capsule " + std::string(client_version()) + "\n", 0), 0u) << o.out;
+  EXPECT_NE(o.out.find("\ncapsuled "), std::string::npos) << o.out;
+}
+
+TEST_F(CliWithDaemon, RunStartsADaemonWhenNoneListens) {
+  const fs::path socket = dir_ / "auto.sock";
+  const Outcome o = [&] {
+    const pid_t pid = spawn({(fs::path(CAPSULE_BIN_DIR) / "capsule").string(), "--socket", socket.string(), "run",
+                             "--", "echo", "auto"},
+                            dir_ / "auto.out", dir_ / "auto.err", {"CAPSULE_STATE_DIR=" + (dir_ / "auto-state").string()});
+    return Outcome{wait_exit(pid, std::chrono::seconds(60)), slurp(dir_ / "auto.out"), slurp(dir_ / "auto.err")};
+  }();
+  const auto at = o.err.find("capsule: started capsuled (pid ");
+  ASSERT_NE(at, std::string::npos) << o.err;
+  const pid_t started = std::stoi(o.err.substr(at + std::strlen("capsule: started capsuled (pid ")));
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, "auto\n");
+  EXPECT_TRUE(fs::exists(dir_ / "auto-state" / "capsuled.log"));
+  ASSERT_GT(started, 1);
+  ::kill(started, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (alive(started) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+}  // namespace capsule::client

@@ -1,0 +1,223 @@
+// JUnit counting: Maven Surefire and pytest reports as those tools write them, suites without count
+// attributes, nested suites, malformed files, and the report globs (*, ?, **) over a workspace tree.
+#include "daemon/junit.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+namespace capsule::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kSurefireReport = R"(<?xml version="1.0" encoding="UTF-8"?>
+<testsuite xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="https://maven.apache.org/surefire/maven-surefire-plugin/xsd/surefire-test-report-3.0.xsd" version="3.0" name="com.example.CalculatorTest" time="0.042" tests="4" errors="0" skipped="1" failures="1">
+  <properties>
+    <property name="java.version" value="17.0.9"/>
+    <property name="maven.repo.local" value="/root/.m2/repository"/>
+  </properties>
+  <testcase name="addsNumbers" classname="com.example.CalculatorTest" time="0.003"/>
+  <testcase name="dividesByZero" classname="com.example.CalculatorTest" time="0.011">
+    <failure message="expected: &lt;1&gt; but was: &lt;2&gt;" type="org.opentest4j.AssertionFailedError"><![CDATA[org.opentest4j.AssertionFailedError: expected: <1> but was: <2>
+	at com.example.CalculatorTest.dividesByZero(CalculatorTest.java:21)
+]]></failure>
+    <system-out><![CDATA[dividing...
+]]></system-out>
+  </testcase>
+  <testcase name="subtractsLater" classname="com.example.CalculatorTest" time="0">
+    <skipped message="not implemented yet"/>
+  </testcase>
+  <testcase name="multiplies" classname="com.example.CalculatorTest" time="0.001"/>
+</testsuite>
+)";
+
+const char* kSurefireSmall = R"(<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="com.example.OtherTest" time="0.01" tests="2" errors="1" skipped="0" failures="0">
+  <testcase name="a" classname="com.example.OtherTest" time="0.001"/>
+  <testcase name="b" classname="com.example.OtherTest" time="0.002">
+    <error message="boom" type="java.lang.IllegalStateException">java.lang.IllegalStateException: boom</error>
+  </testcase>
+</testsuite>
+)";
+
+const char* kPytestReport = R"(<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="1" failures="1" skipped="2" tests="6" time="0.123" timestamp="2024-03-01T12:00:00.000000" hostname="ci"><testcase classname="tests.test_app" name="test_ok" time="0.001" /><testcase classname="tests.test_app" name="test_fails" time="0.002"><failure message="assert 1 == 2">def test_fails():
+&gt;       assert 1 == 2
+E       assert 1 == 2
+
+tests/test_app.py:5: AssertionError</failure></testcase><testcase classname="tests.test_app" name="test_skip" time="0.000"><skipped type="pytest.skip" message="no network">tests/test_app.py:8: no network</skipped></testcase><testcase classname="tests.test_app" name="test_xfail" time="0.001"><skipped type="pytest.xfail" message="known bug" /></testcase><testcase classname="tests.test_app" name="test_db" time="0.000"><error message="failed on setup with &quot;RuntimeError: no database&quot;">@pytest.fixture
+    def db():
+&gt;       raise RuntimeError("no database")
+E       RuntimeError: no database
+
+tests/conftest.py:4: RuntimeError</error></testcase><testcase classname="tests.test_app" name="test_ok_too" time="0.001" /></testsuite></testsuites>)";
+
+class JunitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/capsule-junit-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& rel, const std::string& text) {
+    const std::string path = dir_ + "/" + rel;
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(JunitTest, SurefireReport) {
+  const std::string path = write("TEST-com.example.CalculatorTest.xml", kSurefireReport);
+  const TestCounts counts = parse_junit_file(path);
+  EXPECT_EQ(counts.total, 4u);
+  EXPECT_EQ(counts.failed, 1u);
+  EXPECT_EQ(counts.errors, 0u);
+  EXPECT_EQ(counts.skipped, 1u);
+  EXPECT_EQ(counts.files, std::vector<std::string>{path});
+}
+
+TEST_F(JunitTest, PytestReportWithSkippedFailedAndError) {
+  const TestCounts counts = parse_junit_file(write("junit.xml", kPytestReport));
+  EXPECT_EQ(counts.total, 6u);
+  EXPECT_EQ(counts.failed, 1u);
+  EXPECT_EQ(counts.errors, 1u);
+  EXPECT_EQ(counts.skipped, 2u);
+}
+
+TEST_F(JunitTest, CountsTestcasesWhenSuitesHaveNoCounts) {
+  // The same pytest report with every count attribute removed.
+  const std::string bare = std::regex_replace(
+      std::string(kPytestReport), std::regex(R"( (errors|failures|skipped|tests)="\d+")"), "");
+  ASSERT_EQ(bare.find("tests=\""), std::string::npos);
+  const TestCounts counts = parse_junit_file(write("bare.xml", bare));
+  EXPECT_EQ(counts.total, 6u);
+  EXPECT_EQ(counts.failed, 1u);
+  EXPECT_EQ(counts.errors, 1u);
+  EXPECT_EQ(counts.skipped, 2u);
+}
+
+TEST_F(JunitTest, NestedSuitesAreNotCountedTwice) {
+  // Totals on <testsuites> are ignored; a suite with counts is trusted and its children not re-counted.
+  const TestCounts with_counts = parse_junit_file(write("nested.xml", R"(<testsuites tests="99" failures="99">
+  <testsuite name="outer" tests="3" failures="1" errors="0" skipped="0">
+    <testsuite name="inner" tests="3" failures="1">
+      <testcase name="a"/><testcase name="b"><failure/></testcase><testcase name="c"/>
+    </testsuite>
+  </testsuite>
+</testsuites>)"));
+  EXPECT_EQ(with_counts.total, 3u);
+  EXPECT_EQ(with_counts.failed, 1u);
+
+  // An outer suite without counts: its own testcases plus its inner suites.
+  const TestCounts mixed = parse_junit_file(write("mixed.xml", R"(<testsuite name="outer">
+  <testcase name="direct"><skipped/></testcase>
+  <testsuite name="inner" tests="2" errors="1"/>
+  <testsuite name="bare"><testcase name="x"><error/></testcase><testcase name="y"/></testsuite>
+</testsuite>)"));
+  EXPECT_EQ(mixed.total, 5u);
+  EXPECT_EQ(mixed.errors, 2u);
+  EXPECT_EQ(mixed.skipped, 1u);
+}
+
+TEST_F(JunitTest, MalformedAndForeignFilesThrowWithPath) {
+  const std::string broken = write("broken.xml", "<testsuite tests=\"1\"><testcase name=\"a\">");
+  try {
+    parse_junit_file(broken);
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_EQ(e.path(), broken);
+    EXPECT_NE(std::string(e.what()).find(broken + ": malformed XML: "), std::string::npos) << e.what();
+  }
+  try {
+    parse_junit_file(write("pom.xml", "<project><modelVersion>4.0.0</modelVersion></project>"));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_EQ(e.reason(), "not a JUnit report (root element <project>)");
+  }
+  EXPECT_THROW(parse_junit_file(write("bad-count.xml", R"(<testsuite tests="-1"/>)")), JunitError);
+  try {
+    parse_junit_file(dir_ + "/absent.xml");
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_NE(e.reason().find("No such file"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(JunitTest, CollectsOverGlobs) {
+  write("target/surefire-reports/TEST-com.example.CalculatorTest.xml", kSurefireReport);
+  write("target/surefire-reports/TEST-com.example.OtherTest.xml", kSurefireSmall);
+  write("target/surefire-reports/com.example.CalculatorTest.txt", "not xml");
+  write("module-a/target/surefire-reports/TEST-com.example.ModuleTest.xml", kSurefireSmall);
+  write("reports/junit-py.xml", kPytestReport);
+  write("reports/deep/er/junit-broken.xml", "<testsuites><testsuite");
+  write(".hidden/junit-hidden.xml", kPytestReport);
+  fs::create_symlink("reports/junit-py.xml", dir_ + "/junit-link.xml");  // symlinks are not followed
+
+  // The first and last globs both match the root module's reports: counted once.
+  const TestCounts counts = collect_junit(
+      dir_, {"target/surefire-reports/TEST-*.xml", "**/junit*.xml", "**/surefire-reports/TEST-*.xml"});
+  EXPECT_EQ(counts.files, (std::vector<std::string>{
+                              "module-a/target/surefire-reports/TEST-com.example.ModuleTest.xml",
+                              "reports/junit-py.xml",
+                              "target/surefire-reports/TEST-com.example.CalculatorTest.xml",
+                              "target/surefire-reports/TEST-com.example.OtherTest.xml",
+                          }));
+  EXPECT_EQ(counts.total, 4u + 2u + 2u + 6u);
+  EXPECT_EQ(counts.failed, 1u + 1u);
+  EXPECT_EQ(counts.errors, 1u + 1u + 1u);
+  EXPECT_EQ(counts.skipped, 1u + 2u);
+  ASSERT_EQ(counts.unreadable.size(), 1u);
+  EXPECT_EQ(counts.unreadable[0].rfind("reports/deep/er/junit-broken.xml: malformed XML", 0), 0u)
+      << counts.unreadable[0];
+
+  const nlohmann::json j = counts.to_json();
+  EXPECT_EQ(j["total"], 14);
+  EXPECT_EQ(j["files"].size(), 4u);
+  EXPECT_EQ(j["unreadable"].size(), 1u);
+
+  EXPECT_EQ(collect_junit(dir_, {"nothing/*.xml"}).total, 0u);
+}
+
+TEST_F(JunitTest, GlobSyntax) {
+  for (const char* rel : {"a/x1.xml", "a/x22.xml", "a/b/c/x3.xml", "a/.dot/x4.xml", "z.xml"}) write(rel, "");
+  EXPECT_EQ(glob_files(dir_, {"a/x?.xml"}), (std::vector<std::string>{"a/x1.xml"}));
+  EXPECT_EQ(glob_files(dir_, {"a/**"}), (std::vector<std::string>{"a/b/c/x3.xml", "a/x1.xml", "a/x22.xml"}));
+  EXPECT_EQ(glob_files(dir_, {"**/**/x3.xml", "./a/b/**/x3.xml"}), (std::vector<std::string>{"a/b/c/x3.xml"}));
+  EXPECT_EQ(glob_files(dir_, {"a/.dot/*.xml"}), (std::vector<std::string>{"a/.dot/x4.xml"}));  // explicit dot
+  EXPECT_EQ(glob_files(dir_, {"*.xml"}), (std::vector<std::string>{"z.xml"}));
+  EXPECT_EQ(glob_files(dir_, {"**/*.xml"}).size(), 4u);
+  EXPECT_THROW(glob_files(dir_, {"/etc/*.xml"}), JunitError);
+  EXPECT_THROW(glob_files(dir_, {"a/../../*.xml"}), JunitError);
+  EXPECT_THROW(glob_files(dir_, {""}), JunitError);
+  EXPECT_THROW(glob_files(dir_ + "/missing", {"*.xml"}), JunitError);
+}
+
+TEST(JunitCounts, AddAndJson) {
+  TestCounts a;
+  a.total = 3;
+  a.failed = 1;
+  a.files = {"one.xml"};
+  TestCounts b;
+  b.total = 2;
+  b.errors = 1;
+  b.skipped = 1;
+  b.files = {"two.xml"};
+  b.unreadable = {"bad.xml: malformed XML"};
+  a += b;
+  EXPECT_EQ(a.to_json(), nlohmann::json({{"total", 5},
+                                         {"failed", 1},
+                                         {"errors", 1},
+                                         {"skipped", 1},
+                                         {"files", {"one.xml", "two.xml"}},
+                                         {"unreadable", {"bad.xml: malformed XML"}}}));
+}
+
+}  // namespace
+}  // namespace capsule::daemon
