@@ -286,6 +286,17 @@ TEST_F(CgroupV1Test, RemoveKillsAndLeavesNoDirectories) {
   EXPECT_TRUE(manager_->list().empty());
 }
 
+TEST_F(CgroupV1Test, RemoveParentOnlyWhenEmpty) {
+  auto group = manager_->create("run", {16 * kMiB, 10, 0});
+  manager_->remove_parent();  // still holds a sandbox cgroup: rmdir fails with EBUSY, nothing changes
+  for (const std::string& controller : kHierarchies) EXPECT_TRUE(exists(dir(controller, "run"))) << controller;
+  group->remove();
+  manager_->remove_parent();
+  for (const std::string& controller : kHierarchies) {
+    EXPECT_FALSE(exists(mounts_[controller] + "/" + config_.parent)) << controller;
+  }
+}
+
 TEST_F(CgroupV1Test, ListAndOpenFindALeftover) {
   // What a crashed daemon leaves: the directories and a live process in them.
   Child child = fork_child([] { return 0; });

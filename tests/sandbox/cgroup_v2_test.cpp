@@ -262,6 +262,18 @@ TEST_F(CgroupV2Test, DestroyingTheGroupRemovesIt) {
   EXPECT_FALSE(fs_->alive(101));
 }
 
+TEST_F(CgroupV2Test, RemoveParentOnlyWhenEmptyAndKeepsSharedLevels) {
+  use({}, "capsule/daemon-a");
+  auto group = manager_->create("run", {});
+  manager_->remove_parent();  // a sandbox is still in it: the kernel refuses, nothing changes
+  EXPECT_TRUE(fs_->exists(path("capsule/daemon-a/run")));
+  group->remove();
+  manager_->remove_parent();
+  EXPECT_FALSE(fs_->exists(path("capsule/daemon-a")));
+  EXPECT_TRUE(fs_->exists(path("capsule")));
+  EXPECT_NO_THROW(manager_->remove_parent());
+}
+
 TEST_F(CgroupV2Test, ListAndOpenFindLeftoversOfACrashedDaemon) {
   ASSERT_EQ(fs_->make_dir(path("capsule")), 0);
   fs_->write(path("cgroup.subtree_control"), "+memory +pids");
