@@ -1,5 +1,5 @@
 // The capsuled configuration file: a flat JSON object, checked key by key.
-// Limits use the same syntax as a RunSpec's "limits" ("10m", "4g").
+// "default_limits" and "max_limits" use the syntax of a RunSpec's "limits" ("10m", "4g").
 #include "daemon/config.h"
 
 #include <cstdio>
@@ -8,9 +8,23 @@
 #include <set>
 #include <stdexcept>
 
-#include "client/units.h"
 
 namespace capsule::daemon {
+namespace {
+
+// Fields set in `given` replace those of `base`.
+void overlay(RunLimits& base, const RunLimits& given) {
+  if (given.wall_time.count() != 0) base.wall_time = given.wall_time;
+  if (given.cpu_time.count() != 0) base.cpu_time = given.cpu_time;
+  if (given.kill_grace.count() != 0) base.kill_grace = given.kill_grace;
+  if (given.memory_bytes != 0) base.memory_bytes = given.memory_bytes;
+  if (given.pids != 0) base.pids = given.pids;
+  if (given.cpus != 0) base.cpus = given.cpus;
+  if (given.tmp_size_bytes != 0) base.tmp_size_bytes = given.tmp_size_bytes;
+  if (given.output_cap_bytes != 0) base.output_cap_bytes = given.output_cap_bytes;
+}
+
+}  // namespace
 
 std::string cgroup_parent_for(const std::string& state_dir) {
   if (state_dir == DaemonConfig{}.state_dir) return "capsule";
@@ -39,6 +53,14 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     if (!j[key].is_number_unsigned()) throw std::invalid_argument(path + ": " + key + " must be a positive integer");
     return j[key].get<std::uint64_t>();
   };
+  // The same parser and checks as a RunSpec's "limits", so a default can never be a value a run may not ask for.
+  auto limits = [&](const char* key) {
+    try {
+      return parse_run_limits(j[key], key);
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(path + ": " + e.what());
+    }
+  };
   for (const auto& [key, value] : j.items()) {
     if (key == "socket") config.socket_path = text("socket");
     else if (key == "socket_group") config.socket_group = text("socket_group");
@@ -49,10 +71,8 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "host_id_base") config.host_id_base = static_cast<std::uint32_t>(number("host_id_base"));
     else if (key == "cgroup_parent") config.cgroup_parent = text("cgroup_parent");
     else if (key == "drain_grace_ms") config.drain_grace_ms = number("drain_grace_ms");
-    else if (key == "max_wall_time") config.limits.maxima.wall_time = client::parse_duration(text("max_wall_time"));
-    else if (key == "max_memory") config.limits.maxima.memory_bytes = client::parse_size(text("max_memory"));
-    else if (key == "default_wall_time") config.limits.defaults.wall_time = client::parse_duration(text("default_wall_time"));
-    else if (key == "default_memory") config.limits.defaults.memory_bytes = client::parse_size(text("default_memory"));
+    else if (key == "default_limits") overlay(config.limits.defaults, limits("default_limits"));
+    else if (key == "max_limits") overlay(config.limits.maxima, limits("max_limits"));
     else throw std::invalid_argument(path + ": unknown key '" + key + "'");
   }
   if (config.max_concurrent == 0) throw std::invalid_argument(path + ": max_concurrent must be at least 1");

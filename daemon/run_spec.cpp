@@ -28,6 +28,11 @@ void reject_unknown(const json& object, const std::string& where, const std::set
   }
 }
 
+// execve takes C strings: a NUL byte would silently cut an argument or a variable short.
+void reject_nul(const std::string& text, const std::string& field) {
+  if (text.find('\0') != std::string::npos) invalid(field, "must not contain a NUL byte");
+}
+
 std::string string_field(const json& value, const std::string& field) {
   if (!value.is_string()) invalid(field, "must be a string");
   return value.get<std::string>();
@@ -52,14 +57,24 @@ bool is_count(const json& value) {
   return value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
 }
 
+// The launcher adds durations to clock readings as int64 nanoseconds; this keeps them far from overflowing (and
+// a JSON integer above INT64_MAX from wrapping into a negative duration).
+constexpr std::chrono::milliseconds kMaxDuration = std::chrono::hours(24 * 365 * 100);
+
 std::chrono::milliseconds duration_field(const json& value, const std::string& field) {
-  if (is_count(value)) return std::chrono::milliseconds(value.get<std::uint64_t>());
+  std::chrono::milliseconds duration{0};
+  if (is_count(value)) {
+    if (value.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxDuration.count())) invalid(field, "must be at most 100 years");
+    return std::chrono::milliseconds(value.get<std::uint64_t>());
+  }
   if (!value.is_string()) invalid(field, "must be milliseconds or a duration such as \"10m\"");
   try {
-    return client::parse_duration(value.get<std::string>());
+    duration = client::parse_duration(value.get<std::string>());
   } catch (const std::exception& e) {
     invalid(field, e.what());
   }
+  if (duration > kMaxDuration) invalid(field, "must be at most 100 years");
+  return duration;
 }
 
 std::uint64_t size_field(const json& value, const std::string& field) {
@@ -79,30 +94,36 @@ T clamp_to(T requested, T fallback, T maximum) {
   return value;
 }
 
-RunLimits parse_limits(const json& object) {
-  if (!object.is_object()) invalid("limits", "must be an object");
-  reject_unknown(object, "limits",
+}  // namespace
+
+RunLimits parse_run_limits(const json& object, const std::string& where) {
+  if (!object.is_object()) invalid(where, "must be an object");
+  reject_unknown(object, where,
                  {"wall_time", "cpu_time", "kill_grace", "memory", "pids", "cpus", "tmp_size", "output_cap"});
   RunLimits requested;
-  if (object.contains("wall_time")) requested.wall_time = duration_field(object["wall_time"], "limits.wall_time");
-  if (object.contains("cpu_time")) requested.cpu_time = duration_field(object["cpu_time"], "limits.cpu_time");
-  if (object.contains("kill_grace")) requested.kill_grace = duration_field(object["kill_grace"], "limits.kill_grace");
-  if (object.contains("memory")) requested.memory_bytes = size_field(object["memory"], "limits.memory");
-  if (object.contains("tmp_size")) requested.tmp_size_bytes = size_field(object["tmp_size"], "limits.tmp_size");
-  if (object.contains("output_cap")) requested.output_cap_bytes = size_field(object["output_cap"], "limits.output_cap");
+  if (object.contains("wall_time")) requested.wall_time = duration_field(object["wall_time"], where + ".wall_time");
+  if (object.contains("cpu_time")) requested.cpu_time = duration_field(object["cpu_time"], where + ".cpu_time");
+  if (object.contains("kill_grace")) requested.kill_grace = duration_field(object["kill_grace"], where + ".kill_grace");
+  if (object.contains("memory")) requested.memory_bytes = size_field(object["memory"], where + ".memory");
+  if (object.contains("tmp_size")) requested.tmp_size_bytes = size_field(object["tmp_size"], where + ".tmp_size");
+  if (object.contains("output_cap")) requested.output_cap_bytes = size_field(object["output_cap"], where + ".output_cap");
   if (object.contains("pids")) {
-    if (!is_count(object["pids"]) || object["pids"].get<std::uint64_t>() == 0) invalid("limits.pids", "must be a positive integer");
+    if (!is_count(object["pids"]) || object["pids"].get<std::uint64_t>() == 0) invalid(where + ".pids", "must be a positive integer");
     requested.pids = object["pids"].get<std::uint64_t>();
   }
   if (object.contains("cpus")) {
     if (!object["cpus"].is_number() || object["cpus"].get<double>() <= 0 || object["cpus"].get<double>() > 1024) {
-      invalid("limits.cpus", "must be a number of cores above 0");
+      invalid(where + ".cpus", "must be a number of cores above 0");
     }
     requested.cpus = object["cpus"].get<double>();
   }
-  if (requested.memory_bytes != 0 && requested.memory_bytes < (4u << 20)) invalid("limits.memory", "must be at least 4 MiB");
+  if (requested.memory_bytes != 0 && requested.memory_bytes < (4u << 20)) invalid(where + ".memory", "must be at least 4 MiB");
+  // The launcher refuses a /tmp below 4 KiB; say so here rather than with a setup_failed run.
+  if (requested.tmp_size_bytes != 0 && requested.tmp_size_bytes < 4096) invalid(where + ".tmp_size", "must be at least 4 KiB");
   return requested;
 }
+
+namespace {
 
 RunLimits apply_policy(const RunLimits& r, const LimitPolicy& p) {
   RunLimits out;
@@ -163,10 +184,13 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.contains("argv")) invalid("argv", "is required");
   spec.argv = string_list(body["argv"], "argv");
   if (spec.argv.empty() || spec.argv[0].empty()) invalid("argv", "must name a command");
+  for (std::size_t i = 0; i < spec.argv.size(); ++i) reject_nul(spec.argv[i], "argv[" + std::to_string(i) + "]");
   if (body.contains("image")) spec.image = string_field(body["image"], "image");
   if (body.contains("env")) spec.env = string_map(body["env"], "env");
   for (const auto& [key, value] : spec.env) {
     if (key.empty() || key.find('=') != std::string::npos) invalid("env." + key, "is not a valid variable name");
+    reject_nul(key, "env." + key);
+    reject_nul(value, "env." + key);
   }
   if (body.contains("cwd")) {
     spec.cwd = string_field(body["cwd"], "cwd");
@@ -192,7 +216,7 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
     }
     if (!is_absolute_clean(*spec.workspace_path)) invalid("workspace.path", "must be an absolute host path");
   }
-  spec.limits = apply_policy(body.contains("limits") ? parse_limits(body["limits"]) : RunLimits{}, policy);
+  spec.limits = apply_policy(body.contains("limits") ? parse_run_limits(body["limits"], "limits") : RunLimits{}, policy);
   if (body.contains("network")) {
     spec.network = string_field(body["network"], "network");
     if (spec.network != "none") invalid("network", "only \"none\" is supported");

@@ -51,6 +51,10 @@ struct LimitPolicy {
 };
 LimitPolicy default_limit_policy();
 
+// A "limits" object (durations as ms or "10m", sizes as bytes or "4g"); `where` prefixes field names in
+// errors. Fields left out stay 0 (unset). Throws ApiError 400 like parse_run_spec.
+RunLimits parse_run_limits(const nlohmann::json& object, const std::string& where);
+
 // Throws ApiError(400, "invalid_spec", "<field>: <problem>") for the first problem; unknown fields included.
 RunSpec parse_run_spec(const nlohmann::json& body, const LimitPolicy& policy);
 

@@ -78,6 +78,22 @@ TEST(RunSpecParse, ErrorsNameTheField) {
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"labels", {{"a b", "c"}}}}).find("labels.a b"), std::string::npos);
 }
 
+// Found by fuzz/fuzz_run_spec.cpp: each was accepted and then misbehaved later.
+TEST(RunSpecParse, FuzzFindingsAreRejected) {
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"limits", {{"wall_time", 18446744073709551615ull}}}})
+                .find("limits.wall_time: must be at most 100 years"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"limits", {{"cpu_time", "1000000h"}}}}).find("limits.cpu_time"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x", std::string("a\0b", 3)}}}).find("argv[1]: must not contain a NUL byte"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"env", {{"A", std::string("1\0" "2", 3)}}}}).find("env.A"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"limits", {{"tmp_size", "100b"}}}}).find("limits.tmp_size"),
+            std::string::npos);
+  EXPECT_NO_THROW(parse_run_spec(json{{"argv", {"cat"}}, {"stdin", std::string("a\0b", 3)}}, default_limit_policy()));
+}
+
 TEST(RunSpecResolve, WorkspaceModesAndNames) {
   const std::string dir = "/tmp/capsule-test/runspec-" + std::to_string(getpid());
   std::filesystem::create_directories(dir + "/ws");

@@ -1,0 +1,65 @@
+// Tests of the capsuled configuration file: keys, limit objects checked like a RunSpec's, clear errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/config.h"
+
+namespace capsule::daemon {
+namespace {
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void TearDown() override { std::filesystem::remove(path_); }
+  DaemonConfig load(const std::string& text) {
+    std::ofstream(path_) << text;
+    DaemonConfig config;
+    load_config_file(path_, config);
+    return config;
+  }
+  std::string error(const std::string& text) {
+    try {
+      load(text);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  const std::string path_ = "/tmp/capsule-config-test-" + std::to_string(::getpid()) + ".json";
+};
+
+TEST_F(ConfigFileTest, KeysAndLimitObjects) {
+  const DaemonConfig config = load(R"({"socket": "/run/x.sock", "state_dir": "/srv/capsule", "max_concurrent": 3,
+      "default_limits": {"wall_time": "20m", "memory": "2g"}, "max_limits": {"wall_time": "1h"}})");
+  EXPECT_EQ(config.socket_path, "/run/x.sock");
+  EXPECT_EQ(config.state_dir, "/srv/capsule");
+  EXPECT_EQ(config.max_concurrent, 3u);
+  EXPECT_EQ(config.limits.defaults.wall_time, std::chrono::minutes(20));
+  EXPECT_EQ(config.limits.defaults.memory_bytes, 2ull << 30);
+  EXPECT_EQ(config.limits.defaults.pids, default_limit_policy().defaults.pids);  // untouched fields keep defaults
+  EXPECT_EQ(config.limits.maxima.wall_time, std::chrono::hours(1));
+}
+
+TEST_F(ConfigFileTest, ErrorsNameTheFileAndKey) {
+  EXPECT_NE(error(R"({"sockett": "/x"})").find("unknown key 'sockett'"), std::string::npos);
+  EXPECT_NE(error(R"({"max_concurrent": 0})").find("max_concurrent"), std::string::npos);
+  EXPECT_NE(error(R"({"default_limits": {"memory": "1k"}})").find("default_limits.memory: must be at least 4 MiB"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"max_limits": {"wall_time": 18446744073709551615}})").find("max_limits.wall_time"),
+            std::string::npos);
+  EXPECT_NE(error("{not json").find(path_), std::string::npos);
+}
+
+TEST(CgroupParent, DefaultStateDirKeepsTheShortNameOthersGetAStableHash) {
+  EXPECT_EQ(cgroup_parent_for(DaemonConfig{}.state_dir), "capsule");
+  const std::string other = cgroup_parent_for("/tmp/a/state");
+  EXPECT_EQ(other, cgroup_parent_for("/tmp/a/state"));
+  EXPECT_NE(other, cgroup_parent_for("/tmp/b/state"));
+  EXPECT_EQ(other.rfind("capsule-", 0), 0u);
+  EXPECT_EQ(other.size(), std::string("capsule-").size() + 16);
+}
+
+}  // namespace
+}  // namespace capsule::daemon
