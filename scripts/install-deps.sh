@@ -6,7 +6,8 @@ PACKAGES="build-essential cmake ninja-build pkg-config
   libseccomp-dev libcap-dev libboost-dev nlohmann-json3-dev libssl-dev zlib1g-dev
   libsqlite3-dev libarchive-dev libpugixml-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev
-  bubblewrap util-linux iproute2
+  clang libclang-rt-14-dev
+  bubblewrap util-linux iproute2 debootstrap patchelf
   openjdk-17-jdk-headless maven python3 python3-pip python3-venv"
 missing=""
 for p in $PACKAGES; do
