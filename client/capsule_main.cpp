@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "client/cli_commands.h"
+#include "client/cli_images.h"
 
 using namespace capsule::client;
 
@@ -53,6 +54,29 @@ int main(int argc, char** argv) {
   CLI::App* cancel = runs->add_subcommand("cancel", "cancel a queued or running run");
   cancel->add_option("id", id, "run id")->required();
 
+  CLI::App* images = app.add_subcommand("images", "import, list, inspect, remove, save and collect images");
+  images->require_subcommand(1);
+  ImageImportOptions import_options;
+  std::string ref, out;
+  CLI::App* import = images->add_subcommand("import", "import an OCI layout, an oci-archive or a rootfs (dir or tar)");
+  import->add_option("source", import_options.source, "path of the layout, archive or rootfs")->required();
+  import->add_option("ref", import_options.ref, "name[:tag] to give the image")->required();
+  import->add_option("--format", import_options.format, "layout, archive or rootfs (default: guessed)")
+      ->check(CLI::IsMember({"layout", "archive", "rootfs"}));
+  import->add_option("--label", import_options.labels, "K=V label of a rootfs import, e.g. "
+                     "org.capsule.toolchain.python=3.11.2");
+  import->add_flag("--quiet,-q", import_options.quiet, "no progress line");
+  CLI::App* images_ls = images->add_subcommand("ls", "list images");
+  images_ls->add_flag("--json", json, "print the API's JSON instead of a table");
+  CLI::App* inspect = images->add_subcommand("inspect", "print one image as JSON");
+  inspect->add_option("ref", ref, "name[:tag], name@sha256:... or sha256:...")->required();
+  CLI::App* rm = images->add_subcommand("rm", "remove an image ref (blobs stay until gc)");
+  rm->add_option("ref", ref, "name[:tag], name@sha256:... or sha256:...")->required();
+  CLI::App* save = images->add_subcommand("save", "write an image as an oci-archive (.tar) or OCI layout dir");
+  save->add_option("ref", ref, "image to save")->required();
+  save->add_option("--output,-o", out, "OUT.tar or a new directory")->required();
+  CLI::App* gc = images->add_subcommand("gc", "remove blobs and layers no image uses");
+
   CLI::App* version = app.add_subcommand("version", "print the client and daemon versions");
   CLI::App* daemon = app.add_subcommand("daemon", "run capsuled in the foreground");
   std::string state_dir = default_state_dir();
@@ -81,6 +105,12 @@ int main(int argc, char** argv) {
     if (show->parsed()) return cmd_runs_show(socket, id);
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
+    if (import->parsed()) return cmd_images_import(socket, import_options);
+    if (images_ls->parsed()) return cmd_images_ls(socket, json);
+    if (inspect->parsed()) return cmd_images_inspect(socket, ref);
+    if (rm->parsed()) return cmd_images_rm(socket, ref);
+    if (save->parsed()) return cmd_images_save(socket, ref, out);
+    if (gc->parsed()) return cmd_images_gc(socket);
     if (version->parsed()) return cmd_version(socket);
     if (daemon->parsed()) return cmd_daemon(socket, state_dir);
   } catch (const std::exception& e) {

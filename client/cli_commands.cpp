@@ -286,6 +286,9 @@ void add_run_flags(CLI::App& command, RunOptions& o) {
   command.add_option("--label,-l", o.labels, "label K=V (filter with `runs ls --label`)")->allow_extra_args(false);
   command.add_option("--junit", o.junit, "JUnit XML glob in the workspace, counted into the record")
       ->allow_extra_args(false);
+  command.add_option("--toolchain,-t", o.toolchains, "pick the image by toolchain: java=17, python=3.11, python=auto")
+      ->allow_extra_args(false);
+  command.add_option("--as-of", o.as_of, "date (YYYY-MM-DD) that python=auto is chosen for");
   command.add_option("--network", o.network, "network mode (none)");
   command.add_option("--policy", o.policy, "seccomp policy name");
   command.add_flag("--interactive,-i", o.interactive, "send this process's stdin to the command");
@@ -313,6 +316,13 @@ json build_run_body(const RunOptions& o) {
     labels[key] = value;
   }
   if (!labels.empty()) body["labels"] = labels;
+  json toolchains = json::object();
+  for (const auto& item : o.toolchains) {
+    const auto [key, value] = split_pair(item, "--toolchain");
+    toolchains[key] = value;
+  }
+  if (!toolchains.empty()) body["toolchains"] = toolchains;
+  if (!o.as_of.empty()) body["as_of"] = o.as_of;
   if (!o.workdir.empty()) body["cwd"] = o.workdir;
   if (!o.workspace.empty()) {
     std::string path = fs::absolute(o.workspace).lexically_normal().string();

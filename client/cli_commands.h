@@ -25,6 +25,8 @@ struct RunOptions {
   std::vector<std::string> env;         // K=V, or K to copy K from this process's environment
   std::vector<std::string> labels;      // K=V
   std::vector<std::string> junit;       // JUnit XML globs inside the workspace
+  std::vector<std::string> toolchains;  // NAME=VERSION (or python=auto), instead of an image
+  std::string as_of;                    // YYYY-MM-DD for "auto" toolchains
   std::string workdir;                  // cwd inside the sandbox
   std::string workspace;                // host directory; relative paths are made absolute
   std::string mode;                     // cow | ro | rw

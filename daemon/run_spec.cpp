@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -159,6 +160,46 @@ const char* mode_name(WorkspaceMode mode) {
   return "cow";
 }
 
+std::vector<images::ImageCandidate> candidates(const images::ImageStore& store) {
+  std::vector<images::ImageCandidate> out;
+  for (const images::ImageInfo& info : store.list()) {
+    out.push_back({info.refs.empty() ? info.manifest_digest.str() : info.refs.front(), info.manifest_digest.str(),
+                   "", info.config.labels});
+  }
+  return out;
+}
+
+// "uid[:gid]" with numbers, or "root"; names are looked up in the image's /etc/passwd and /etc/group.
+std::pair<std::uint32_t, std::uint32_t> image_user(const std::string& user, const std::vector<std::string>& layers) {
+  if (user.empty() || user == "root" || user == "0" || user == "0:0") return {0, 0};
+  const std::string name = user.substr(0, user.find(':'));
+  const std::string group = user.find(':') == std::string::npos ? "" : user.substr(user.find(':') + 1);
+  auto lookup = [&](const std::string& file, const std::string& key) -> std::optional<std::uint32_t> {
+    if (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) return std::stoul(key);
+    for (const std::string& layer : layers) {  // topmost first: the first layer that has the file wins
+      std::ifstream in(layer + "/etc/" + file);
+      if (!in) continue;
+      for (std::string line; std::getline(in, line);) {
+        std::vector<std::string> fields;
+        std::stringstream parts(line);
+        for (std::string field; std::getline(parts, field, ':');) fields.push_back(field);
+        if (fields.size() >= 3 && fields[0] == key) return std::stoul(fields[2]);
+      }
+      break;
+    }
+    return std::nullopt;
+  };
+  const auto uid = lookup("passwd", name);
+  if (!uid) throw ApiError(400, "invalid_image", "image user '" + user + "' is not in the image's /etc/passwd");
+  std::uint32_t gid = *uid;
+  if (!group.empty()) {
+    const auto found = lookup("group", group);
+    if (!found) throw ApiError(400, "invalid_image", "image group '" + group + "' is not in the image's /etc/group");
+    gid = *found;
+  }
+  return {*uid, gid};
+}
+
 }  // namespace
 
 LimitPolicy default_limit_policy() {
@@ -178,10 +219,21 @@ LimitPolicy default_limit_policy() {
 
 RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
-  reject_unknown(body, "", {"image", "argv", "env", "cwd", "workspace", "limits", "network", "policy", "labels",
+  reject_unknown(body, "", {"image", "toolchains", "as_of", "argv", "env", "cwd", "workspace", "limits", "network", "policy", "labels",
                             "collect", "stdin"});
   RunSpec spec;
   if (!body.contains("argv")) invalid("argv", "is required");
+  if (body.contains("toolchains") || body.contains("as_of")) {
+    if (body.contains("image")) invalid("image", "give either image or toolchains, not both");
+    if (body.contains("as_of")) spec.as_of = string_field(body["as_of"], "as_of");
+    try {
+      const images::ToolchainRequest request =
+          images::parse_toolchain_request(body.value("toolchains", json::object()), spec.as_of.value_or(""));
+      spec.toolchains = request.toolchains;
+    } catch (const images::ToolchainError& e) {
+      invalid(spec.as_of && !body.contains("toolchains") ? "as_of" : "toolchains", e.what());
+    }
+  }
   spec.argv = string_list(body["argv"], "argv");
   if (spec.argv.empty() || spec.argv[0].empty()) invalid("argv", "must name a command");
   for (std::size_t i = 0; i < spec.argv.size(); ++i) reject_nul(spec.argv[i], "argv[" + std::to_string(i) + "]");
@@ -246,6 +298,36 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   return spec;
 }
 
+void pin_image(RunSpec& spec, const ImageCatalog& catalog) {
+  if (spec.toolchains.empty() && spec.image == "host") return;
+  if (catalog.store == nullptr) throw ApiError(404, "image_not_found", "image: this capsuled has no image store");
+  try {
+    if (!spec.toolchains.empty()) {
+      images::ToolchainRequest request;
+      request.toolchains = spec.toolchains;
+      if (spec.as_of) request.as_of = images::parse_date(*spec.as_of);
+      const images::ToolchainChoice choice =
+          images::select_toolchain_image(candidates(*catalog.store), request, catalog.python_releases);
+      spec.image = choice.image.ref;
+      spec.image_digest = choice.image.digest;
+      spec.image_choice = {{"wanted", choice.wanted}, {"provided", choice.provided}, {"reason", choice.reason},
+                           {"matching_images", choice.matching_images}};
+      if (choice.python_auto) {
+        spec.image_choice["python_auto"] = {{"version", choice.python_auto->version},
+                                            {"reason", choice.python_auto->reason}};
+      }
+    } else {
+      spec.image_digest = catalog.store->resolve(spec.image).str();
+      spec.image_choice = json::object();
+    }
+  } catch (const images::ToolchainError& e) {
+    if (e.code() == "no_matching_image") throw ApiError(404, "no_matching_image", std::string("toolchains: ") + e.what());
+    invalid(e.code() == "release_data_outdated" ? "as_of" : "toolchains", e.what());
+  } catch (const images::ImageError& e) {
+    throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed (" + e.what() + ")");
+  }
+}
+
 json RunSpec::to_json() const {
   json j = {{"image", image},
             {"argv", argv},
@@ -266,20 +348,41 @@ json RunSpec::to_json() const {
               {"output_cap_bytes", limits.output_cap_bytes}}}};
   j["workspace"] = workspace_path ? json{{"path", *workspace_path}, {"mode", mode_name(workspace_mode)}} : json(nullptr);
   j["stdin_bytes"] = stdin_data ? stdin_data->size() : 0;
+  if (!toolchains.empty()) j["toolchains"] = toolchains;
+  if (as_of) j["as_of"] = *as_of;
+  j["image_digest"] = image_digest.empty() ? json(nullptr) : json(image_digest);
+  if (!image_choice.is_null()) j["image_choice"] = image_choice;
   return j;
 }
 
 sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext& context) {
-  if (spec.image != "host") throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed");
-  images::HostImage image = images::prepare_host_image(context.images_dir);
   sandbox::SandboxSpec out;
+  std::vector<std::string> image_env;
+  std::string image_cwd = "/";
+  if (spec.image_digest.empty()) {
+    if (spec.image != "host") throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed");
+    images::HostImage image = images::prepare_host_image(context.images_dir);
+    out.rootfs_layers = image.layers;
+    out.mounts = image.mounts;
+    image_env = image.env;
+  } else {
+    if (context.store == nullptr) throw ApiError(404, "image_not_found", "image: this capsuled has no image store");
+    images::ImageInfo image;
+    try {
+      image = context.store->inspect(spec.image_digest);
+    } catch (const images::ImageError& e) {
+      throw ApiError(404, "image_not_found", "image: " + spec.image_digest + " is no longer installed (" + e.what() + ")");
+    }
+    out.rootfs_layers = image.layer_dirs;
+    image_env = image.config.env;
+    if (!image.config.working_dir.empty()) image_cwd = image.config.working_dir;
+    std::tie(out.uid, out.gid) = image_user(image.config.user, image.layer_dirs);
+  }
   out.argv = spec.argv;
   std::map<std::string, std::string> env;
-  for (const auto& entry : image.env) env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
+  for (const auto& entry : image_env) env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
   for (const auto& [key, value] : spec.env) env[key] = value;
   for (const auto& [key, value] : env) out.env.push_back(key + "=" + value);
-  out.rootfs_layers = image.layers;
-  out.mounts = image.mounts;
   if (spec.workspace_path) {
     struct stat st;
     if (stat(spec.workspace_path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -298,7 +401,7 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
         break;
     }
   }
-  out.cwd = spec.cwd.value_or(spec.workspace_path ? "/workspace" : "/");
+  out.cwd = spec.cwd.value_or(spec.workspace_path ? "/workspace" : image_cwd);
   const std::string policy_path = context.policies_dir + "/" + spec.policy + ".json";
   struct stat st;
   if (stat(policy_path.c_str(), &st) != 0) throw ApiError(404, "policy_not_found", "policy: '" + spec.policy + "' does not exist");

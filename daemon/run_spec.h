@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "images/error.h"
+#include "images/image_store.h"
+#include "images/toolchain_select.h"
 #include "sandbox/spec.h"
 
 namespace capsule::daemon {
@@ -28,7 +31,9 @@ struct RunLimits {
 };
 
 struct RunSpec {
-  std::string image = "host";
+  std::string image = "host";                   // "host", "name[:tag]", "name@sha256:..." or "sha256:..."
+  std::map<std::string, std::string> toolchains;  // instead of image: {"java": "17"}, {"python": "auto"}
+  std::optional<std::string> as_of;              // "YYYY-MM-DD": the date python "auto" is chosen for
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::optional<std::string> cwd;
@@ -40,6 +45,10 @@ struct RunSpec {
   std::map<std::string, std::string> labels;
   std::vector<std::string> junit_globs;
   std::optional<std::string> stdin_data;
+
+  // Set by pin_image at submission, so the run uses the image it was accepted with even if a ref moves.
+  std::string image_digest;        // empty: the built-in host image
+  nlohmann::json image_choice;     // refs, and for toolchain requests what was asked, found and why
 
   nlohmann::json to_json() const;  // the resolved form stored in the record
 };
@@ -58,10 +67,21 @@ RunLimits parse_run_limits(const nlohmann::json& object, const std::string& wher
 // Throws ApiError(400, "invalid_spec", "<field>: <problem>") for the first problem; unknown fields included.
 RunSpec parse_run_spec(const nlohmann::json& body, const LimitPolicy& policy);
 
+// Where images come from: the OCI store and the Python release table for "auto" toolchains.
+struct ImageCatalog {
+  const images::ImageStore* store = nullptr;
+  const images::PythonReleases* python_releases = nullptr;
+};
+
+// Turns spec.image or spec.toolchains into spec.image_digest / image_choice. Throws ApiError 404
+// (image_not_found, no_matching_image) or 400 naming the field.
+void pin_image(RunSpec& spec, const ImageCatalog& catalog);
+
 struct ResolveContext {
   std::string images_dir;    // host image cache
   std::string policies_dir;  // <name>.json seccomp profiles
   std::string run_dir;       // per-run dir: workspace upper/work live here
+  const images::ImageStore* store = nullptr;  // for pinned images
 };
 
 // Resolves names (image, policy, workspace) into a SandboxSpec. Throws ApiError (400/404) naming the field.

@@ -68,7 +68,9 @@ void mount_overlay(const std::vector<std::string>& lower_dirs, const std::string
                    const std::string& target) {
   std::string lower;
   for (const auto& dir : lower_dirs) lower += (lower.empty() ? "" : ":") + dir;
-  std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+  // Mounted inside the sandbox's user namespace, where overlayfs ignores trusted.overlay.* xattrs: userxattr
+  // makes it honour the user.overlay.opaque markers image layers carry (and write its own as user.*).
+  std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
   do_mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, options);
 }
 

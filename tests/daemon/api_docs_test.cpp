@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "daemon/api.h"
+#include "daemon/images_api.h"
 #include "tests/sandbox/test_support.h"
 
 namespace capsule::daemon {
@@ -38,8 +39,11 @@ TEST(ApiDocs, EveryRegisteredRouteIsDocumentedAndNothingElse) {
     options.runs_dir = dir + "/runs";
     RunManager runs(testing::shared_launcher(), ledger, logs, options);
     ApiContext context{io, runs, ledger, logs, default_limit_policy(), 1};
+    images::ImageStore store(dir + "/store");
+    ImageJobs jobs;
     Router router;
     register_api(router, context);
+    register_images_api(router, store, jobs);
 
     std::set<std::string> registered;
     for (const auto& [method, pattern] : router.routes()) registered.insert(method + " " + pattern);

@@ -1,0 +1,36 @@
+// `capsule images import|ls|inspect|rm|save|gc`: the image subcommands over capsuled's /v1/images routes,
+// and the table the ls subcommand prints.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace capsule::client {
+
+struct ImageImportOptions {
+  std::string source;   // host path (made absolute)
+  std::string format;   // layout | archive | rootfs; empty: guessed from the source
+  std::string ref;      // name[:tag]
+  std::vector<std::string> labels;  // K=V, rootfs only
+  bool quiet = false;   // no progress line
+};
+
+// "layout" for a directory holding an oci-layout file, "rootfs" for other directories; for files, "archive"
+// when named *.oci.tar, *.oci.tar.gz or *.oci-archive, else "rootfs" (a tarball of a root filesystem).
+// --format overrides the guess.
+std::string guess_import_format(const std::string& source);
+// The POST /v1/images body for these options. Throws std::invalid_argument for malformed labels.
+nlohmann::json build_import_body(const ImageImportOptions& options);
+// REF  DIGEST(12)  SIZE  TOOLCHAINS, one image per line.
+std::string format_images_table(const nlohmann::json& images);
+
+int cmd_images_import(const std::string& socket, ImageImportOptions options);
+int cmd_images_ls(const std::string& socket, bool json);
+int cmd_images_inspect(const std::string& socket, const std::string& ref);
+int cmd_images_rm(const std::string& socket, const std::string& ref);
+int cmd_images_save(const std::string& socket, const std::string& ref, const std::string& out);
+int cmd_images_gc(const std::string& socket);
+
+}  // namespace capsule::client

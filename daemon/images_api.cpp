@@ -1,0 +1,246 @@
+// Handlers of the /v1/images routes. Request bodies are validated here (one place per body type); store
+// failures (ImageError) become 4xx answers that carry the store's step and detail.
+#include "daemon/images_api.h"
+
+#include <set>
+
+#include "images/error.h"
+#include "images/toolchain_select.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+ApiError image_error(const images::ImageError& e) {
+  if (e.step() == "resolve" || e.step() == "remove") return ApiError(404, "image_not_found", e.what());
+  if (e.step() == "ref") return ApiError(400, "invalid_ref", e.what());
+  return ApiError(400, "image_" + e.step() + "_failed", e.what());
+}
+
+std::string dump_line(const json& event) { return event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
+
+struct ImportRequest {
+  std::string source;
+  std::string format;  // layout | archive | rootfs
+  std::string ref;
+  images::RootfsOptions rootfs;
+};
+
+ImportRequest parse_import(const std::string& text) {
+  const json body = json::parse(text, nullptr, false);
+  if (body.is_discarded()) throw ApiError(400, "invalid_json", "the request body is not valid JSON");
+  if (!body.is_object()) throw ApiError(400, "invalid_request", "body: must be a JSON object");
+  static const std::set<std::string> known = {"source", "format", "ref", "labels", "env", "working_dir", "user"};
+  for (const auto& [key, value] : body.items()) {
+    if (!known.count(key)) throw ApiError(400, "invalid_request", key + ": unknown field");
+  }
+  auto text_field = [&](const char* key, bool required) {
+    if (!body.contains(key)) {
+      if (required) throw ApiError(400, "invalid_request", std::string(key) + ": is required");
+      return std::string();
+    }
+    if (!body[key].is_string() || body[key].get<std::string>().empty()) {
+      throw ApiError(400, "invalid_request", std::string(key) + ": must be a non-empty string");
+    }
+    return body[key].get<std::string>();
+  };
+  ImportRequest request;
+  request.source = text_field("source", true);
+  if (request.source.front() != '/') throw ApiError(400, "invalid_request", "source: must be an absolute host path");
+  request.format = text_field("format", true);
+  if (request.format != "layout" && request.format != "archive" && request.format != "rootfs") {
+    throw ApiError(400, "invalid_request", "format: must be layout, archive or rootfs");
+  }
+  request.ref = text_field("ref", true);
+  const bool rootfs_only = body.contains("labels") || body.contains("env") || body.contains("working_dir") || body.contains("user");
+  if (rootfs_only && request.format != "rootfs") {
+    throw ApiError(400, "invalid_request", "labels, env, working_dir and user describe a rootfs import only");
+  }
+  if (body.contains("labels")) {
+    if (!body["labels"].is_object()) throw ApiError(400, "invalid_request", "labels: must be an object of strings");
+    for (const auto& [key, value] : body["labels"].items()) {
+      if (!value.is_string()) throw ApiError(400, "invalid_request", "labels." + key + ": must be a string");
+      if (key.rfind(images::kToolchainLabelPrefix, 0) == 0 && !images::is_valid_version(value.get<std::string>())) {
+        throw ApiError(400, "invalid_request", "labels." + key + ": '" + value.get<std::string>() + "' is not a version");
+      }
+      request.rootfs.labels[key] = value.get<std::string>();
+    }
+  }
+  if (body.contains("env")) {
+    if (!body["env"].is_array()) throw ApiError(400, "invalid_request", "env: must be an array of KEY=VALUE");
+    request.rootfs.env.clear();
+    for (const auto& item : body["env"]) {
+      if (!item.is_string() || item.get<std::string>().find('=') == std::string::npos) {
+        throw ApiError(400, "invalid_request", "env: must be an array of KEY=VALUE");
+      }
+      request.rootfs.env.push_back(item.get<std::string>());
+    }
+  }
+  request.rootfs.working_dir = text_field("working_dir", false);
+  request.rootfs.user = text_field("user", false);
+  return request;
+}
+
+images::Digest run_import(images::ImageStore& store, const ImportRequest& request) {
+  if (request.format == "layout") return store.import_layout(request.source, request.ref);
+  if (request.format == "archive") return store.import_archive(request.source, request.ref);
+  return store.import_rootfs(request.source, request.ref, request.rootfs);
+}
+
+bool wants_ndjson(const Request& request) {
+  auto it = request.headers.find("accept");
+  return it != request.headers.end() && it->second.find("application/x-ndjson") != std::string::npos;
+}
+
+// POST /v1/images: 201 with the image, or (Accept: application/x-ndjson) events "importing", then "imported"
+// with the image or "error" with {"code", "message"}.
+void import_image(images::ImageStore& store, ImageJobs& jobs, const Request& request, Responder responder) {
+  ImportRequest import = parse_import(request.body);
+  std::shared_ptr<StreamWriter> stream;
+  if (wants_ndjson(request)) {
+    stream = responder.start_stream(200, "application/x-ndjson");
+    stream->write(dump_line({{"event", "importing"}, {"source", import.source}, {"format", import.format}, {"ref", import.ref}}));
+  }
+  jobs.post([&store, import = std::move(import), responder, stream] {
+    Response answer;
+    json event;
+    try {
+      const json image = image_to_json(store.inspect(run_import(store, import).str()));
+      answer = json_response(201, image);
+      event = {{"event", "imported"}, {"image", image}};
+    } catch (const images::ImageError& e) {
+      const ApiError error = image_error(e);
+      answer = error_response(error.status, error.code, error.what());
+      event = {{"event", "error"}, {"error", {{"code", error.code}, {"message", error.what()}}}};
+    } catch (const std::exception& e) {
+      answer = error_response(500, "internal_error", e.what());
+      event = {{"event", "error"}, {"error", {{"code", "internal_error"}, {"message", e.what()}}}};
+    }
+    if (stream) {
+      stream->write(dump_line(event));
+      stream->finish();
+    } else {
+      responder.respond(std::move(answer));
+    }
+  });
+}
+
+// POST /v1/images/{ref}/save {"path": "/out.tar" | "/out-dir"}.
+void save_image(images::ImageStore& store, ImageJobs& jobs, const Request& request, Responder responder) {
+  const json body = json::parse(request.body, nullptr, false);
+  if (!body.is_object() || !body.contains("path") || !body["path"].is_string() || body.size() != 1 ||
+      body["path"].get<std::string>().empty() || body["path"].get<std::string>().front() != '/') {
+    throw ApiError(400, "invalid_request", "body: must be {\"path\": absolute host path (.tar for an oci-archive)}");
+  }
+  const std::string ref = request.params.at("ref");
+  const std::string path = body["path"].get<std::string>();
+  store.resolve(ref);  // unknown refs are a 404 now, not a failed job
+  jobs.post([&store, ref, path, responder] {
+    try {
+      store.save(ref, path);
+      responder.respond(json_response(200, {{"ref", ref}, {"path", path}}));
+    } catch (const images::ImageError& e) {
+      const ApiError error = image_error(e);
+      responder.respond(error_response(error.status, error.code, error.what()));
+    } catch (const std::exception& e) {
+      responder.respond(error_response(500, "internal_error", e.what()));
+    }
+  });
+}
+
+// Runs `fn`, turning store errors into API errors.
+template <typename Fn>
+auto with_store_errors(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const images::ImageError& e) {
+    throw image_error(e);
+  }
+}
+
+}  // namespace
+
+ImageJobs::ImageJobs() : thread_([this] {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    job();
+    lock.lock();
+  }
+}) {}
+
+ImageJobs::~ImageJobs() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  thread_.join();
+}
+
+void ImageJobs::post(std::function<void()> job) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  ready_.notify_one();
+}
+
+json image_to_json(const images::ImageInfo& image) {
+  json layers = json::array();
+  for (const auto& digest : image.layer_digests) layers.push_back(digest.str());
+  json toolchains = json::object();
+  for (const auto& [key, value] : image.config.labels) {
+    if (key.rfind(images::kToolchainLabelPrefix, 0) == 0) toolchains[key.substr(images::kToolchainLabelPrefix.size())] = value;
+  }
+  return {{"digest", image.manifest_digest.str()},
+          {"refs", image.refs},
+          {"size", image.size},
+          {"layers", layers},
+          {"config",
+           {{"env", image.config.env},
+            {"working_dir", image.config.working_dir},
+            {"user", image.config.user},
+            {"labels", image.config.labels}}},
+          {"toolchains", toolchains}};
+}
+
+void register_images_api(Router& router, images::ImageStore& store, ImageJobs& jobs) {
+  router.add("GET", "/v1/images", [&store](const Request&) {
+    return with_store_errors([&] {
+      json list = json::array();
+      for (const auto& image : store.list()) list.push_back(image_to_json(image));
+      return json_response(200, {{"images", list}});
+    });
+  });
+  router.add("POST", "/v1/images", [&store, &jobs](const Request& request, Responder responder) {
+    import_image(store, jobs, request, std::move(responder));
+  });
+  router.add("GET", "/v1/images/{ref}", [&store](const Request& request) {
+    return with_store_errors([&] { return json_response(200, image_to_json(store.inspect(request.params.at("ref")))); });
+  });
+  router.add("DELETE", "/v1/images/{ref}", [&store](const Request& request) {
+    return with_store_errors([&] { return json_response(200, {{"removed", store.remove(request.params.at("ref"))}}); });
+  });
+  router.add("POST", "/v1/images/{ref}/save", [&store, &jobs](const Request& request, Responder responder) {
+    with_store_errors([&] {
+      save_image(store, jobs, request, std::move(responder));
+      return 0;
+    });
+  });
+  router.add("POST", "/v1/images/gc", [&store](const Request&) {
+    return with_store_errors([&] {
+      const images::GcResult result = store.gc();
+      json blobs = json::array();
+      for (const auto& digest : result.blobs) blobs.push_back(digest.str());
+      return json_response(200, {{"blobs", blobs}, {"layers", result.layers}, {"bytes", result.blob_bytes}});
+    });
+  });
+}
+
+}  // namespace capsule::daemon

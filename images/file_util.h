@@ -1,0 +1,40 @@
+// Small file helpers shared by images/: opens that cannot leave a directory, bounded whole-file reads,
+// full writes, and atomic replace-by-rename. All failures throw ImageError naming the step and path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "sandbox/unique_fd.h"
+
+namespace capsule::images {
+
+using sandbox::UniqueFd;
+
+// Opens `relative` under the directory `dir_fd` without following any symlink and without leaving the
+// directory (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS). `shown` names the file in errors.
+UniqueFd open_beneath(int dir_fd, const std::string& relative, int flags, const std::string& step,
+                      const std::string& shown);
+
+// Opens a directory (O_DIRECTORY, following symlinks: the caller named it).
+UniqueFd open_directory(const std::filesystem::path& dir, const std::string& step);
+
+// Reads the whole file behind fd; refuses files larger than max_bytes.
+std::string read_fd(int fd, std::uint64_t max_bytes, const std::string& step, const std::string& shown);
+
+void write_all(int fd, const void* data, std::size_t size, const std::string& step, const std::string& shown);
+
+// Writes `content` to a temporary sibling, fsyncs it and renames it over `path`.
+void write_file_atomic(const std::filesystem::path& path, std::string_view content, const std::string& step,
+                       unsigned mode = 0644);
+
+// A fresh private (0700) directory `<parent>/<prefix>XXXXXX`.
+std::filesystem::path make_temp_dir(const std::filesystem::path& parent, const std::string& prefix,
+                                    const std::string& step);
+
+// Creates `dir` (and missing parents) and sets its mode.
+void make_dir(const std::filesystem::path& dir, unsigned mode, const std::string& step);
+
+}  // namespace capsule::images

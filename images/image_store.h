@@ -1,0 +1,103 @@
+// ImageStore: the content-addressed OCI image store — imports (OCI layout, oci-archive, plain rootfs),
+// refs, unpacked layers for sandbox overlays, export, removal and garbage collection.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "images/blob_store.h"
+#include "images/digest.h"
+#include "images/layer_unpack.h"
+#include "images/oci_image.h"
+
+namespace capsule::images {
+
+struct ImageInfo {
+  Digest manifest_digest;               // the image's identity
+  std::vector<std::string> refs;        // "name:tag" refs pointing at it, sorted
+  ImageConfig config;                   // env, working_dir, user, labels (and os, architecture, diff_ids)
+  std::vector<Digest> layer_digests;    // compressed layer blobs, base layer first (manifest order)
+  std::uint64_t size = 0;               // bytes of the manifest, config and layer blobs
+  std::vector<std::string> layer_dirs;  // unpacked layers, topmost first: use as SandboxSpec::rootfs_layers
+};
+
+struct GcResult {
+  std::vector<Digest> blobs;          // removed blobs
+  std::vector<std::string> layers;    // removed unpacked layers (diff_id hex)
+  std::uint64_t blob_bytes = 0;       // bytes of the removed blobs
+};
+
+// How import_rootfs describes the image it builds.
+struct RootfsOptions {
+  std::int64_t epoch = 0;  // SOURCE_DATE_EPOCH: mtimes are clamped to it, and it is the config's `created`
+  bool gzip = true;        // layer as tar+gzip (else plain tar)
+  std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  std::string working_dir;
+  std::string user;
+  std::map<std::string, std::string> labels;  // e.g. {"capsule.toolchain.jdk": "17"}
+};
+
+// Store layout under root (created 0700: layers hold setuid files that must stay unreachable from the host):
+//   blobs/sha256/<hex>   verified blobs          layers/<diff_id hex>/  unpacked layers, shared by images
+//   refs.json            name:tag -> manifest    tmp/                  per-import staging areas
+//   lock, refs.lock      flock files
+// Imports stage blobs and layers privately and move them in only when the whole image verified, so a failed
+// import leaves nothing behind; re-importing the same content is a no-op returning the same digest.
+// Concurrency: every method may be called from several threads and processes at once. Imports, inspect,
+// list and save hold `lock` shared, gc holds it exclusively; ref updates are serialised on `refs.lock`.
+// All errors are ImageError.
+class ImageStore {
+ public:
+  explicit ImageStore(std::filesystem::path root, UnpackLimits limits = {});
+
+  // Imports from an OCI image layout directory, choosing the host platform's (linux/amd64) manifest when
+  // index.json lists several (nested indexes are followed). Every blob is verified against its digest and
+  // size while being copied; every layer against its config diff_id while being unpacked. `ref` is a
+  // "name[:tag]" that is then pointed at the image. Returns the manifest digest.
+  Digest import_layout(const std::filesystem::path& dir, const std::string& ref);
+  // Imports an oci-archive (a tar, optionally gzip'd, of an OCI layout), extracted with the layer
+  // unpacker's safety checks and limits first.
+  Digest import_archive(const std::filesystem::path& archive, const std::string& ref);
+  // Packs a plain root filesystem (a directory, or a tar/tar.gz of one) into a single-layer OCI image with
+  // a deterministic tar (see tar_pack.h): the same tree always yields the same digest. Device nodes, fifos
+  // and sockets in the tree are left out.
+  Digest import_rootfs(const std::filesystem::path& source, const std::string& ref, const RootfsOptions& options = {});
+
+  // Writes the image as an oci-archive when `out` ends in ".tar", else as an OCI layout directory (which
+  // must not exist or be empty). Deterministic: saving the same image twice gives identical bytes.
+  void save(const std::string& ref, const std::filesystem::path& out) const;
+
+  // "name[:tag]", "name@sha256:..." or "sha256:..." to the manifest digest; throws when unknown.
+  Digest resolve(const std::string& ref) const;
+  // The image's metadata and its unpacked layer dirs (re-unpacked from blobs if one went missing).
+  ImageInfo inspect(const std::string& ref) const;
+  // Every image some ref points at, sorted by first ref.
+  std::vector<ImageInfo> list() const;
+  // Removes a name:tag ref, or every ref pointing at a digest ref. Blobs and layers stay until gc().
+  // Returns the removed refs; throws when none matched.
+  std::vector<std::string> remove(const std::string& ref);
+  // Removes blobs and unpacked layers no ref reaches, and stale staging areas. Layer dirs of removed images
+  // that a running sandbox still uses are removed too: call it when no such run is active.
+  GcResult gc();
+
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  class Staging;
+
+  Digest import_layout_locked(const std::filesystem::path& dir, const std::string& ref);
+  Digest commit(Staging& staging, const Digest& manifest_digest, const ImageManifest& manifest,
+                const ImageConfig& config, const std::string& ref);
+  ImageInfo describe(const Digest& manifest_digest) const;
+  void ensure_layers(const ImageManifest& manifest, const ImageConfig& config) const;
+  std::filesystem::path layer_dir(const Digest& diff_id) const;
+
+  std::filesystem::path root_;
+  UnpackLimits limits_;
+  BlobStore blobs_;
+};
+
+}  // namespace capsule::images

@@ -1,0 +1,37 @@
+// Deterministic tar (optionally gzip) of a directory with libarchive: sorted entries, clamped mtimes,
+// numeric owners without names, no atime/ctime — the same tree always gives the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "images/digest.h"
+
+namespace capsule::images {
+
+struct PackOptions {
+  std::int64_t epoch = 0;    // mtimes later than this are clamped to it (SOURCE_DATE_EPOCH style)
+  bool gzip = true;          // gzip without name or timestamp in its header
+  bool zero_owners = false;  // record every entry as 0:0 (for archives of generated files)
+};
+
+struct PackResult {
+  Digest diff_id;                     // sha256 of the uncompressed tar
+  std::uint64_t tar_bytes = 0;        // uncompressed tar size
+  std::uint64_t entries = 0;
+  std::vector<std::string> skipped;   // device nodes, fifos and sockets: never packed
+};
+
+using ByteSink = std::function<void(const void* data, std::size_t size)>;
+
+// Writes the tar of everything below `dir` (not `dir` itself) to `sink`, paths relative ("etc/passwd").
+// Order: each directory's entries sorted bytewise, a directory before its contents. Regular files, dirs,
+// symlinks and hard links (by inode) are packed with their mode bits, numeric uid/gid and xattrs (except
+// security.selinux and overlayfs ones); mount points below `dir` are packed as empty directories.
+// Throws ImageError{step "pack"}; a file that changes size while being read is an error.
+PackResult pack_directory(const std::filesystem::path& dir, const ByteSink& sink, const PackOptions& options = {});
+
+}  // namespace capsule::images
