@@ -37,7 +37,7 @@ struct RootfsOptions {
   std::vector<std::string> env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
   std::string working_dir;
   std::string user;
-  std::map<std::string, std::string> labels;  // e.g. {"capsule.toolchain.jdk": "17"}
+  std::map<std::string, std::string> labels;  // e.g. {"org.capsule.toolchain.java": "17.0.15"}
 };
 
 // Store layout under root (created 0700: layers hold setuid files that must stay unreachable from the host):
