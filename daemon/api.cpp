@@ -4,7 +4,9 @@
 
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
+#include <charconv>
 #include <memory>
 #include <mutex>
 
@@ -39,16 +41,42 @@ std::string kernel_release() {
   return name.release;
 }
 
+// The ndjson answer to POST /v1/runs. The stream starts only once submit() accepted the run (a refusal must
+// be an error status, not a 200 stream), but events may come before that; they wait in `pending`.
+struct EventLines {
+  std::mutex mutex;
+  std::shared_ptr<StreamWriter> writer;
+  std::string pending;
+  bool finished = false;
+
+  void add(const json& event) {
+    const bool last = event.value("event", "") == "finished";
+    std::lock_guard lock(mutex);
+    if (!writer) {
+      pending += dump(event) + "\n";
+      finished = finished || last;
+      return;
+    }
+    writer->write(dump(event) + "\n");
+    if (last) writer->finish();
+  }
+
+  void start(const Responder& responder) {
+    std::lock_guard lock(mutex);
+    writer = responder.start_stream(200, "application/x-ndjson");
+    writer->write(std::move(pending));
+    if (finished) writer->finish();
+  }
+};
+
 // POST /v1/runs: 202 with the id, or the finished run (?wait=true), or a stream of events (ndjson).
 void submit_run(ApiContext& ctx, const Request& request, Responder responder) {
   RunSpec spec = parse_run_spec(parse_body(request), ctx.limits);
   Peer peer{request.peer.uid, request.peer.pid};
   if (wants_ndjson(request)) {
-    auto stream = responder.start_stream(200, "application/x-ndjson");
-    ctx.runs.submit(spec, peer, [stream](const json& event) {
-      stream->write(dump(event) + "\n");
-      if (event.value("event", "") == "finished") stream->finish();
-    });
+    auto lines = std::make_shared<EventLines>();
+    ctx.runs.submit(spec, peer, [lines](const json& event) { lines->add(event); });
+    lines->start(responder);
     return;
   }
   if (query_flag(request, "wait")) {
@@ -63,17 +91,23 @@ void submit_run(ApiContext& ctx, const Request& request, Responder responder) {
 
 Response list_runs(ApiContext& ctx, const Request& request) {
   RunFilter filter;
-  if (auto it = request.query.find("state"); it != request.query.end()) filter.state = it->second;
+  if (auto it = request.query.find("state"); it != request.query.end()) {
+    const auto& states = run_states();
+    if (std::find(states.begin(), states.end(), it->second) == states.end()) {
+      throw ApiError(400, "invalid_query", "state: unknown state '" + it->second + "'");
+    }
+    filter.state = it->second;
+  }
   if (auto it = request.query.find("label"); it != request.query.end()) {
     auto eq = it->second.find('=');
     if (eq == std::string::npos || eq == 0) throw ApiError(400, "invalid_query", "label: expected KEY=VALUE");
     filter.labels[it->second.substr(0, eq)] = it->second.substr(eq + 1);
   }
   if (auto it = request.query.find("limit"); it != request.query.end()) {
-    try {
-      filter.limit = std::stoul(it->second);
-    } catch (const std::exception&) {
-      throw ApiError(400, "invalid_query", "limit: expected a number");
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), filter.limit);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      throw ApiError(400, "invalid_query", "limit: expected a number, got '" + text + "'");
     }
   }
   if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
@@ -162,7 +196,8 @@ void register_api(Router& router, ApiContext& ctx) {
   });
   router.add("GET", "/v1/health", [&ctx](const Request&) {
     RunStats stats = ctx.runs.stats();
-    return json_response(200, {{"status", "ok"}, {"active", stats.active}, {"queued", stats.queued}});
+    return json_response(200, {{"status", "ok"}, {"active", stats.active}, {"queued", stats.queued},
+                               {"draining", stats.draining}});
   });
   router.add("GET", "/metrics", [&ctx](const Request&) {
     return Response{200, "text/plain; version=0.0.4", format_metrics(ctx.runs.stats(), ctx.ledger.count_by_state()), {}};

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
@@ -102,6 +103,8 @@ int serve(daemon::DaemonConfig config) {
   spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {}, {} concurrent)", daemon::kCapsuleVersion,
                config.socket_path, state, launcher.cgroup_version(), config.cgroup_parent, config.max_concurrent);
 
+  // io.run() must not return on its own once the listener closes: answers still being written need it.
+  auto keep_running = boost::asio::make_work_guard(io);
   std::thread drainer;
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
@@ -110,6 +113,11 @@ int serve(daemon::DaemonConfig config) {
     drainer = std::thread([&] {
       runs.drain(std::chrono::milliseconds(config.drain_grace_ms));
       server.stop();
+      // Answers already posted (a ?wait=true run object, the end of an event stream) are still to be
+      // written; stopping the io_context at once would drop those clients' connections.
+      for (int i = 0; i < 100 && server.active_connections() > 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
       io.stop();
     });
   });

@@ -76,18 +76,23 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
   run->spec = spec;
   run->run_dir = options_.runs_dir + "/" + run->id;
   if (listener) run->listeners.push_back(std::move(listener));
+  // Unknown names are the client's error (404/400) now; if they vanish before the start, the record says so.
+  resolve_run_spec(spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir});
   {
     std::lock_guard lock(mutex_);
     if (draining_) throw ApiError(503, "draining", "capsuled is shutting down and accepts no new runs");
-    if (running_ >= options_.max_concurrent && queue_.size() >= options_.max_queue) {
-      throw ApiError(429, "queue_full", "the run queue is full (" + std::to_string(options_.max_queue) +
-                                            " waiting, " + std::to_string(running_) + " running); retry later");
+    // Runs popped from the queue count until they finish, so a burst of submissions cannot overfill it
+    // before the supervision thread gets to start any of them.
+    if (running_ + queue_.size() >= options_.max_concurrent + options_.max_queue) {
+      throw ApiError(429, "queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
+                                            std::to_string(running_) + " running); retry later");
     }
     ledger_.insert_queued(run->id, spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
     live_[run->id] = run;
+    // Under the lock, before the supervision thread can see the run: "queued" always comes before "started".
+    for (const auto& first : run->listeners) first({{"event", "queued"}, {"id", run->id}});
     queue_.push_back(run);
   }
-  notify(run, {{"event", "queued"}, {"id", run->id}});
   wake();
   return run->id;
 }
@@ -119,6 +124,7 @@ RunStats RunManager::stats() const {
   RunStats copy = stats_;
   copy.active = running_;
   copy.queued = queue_.size();
+  copy.draining = draining_;
   return copy;
 }
 
@@ -218,19 +224,23 @@ void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result res
   std::filesystem::remove_all(run->run_dir, ignored);
 
   std::optional<RunRow> row = ledger_.get(run->id);
-  notify(run, {{"event", "finished"}, {"id", run->id}, {"run", row ? row->to_json() : nlohmann::json()}});
-  std::lock_guard lock(mutex_);
-  live_.erase(run->id);
-  if (run->started) --running_;
-  ++stats_.finished_by_status[state];
-  if (result.setup.total_ms > 0) {
-    stats_.setup_sum_ms += result.setup.total_ms;
-    ++stats_.setup_count;
-    for (std::size_t i = 0; i <= kSetupBucketsMs.size(); ++i) {
-      if (i == kSetupBucketsMs.size() || result.setup.total_ms <= kSetupBucketsMs[i]) ++stats_.setup_bucket_counts[i];
+  {
+    // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.
+    std::lock_guard lock(mutex_);
+    live_.erase(run->id);
+    if (run->started) --running_;
+    ++stats_.finished_by_status[state];
+    if (result.setup.total_ms > 0) {
+      stats_.setup_sum_ms += result.setup.total_ms;
+      ++stats_.setup_count;
+      for (std::size_t i = 0; i <= kSetupBucketsMs.size(); ++i) {
+        const bool in_bucket = i == kSetupBucketsMs.size() || result.setup.total_ms <= kSetupBucketsMs[i];
+        if (in_bucket) ++stats_.setup_bucket_counts[i];
+      }
     }
   }
-  idle_.notify_all();
+  notify(run, {{"event", "finished"}, {"id", run->id}, {"run", row ? row->to_json() : nlohmann::json()}});
+  idle_.notify_all();  // after the answers are on their way, so drain() does not return before them
 }
 
 void RunManager::supervise_loop() {

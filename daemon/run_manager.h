@@ -40,6 +40,7 @@ struct Peer {
 struct RunStats {
   std::size_t active = 0;
   std::size_t queued = 0;
+  bool draining = false;
   std::map<std::string, std::uint64_t> finished_by_status;
   std::vector<double> setup_buckets_ms;          // upper bounds; the last bucket is +Inf
   std::vector<std::uint64_t> setup_bucket_counts;  // cumulative, as Prometheus wants
@@ -49,7 +50,8 @@ struct RunStats {
 
 class RunManager {
  public:
-  // Called on the supervision thread with one event object; must not block.
+  // Called with one event object: "queued" on the submitting thread under the manager's lock, the rest on
+  // the supervision thread. Must not block or call back into the manager.
   using Listener = std::function<void(const nlohmann::json& event)>;
 
   RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options);
@@ -58,7 +60,8 @@ class RunManager {
   RunManager& operator=(const RunManager&) = delete;
 
   // Records the run as queued and returns its id. `listener`, if given, is attached before the run can
-  // start, so it sees every event. Throws ApiError 429 (queue full) or 503 (draining).
+  // start, so it sees every event. Throws ApiError 400/404 (names that do not resolve: workspace, image,
+  // policy), 429 (queue full) or 503 (draining).
   std::string submit(const RunSpec& spec, const Peer& peer, Listener listener = {});
   // Throws ApiError 404 (unknown) or 409 (already finished).
   void cancel(const std::string& id);

@@ -322,6 +322,7 @@ void pin_image(RunSpec& spec, const ImageCatalog& catalog) {
     }
   } catch (const images::ToolchainError& e) {
     if (e.code() == "no_matching_image") throw ApiError(404, "no_matching_image", std::string("toolchains: ") + e.what());
+    if (e.code() == "invalid_release_data") throw ApiError(500, "invalid_release_data", e.what());
     invalid(e.code() == "release_data_outdated" ? "as_of" : "toolchains", e.what());
   } catch (const images::ImageError& e) {
     throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed (" + e.what() + ")");
