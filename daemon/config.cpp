@@ -66,6 +66,7 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "socket_group") config.socket_group = text("socket_group");
     else if (key == "state_dir") config.state_dir = text("state_dir");
     else if (key == "policies_dir") config.policies_dir = text("policies_dir");
+    else if (key == "python_releases") config.python_releases = text("python_releases");
     else if (key == "max_concurrent") config.max_concurrent = number("max_concurrent");
     else if (key == "max_queue") config.max_queue = number("max_queue");
     else if (key == "host_id_base") config.host_id_base = static_cast<std::uint32_t>(number("host_id_base"));

@@ -13,7 +13,8 @@ struct DaemonConfig {
   std::string socket_path = "/run/capsule/capsule.sock";
   std::string socket_group = "capsule";  // used when the group exists; else root's group
   std::string state_dir = "/var/lib/capsule";
-  std::string policies_dir;              // empty: <state_dir>/policies, seeded from the install
+  std::string policies_dir;              // empty: the install's policies/
+  std::string python_releases;           // empty: the install's images/data/python-releases.json
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
   std::uint32_t host_id_base = 100000;

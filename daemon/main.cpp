@@ -18,6 +18,7 @@
 
 #include "daemon/api.h"
 #include "daemon/config.h"
+#include "daemon/images_api.h"
 #include "images/host_image.h"
 #include "sandbox/launcher.h"
 
@@ -92,12 +93,18 @@ int serve(daemon::DaemonConfig config) {
   run_options.runs_dir = state + "/runs";
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir.empty() ? std::string(CAPSULE_POLICIES_DIR) : config.policies_dir;
+  capsule::images::ImageStore store(state + "/store");
+  const auto python_releases = capsule::images::PythonReleases::load(
+      config.python_releases.empty() ? std::string(CAPSULE_PYTHON_RELEASES) : config.python_releases);
+  run_options.images = {&store, &python_releases};
   daemon::RunManager runs(launcher, ledger, logs, run_options);
+  daemon::ImageJobs image_jobs;
 
   boost::asio::io_context io;
   daemon::Router router;
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version()};
   daemon::register_api(router, context);
+  daemon::register_images_api(router, store, image_jobs);
   daemon::HttpServer server(io, router);
   server.listen_unix(config.socket_path, 0660, group_id(config.socket_group));
   spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {}, {} concurrent)", daemon::kCapsuleVersion,

@@ -65,6 +65,10 @@ RunManager::~RunManager() {
   close(wake_fd_);
 }
 
+ResolveContext RunManager::resolve_context(const Run& run) const {
+  return ResolveContext{options_.images_dir, options_.policies_dir, run.run_dir, options_.images.store};
+}
+
 void RunManager::wake() {
   std::uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
@@ -76,8 +80,10 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
   run->spec = spec;
   run->run_dir = options_.runs_dir + "/" + run->id;
   if (listener) run->listeners.push_back(std::move(listener));
+  // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
   // Unknown names are the client's error (404/400) now; if they vanish before the start, the record says so.
-  resolve_run_spec(spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir});
+  pin_image(run->spec, options_.images);
+  resolve_run_spec(run->spec, resolve_context(*run));
   {
     std::lock_guard lock(mutex_);
     if (draining_) throw ApiError(503, "draining", "capsuled is shutting down and accepts no new runs");
@@ -87,7 +93,7 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
       throw ApiError(429, "queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
                                             std::to_string(running_) + " running); retry later");
     }
-    ledger_.insert_queued(run->id, spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
+    ledger_.insert_queued(run->id, run->spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
     live_[run->id] = run;
     // Under the lock, before the supervision thread can see the run: "queued" always comes before "started".
     for (const auto& first : run->listeners) first({{"event", "queued"}, {"id", run->id}});
@@ -171,7 +177,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
   try {
     std::filesystem::create_directories(run->run_dir);
     sandbox::SandboxSpec spec =
-        resolve_run_spec(run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir});
+        resolve_run_spec(run->spec, resolve_context(*run));
     run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
     run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
     sandbox::RunHooks hooks;
@@ -213,7 +219,8 @@ void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result res
   } catch (const std::exception& e) {
     record["collect_error"] = e.what();
   }
-  record["manifest"] = {{"image", spec.image}, {"policy", spec.policy},
+  record["manifest"] = {{"image", spec.image}, {"image_digest", spec.image_digest.empty() ? nlohmann::json() : nlohmann::json(spec.image_digest)},
+                        {"policy", spec.policy},
                         {"workspace", spec.workspace_path ? nlohmann::json(*spec.workspace_path) : nlohmann::json()}};
   for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
     if (log != nullptr) log->close();

@@ -27,8 +27,9 @@ struct RunManagerOptions {
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
   std::string runs_dir;      // per-run scratch (workspace upper/work), removed after the record is written
-  std::string images_dir;
+  std::string images_dir;    // the host image's cache
   std::string policies_dir;
+  ImageCatalog images;       // imported images and the Python release table
 };
 
 struct Peer {
@@ -79,6 +80,7 @@ class RunManager {
   void finish_run(const std::shared_ptr<Run>& run, sandbox::Result result);
   void notify(const std::shared_ptr<Run>& run, const nlohmann::json& event);
   void wake();
+  ResolveContext resolve_context(const Run& run) const;
 
   sandbox::Launcher& launcher_;
   Ledger& ledger_;
