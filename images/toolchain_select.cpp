@@ -478,7 +478,9 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
       const Wanted& w = wanted.at(name);
       return std::string(kToolchainLabelPrefix) + name + "=" + w.spec + (w.exact ? "" : " (or any " + w.spec + ".x version)");
     };
-    for (const auto& [name, w] : wanted) {
+    for (const auto& entry : wanted) {
+      const std::string& name = entry.first;  // a plain reference: clang 14 cannot capture structured bindings
+      const Wanted& w = entry.second;
       const auto any = std::any_of(images.begin(), images.end(), [&](const auto& i) { return provides(i, name, w); });
       if (any) continue;
       std::set<std::string, VersionLess> installed;
