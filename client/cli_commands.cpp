@@ -390,6 +390,10 @@ std::string format_runs_table(const json& runs, std::int64_t now_ms) {
     rows.push_back({text(run, "id"), state, is_live(state) ? "-" : std::to_string(exit_code_for(run)), wall,
                     age(now_ms - number(run, "created_ms")), command_text(run)});
   }
+  return format_columns(rows);
+}
+
+std::string format_columns(const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> widths(rows[0].size(), 0);
   for (const auto& row : rows) {
     for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());

@@ -54,6 +54,8 @@ nlohmann::json build_run_body(const RunOptions& options);
 int exit_code_for(const nlohmann::json& run);
 // "capsule: run ID STATE in 1.23 s (exit 0)", with the reason for abnormal ends and JUnit counts when present.
 std::string summary_line(const nlohmann::json& run);
+// Rows (the first is the header) as columns 3 spaces apart, left-aligned, without trailing blanks.
+std::string format_columns(const std::vector<std::vector<std::string>>& rows);
 // The `runs ls` table (ID, STATE, EXIT, WALL, CREATED, COMMAND); ages are relative to now_ms.
 std::string format_runs_table(const nlohmann::json& runs, std::int64_t now_ms);
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/cli_commands.h"
 #include "client/http_client.h"
 
 namespace capsule::client {
@@ -106,21 +107,7 @@ std::string format_images_table(const json& images) {
       rows.push_back({ref.get<std::string>(), short_digest, human_size(image.value("size", 0ull)), toolchains});
     }
   }
-  std::vector<std::size_t> widths(4, 0);
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-  std::ostringstream out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 3, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << "\n";
-  }
-  return out.str();
+  return format_columns(rows);
 }
 
 int cmd_images_import(const std::string& socket, ImageImportOptions options) {

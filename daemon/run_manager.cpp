@@ -33,6 +33,7 @@ std::int64_t unix_ms() {
 struct RunManager::Run {
   std::string id;
   RunSpec spec;
+  sandbox::SandboxSpec sandbox_spec;  // resolved once, at submission (names checked, policy read)
   std::string run_dir;
   std::vector<Listener> listeners;  // guarded by RunManager::mutex_
   std::atomic<bool> cancel_requested{false};
@@ -65,10 +66,6 @@ RunManager::~RunManager() {
   close(wake_fd_);
 }
 
-ResolveContext RunManager::resolve_context(const Run& run) const {
-  return ResolveContext{options_.images_dir, options_.policies_dir, run.run_dir, options_.images.store};
-}
-
 void RunManager::wake() {
   std::uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
@@ -81,9 +78,10 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
   run->run_dir = options_.runs_dir + "/" + run->id;
   if (listener) run->listeners.push_back(std::move(listener));
   // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
-  // Unknown names are the client's error (404/400) now; if they vanish before the start, the record says so.
+  // Unknown names are the client's error (404/400) now; what vanishes before the start fails its setup.
   pin_image(run->spec, options_.images);
-  resolve_run_spec(run->spec, resolve_context(*run));
+  run->sandbox_spec = resolve_run_spec(
+      run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
   {
     std::lock_guard lock(mutex_);
     if (draining_) throw ApiError(503, "draining", "capsuled is shutting down and accepts no new runs");
@@ -176,8 +174,6 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
   notify(run, {{"event", "started"}, {"id", run->id}});
   try {
     std::filesystem::create_directories(run->run_dir);
-    sandbox::SandboxSpec spec =
-        resolve_run_spec(run->spec, resolve_context(*run));
     run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
     run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
     sandbox::RunHooks hooks;
@@ -189,9 +185,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
         notify(self, {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id}, {"data", sandbox::to_valid_utf8(chunk)}});
       }
     };
-    run->sandbox = launcher_.start(spec, hooks);
-  } catch (const ApiError& e) {
-    finish_run(run, sandbox::Launcher::setup_failure(sandbox::SandboxError({"spec", "", 0, e.what()})));
+    run->sandbox = launcher_.start(run->sandbox_spec, hooks);
   } catch (const sandbox::SandboxError& e) {
     finish_run(run, sandbox::Launcher::setup_failure(e));
   } catch (const std::exception& e) {

@@ -80,7 +80,6 @@ class RunManager {
   void finish_run(const std::shared_ptr<Run>& run, sandbox::Result result);
   void notify(const std::shared_ptr<Run>& run, const nlohmann::json& event);
   void wake();
-  ResolveContext resolve_context(const Run& run) const;
 
   sandbox::Launcher& launcher_;
   Ledger& ledger_;
