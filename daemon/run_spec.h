@@ -32,6 +32,7 @@ struct RunLimits {
 
 struct RunSpec {
   std::string image = "host";                   // "host", "name[:tag]", "name@sha256:..." or "sha256:..."
+  std::vector<std::string> layers;              // image refs stacked in order on the base (image or toolchains)
   std::map<std::string, std::string> toolchains;  // instead of image: {"java": "17"}, {"python": "auto"}
   std::optional<std::string> as_of;              // "YYYY-MM-DD": the date python "auto" is chosen for
   std::vector<std::string> argv;
@@ -46,10 +47,13 @@ struct RunSpec {
   std::vector<std::string> junit_globs;
   std::optional<std::string> stdin_data;
 
-  // Set by pin_image at submission, so the run uses the image it was accepted with even if a ref moves.
-  std::string image_digest;        // empty: the built-in host image
-  nlohmann::json image_choice;     // refs, and for toolchain requests what was asked, found and why
+  // Set by pin_image at submission, so the run uses the images it was accepted with even if a ref moves.
+  std::string image_digest;                // the base; empty: the built-in host image
+  std::vector<std::string> layer_digests;  // stacked on it, in order: a toolchain layer picked, then `layers`
+  nlohmann::json image_choice;             // for toolchain requests what was asked, found and why
 
+  // image_digest then layer_digests: every image the root is composed of, base first; empty for host.
+  std::vector<std::string> image_digests() const;
   nlohmann::json to_json() const;  // the resolved form stored in the record
 };
 
@@ -73,8 +77,10 @@ struct ImageCatalog {
   const images::PythonReleases* python_releases = nullptr;
 };
 
-// Turns spec.image or spec.toolchains into spec.image_digest / image_choice. Throws ApiError 404
-// (image_not_found, no_matching_image) or 400 naming the field.
+// Turns spec.image or spec.toolchains, and spec.layers, into spec.image_digest, layer_digests and
+// image_choice. A toolchain matched by a layer image (label org.capsule.layer.base) gives its base as the
+// image and the layer as the first of layer_digests. Throws ApiError 404 (image_not_found naming image or
+// layers[i], no_matching_image) or 400 naming the field.
 void pin_image(RunSpec& spec, const ImageCatalog& catalog);
 
 struct ResolveContext {
@@ -84,7 +90,10 @@ struct ResolveContext {
   const images::ImageStore* store = nullptr;  // for pinned images
 };
 
-// Resolves names (image, policy, workspace) into a SandboxSpec. Throws ApiError (400/404) naming the field.
+// Resolves names (image, policy, workspace) into a SandboxSpec. The pinned images are stacked with their
+// configs merged (images/image_stack.h); the merged User is looked up in the stack's /etc/passwd, and HOME,
+// unless the image or the run sets it, is that user's home ("/" without an entry). Throws ApiError (400/404)
+// naming the field.
 sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext& context);
 
 }  // namespace capsule::daemon

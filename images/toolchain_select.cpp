@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -460,11 +461,12 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
     choice.wanted[name] = wanted[name].spec;
   }
 
+  auto provides_all = [&](const ImageCandidate& image) {
+    return std::all_of(wanted.begin(), wanted.end(), [&](const auto& w) { return provides(image, w.first, w.second); });
+  };
   std::vector<const ImageCandidate*> matching;
   for (const auto& image : images) {
-    if (std::all_of(wanted.begin(), wanted.end(), [&](const auto& w) { return provides(image, w.first, w.second); })) {
-      matching.push_back(&image);
-    }
+    if (image.unusable.empty() && provides_all(image)) matching.push_back(&image);
   }
 
   if (matching.empty()) {
@@ -478,10 +480,20 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
       const Wanted& w = wanted.at(name);
       return std::string(kToolchainLabelPrefix) + name + "=" + w.spec + (w.exact ? "" : " (or any " + w.spec + ".x version)");
     };
+    // Candidates that would have matched but cannot run, e.g. a layer whose base is not installed.
+    auto unusable_note = [&](const std::function<bool(const ImageCandidate&)>& would_match) {
+      std::string note;
+      for (const auto& image : images) {
+        if (!image.unusable.empty() && would_match(image)) note += "; " + image.ref + " would, but " + image.unusable;
+      }
+      return note;
+    };
     for (const auto& entry : wanted) {
       const std::string& name = entry.first;  // a plain reference: clang 14 cannot capture structured bindings
       const Wanted& w = entry.second;
-      const auto any = std::any_of(images.begin(), images.end(), [&](const auto& i) { return provides(i, name, w); });
+      auto provides_it = [&](const ImageCandidate& i) { return provides(i, name, w); };
+      const auto any = std::any_of(images.begin(), images.end(),
+                                   [&](const ImageCandidate& i) { return i.unusable.empty() && provides_it(i); });
       if (any) continue;
       std::set<std::string, VersionLess> installed;
       for (const auto& image : images) {
@@ -491,7 +503,7 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
       msg += installed.empty() ? "; no installed image declares " + name
                                : "; installed " + name + " versions: " +
                                      join(std::vector<std::string>(installed.begin(), installed.end()), ", ");
-      throw ToolchainError("no_matching_image", msg);
+      throw ToolchainError("no_matching_image", msg + unusable_note(provides_it));
     }
     std::vector<std::string> all, hints;
     for (const auto& [name, w] : wanted) {
@@ -499,14 +511,17 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
       hints.push_back(label_hint(name));
     }
     throw ToolchainError("no_matching_image", "no installed image provides " + join(all, " and ") +
-                                                  " together; import one with " + join(hints, " and "));
+                                                  " together; import one with " + join(hints, " and ") +
+                                                  unusable_note(provides_all));
   }
 
-  // Newest versions first (toolchain by toolchain in name order), then newest created, then smallest ref.
+  // Newest versions first (toolchain by toolchain in name order), then a stand-alone image before a layer
+  // stacked on its base (which inherits the base's labels), then newest created, then smallest ref.
   auto better = [&](const ImageCandidate* a, const ImageCandidate* b) {
     for (const auto& [name, w] : wanted) {
       if (int c = compare_versions(*label_version(*a, name), *label_version(*b, name)); c != 0) return c > 0;
     }
+    if (a->base_digest.empty() != b->base_digest.empty()) return a->base_digest.empty();
     const auto ca = parse_rfc3339(a->created), cb = parse_rfc3339(b->created);
     if (ca != cb) return cb < ca;  // std::nullopt (unknown) is the oldest
     return std::tie(a->ref, a->digest) < std::tie(b->ref, b->digest);
@@ -522,7 +537,11 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
     if (w.exact && choice.python_auto) part += " [" + choice.python_auto->reason + "]";
     parts.push_back(part);
   }
-  choice.reason = best.ref + " (" + short_digest(best.digest) + ") provides " + join(parts, ", ");
+  choice.reason = best.ref + " (" + short_digest(best.digest) + ")";
+  if (!best.base_digest.empty()) {
+    choice.reason += " stacked on " + best.base_ref + " (" + short_digest(best.base_digest) + ")";
+  }
+  choice.reason += " provides " + join(parts, ", ");
   if (matching.size() == 1) {
     choice.reason += "; the only matching image";
   } else {
@@ -531,7 +550,9 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
     bool same_versions = std::all_of(wanted.begin(), wanted.end(), [&](const auto& w) {
       return compare_versions(*label_version(best, w.first), *label_version(next, w.first)) == 0;
     });
-    if (same_versions) {
+    if (same_versions && best.base_digest.empty() != next.base_digest.empty()) {
+      why = "same versions, without stacking a layer";
+    } else if (same_versions) {
       why = parse_rfc3339(best.created) != parse_rfc3339(next.created) ? "same versions, newest created time ("
                                                                              + best.created + ")"
                                                                        : "same versions and created time, first by name";

@@ -84,12 +84,15 @@ PythonForDate python_for_date(const PythonReleases& releases, Date as_of);
 
 inline constexpr std::string_view kToolchainLabelPrefix = "org.capsule.toolchain.";
 
-// An installed image as the store lists it.
+// An installed image as the store lists it, or a toolchain layer stacked on its base (see image_stack.h).
 struct ImageCandidate {
   std::string ref;      // "capsule/python3:bookworm"
   std::string digest;   // "sha256:..."
   std::string created;  // RFC 3339 from the image config ("2025-05-20T10:00:00Z"); empty or unparsable = oldest
-  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> labels;  // a layer's merged over its base's
+  std::string base_ref;     // a layer: the image it is stacked on, as its label names it; empty otherwise
+  std::string base_digest;  // a layer: that base, resolved
+  std::string unusable;     // why it cannot run (e.g. its base is not installed); such candidates are never chosen
 };
 
 // The toolchains a run asks for: name -> version prefix ("17", "3.11", "3.12.8") or "auto" (python only:
@@ -111,10 +114,11 @@ struct ToolchainChoice {
   std::string reason;  // why this image: versions, the date rule, the tie-break
 };
 
-// The image providing every requested toolchain (each label value matching its prefix); among several, the
-// one with the newest versions (compared toolchain by toolchain in name order), then the newest created
-// time, then the smallest ref. `releases` is needed only for "auto" (nullptr otherwise is fine).
-// ToolchainError("no_matching_image") names the version needed and the label to import it with.
+// The usable candidate providing every requested toolchain (each label value matching its prefix); among
+// several, the one with the newest versions (compared toolchain by toolchain in name order), then a
+// stand-alone image before a stacked layer, then the newest created time, then the smallest ref. `releases`
+// is needed only for "auto" (nullptr otherwise is fine). ToolchainError("no_matching_image") names the
+// version needed, the label to import it with, and unusable candidates that would have provided it.
 ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images, const ToolchainRequest& request,
                                        const PythonReleases* releases);
 

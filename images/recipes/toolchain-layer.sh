@@ -3,22 +3,25 @@
 # the tree at /opt/python/<version> or /opt/jdk-<major>, its commands linked from /usr/local/bin, labels
 # org.capsule.toolchain.<name>=<version> with the version read by running the tool. See README.md.
 #
-# usage: toolchain-layer.sh [--out DIR] [--base ROOTFS] [--tar-only] TOOLCHAIN_DIR
-#   e.g. toolchain-layer.sh /root/.pyenv/versions/3.12.1
+# usage: toolchain-layer.sh [--out DIR] [--base ROOTFS] [--base-ref REF] [--tar-only] TOOLCHAIN_DIR
+#   e.g. toolchain-layer.sh --base-ref capsule/python3:bookworm /root/.pyenv/versions/3.12.1
 #        toolchain-layer.sh --base /var/tmp/capsule-recipes/python3/rootfs /usr/lib/jvm/temurin-25-jdk-amd64
 # --base: also run the toolchain from the stacked image (overlay of the layer on ROOTFS, chrooted), by PATH.
+# --base-ref: label org.capsule.layer.base=REF, the store image capsuled stacks the layer on when a run's
+#   toolchains select it (REF: name:tag or sha256:...; can also be given as a label at import).
 set -euo pipefail
 RECIPE_NAME=toolchain-layer
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,9s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,11s/^# \{0,1\}//p' "$0"; }
 
-out="" base="" tar_only=0 src=""
+out="" base="" base_ref="" tar_only=0 src=""
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --base) base=$2; shift 2 ;;
+    --base-ref) base_ref=$2; shift 2 ;;
     --tar-only) tar_only=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) usage >&2; die "unknown option '$1'" ;;
@@ -187,6 +190,7 @@ _step verify verify_on_host
 [ -z "$base" ] || _step verify-stacked verify_stacked
 label_raw org.capsule.recipe toolchain-layer
 label_raw org.capsule.layer.path "$DEST"
+[ -z "$base_ref" ] || label_raw org.capsule.layer.base "$base_ref"
 label_raw org.opencontainers.image.created "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 write_labels_json "$WORK/labels.json"
 _step tarball _tarball "$WORK/rootfs.tar.gz"

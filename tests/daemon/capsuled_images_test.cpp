@@ -1,6 +1,7 @@
 // Integration tests of images through a real capsuled: import a rootfs built here (a shell, cat and their
-// libraries from the host), run in it by ref, digest and toolchain (incl. python "auto" by date), save,
-// re-import, remove and gc, and the errors of each.
+// libraries from the host), run in it by ref, digest and toolchain (incl. python "auto" by date), stack
+// layer images on it (`layers`, and toolchain layers picked by selection), save, re-import, remove and gc,
+// and the errors of each.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,14 +48,44 @@ class CapsuledImages : public Capsuled {
     return root;
   }
 
-  json import_rootfs(const fs::path& root, const std::string& ref, const json& labels = json::object()) {
+  // `config`: the import's labels, env, working_dir and user.
+  json import_rootfs(const fs::path& root, const std::string& ref, const json& labels = json::object(),
+                     const json& config = json::object()) {
     json body = {{"source", root.string()}, {"format", "rootfs"}, {"ref", ref}};
     if (!labels.empty()) body["labels"] = labels;
+    body.update(config);
     const HttpResponse response = call("POST", "/v1/images", body);
     EXPECT_EQ(response.status, 201) << response.body;
     return body_json(response);
   }
+
+  // make_rootfs() with an /etc/passwd naming root and tester (uid 1000, home /home/tester).
+  fs::path make_base_rootfs() {
+    const fs::path root = make_rootfs("base");
+    fs::create_directories(root / "etc");
+    write_file(root / "etc/passwd", "root:x:0:0:root:/root:/bin/sh\ntester:x:1000:1000::/home/tester:/bin/sh\n");
+    return root;
+  }
+  // A toolchain layer as toolchain-layer.sh makes them: no shell of its own, only /opt/tool/bin/tool.
+  fs::path make_tool_layer() {
+    const fs::path root = make_dir("tool-layer");
+    fs::create_directories(root / "opt/tool/bin");
+    write_file(root / "opt/tool/bin/tool", "#!/bin/sh\necho \"tool 2.1.0 at $0\"\n");
+    fs::permissions(root / "opt/tool/bin/tool", fs::perms::owner_all | fs::perms::group_read |
+                                                    fs::perms::group_exec | fs::perms::others_read |
+                                                    fs::perms::others_exec);
+    return root;
+  }
+  // The tool layer imported with its own PATH and toolchain labels, to stack on `base`.
+  json import_tool_layer(const fs::path& root, const std::string& ref, const json& toolchains,
+                         const std::string& base = "test/base:1") {
+    json labels = {{"org.capsule.layer.base", base}};
+    for (const auto& [name, version] : toolchains.items()) labels["org.capsule.toolchain." + name] = version;
+    return import_rootfs(root, ref, labels, {{"env", {"PATH=/opt/tool/bin"}}});
+  }
 };
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 TEST_F(CapsuledImages, ImportListInspectAndRunByRefAndDigest) {
   start();
@@ -111,6 +142,78 @@ TEST_F(CapsuledImages, ToolchainSelectionByVersionAndByDate) {
   expect_error(call("POST", "/v1/runs", {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-13-01"},
                                          {"argv", {"x"}}}),
                400, "invalid_spec", "as_of");
+}
+
+TEST_F(CapsuledImages, LayersStackOnTheBaseWithMergedEnvAndHome) {
+  start();
+  const fs::path base_root = make_base_rootfs();
+  const std::string base = import_rootfs(base_root, "test/base:1")["digest"];
+  const std::string tester_base = import_rootfs(base_root, "test/base:tester", {}, {{"user", "tester"}})["digest"];
+  const std::string layer = import_tool_layer(make_tool_layer(), "test/tool:2", {{"tool", "2.1.0"}})["digest"];
+
+  const json run = run_and_wait({{"image", "test/base:1"}, {"layers", {"test/tool:2"}},
+                                 {"argv", {"/bin/sh", "-c", "tool; echo PATH=$PATH; echo HOME=$HOME; cat /marker"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
+  EXPECT_EQ(run["record"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\nPATH=/opt/tool/bin:" +
+                                                 std::string(kDefaultPath) + "\nHOME=/root\nbase\n");
+  EXPECT_EQ(run["spec"]["layers"], json::array({"test/tool:2"}));
+  EXPECT_EQ(run["spec"]["image_digest"], base);
+  EXPECT_EQ(run["spec"]["image_digests"], json::array({base, layer}));
+  EXPECT_EQ(run["record"]["manifest"]["image_digests"], json::array({base, layer}));
+  EXPECT_EQ(run["record"]["manifest"]["layers"], json::array({"test/tool:2"}));
+
+  // The base's User; HOME from its passwd entry. A layer named by digest.
+  const json as_tester = run_and_wait(
+      {{"image", "test/base:tester"}, {"layers", {layer}},
+       {"argv", {"/bin/sh", "-c",
+                 "tool; echo HOME=$HOME; while read k v rest; do case $k in Uid:|Gid:) echo $k $v;; esac; done "
+                 "< /proc/self/status"}}});
+  ASSERT_EQ(as_tester.value("state", ""), "succeeded") << as_tester.dump();
+  EXPECT_EQ(as_tester["record"]["stdout"]["head"],
+            "tool 2.1.0 at /opt/tool/bin/tool\nHOME=/home/tester\nUid: 1000\nGid: 1000\n");
+  EXPECT_EQ(as_tester["spec"]["image_digests"], json::array({tester_base, layer}));
+  // HOME from the run's env wins.
+  EXPECT_EQ(run_and_wait({{"image", "test/base:1"}, {"env", {{"HOME", "/w"}}}, {"argv", {"/bin/sh", "-c", "echo $HOME"}}})
+                ["record"]["stdout"]["head"],
+            "/w\n");
+
+  expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", {"test/tool:2", "Bad Ref"}}, {"argv", {"x"}}}),
+               400, "invalid_spec", "layers[1]");
+  expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", {"test/nope:1"}}, {"argv", {"x"}}}), 404,
+               "image_not_found", "layers[0]: 'test/nope:1' is not installed");
+  expect_error(call("POST", "/v1/runs", {{"layers", {"test/tool:2"}}, {"argv", {"x"}}}), 400, "invalid_spec",
+               "layers: are stacked on an imported image");
+}
+
+TEST_F(CapsuledImages, ToolchainsPickALayerImageWithItsBase) {
+  start();
+  const std::string base = import_rootfs(make_base_rootfs(), "test/base:1")["digest"];
+  const fs::path layer_root = make_tool_layer();
+  const std::string tool = import_tool_layer(layer_root, "test/tool:2", {{"tool", "2.1.0"}})["digest"];
+  const std::string python = import_tool_layer(layer_root, "test/py:3.10", {{"python", "3.10.11"}})["digest"];
+  import_tool_layer(layer_root, "test/lost:3", {{"tool", "3.0.0"}}, "test/gone:1");
+
+  const json run = run_and_wait({{"toolchains", {{"tool", "2"}}}, {"argv", {"tool"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
+  EXPECT_EQ(run["record"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\n");
+  EXPECT_EQ(run["spec"]["image"], "test/base:1");
+  EXPECT_EQ(run["spec"]["image_digests"], json::array({base, tool}));
+  EXPECT_EQ(run["record"]["manifest"]["image_digests"], json::array({base, tool}));
+  const json& choice = run["spec"]["image_choice"];
+  EXPECT_EQ(choice["provided"], json({{"tool", "2.1.0"}}));
+  EXPECT_EQ(choice["images"], json::array({{{"ref", "test/base:1"}, {"digest", base}},
+                                           {{"ref", "test/tool:2"}, {"digest", tool}}}));
+  EXPECT_NE(choice.value("reason", "").find("stacked on test/base:1"), std::string::npos) << choice.dump();
+
+  const json by_date = run_and_wait(
+      {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-04-11"}, {"argv", {"/bin/sh", "-c", "echo $PATH"}}});
+  ASSERT_EQ(by_date.value("state", ""), "succeeded") << by_date.dump();
+  EXPECT_EQ(by_date["spec"]["image_digests"], json::array({base, python}));
+  EXPECT_EQ(by_date["spec"]["image_choice"]["python_auto"]["version"], "3.10.11");
+  EXPECT_EQ(by_date["record"]["stdout"]["head"], "/opt/tool/bin:" + std::string(kDefaultPath) + "\n");
+
+  expect_error(call("POST", "/v1/runs", {{"toolchains", {{"tool", "3"}}}, {"argv", {"tool"}}}), 404,
+               "no_matching_image", "test/lost:3 would, but its base test/gone:1 is not installed");
 }
 
 TEST_F(CapsuledImages, StreamedImportSaveReimportRemoveAndGc) {

@@ -1,19 +1,18 @@
 // Integration tests of the toolchain images images/recipes/ builds (python3, jdk17-maven, toolchain layers) through
 // a real capsuled: import with labels.json, toolchain versions and ownership inside, an offline `mvn -B clean verify`
-// end to end, toolchain selection, and the layers stacked on their base. Runs only when CAPSULE_RECIPE_DIR is set.
+// end to end, toolchain selection, and the layers stacked on their base by the daemon (`layers`, and selection of
+// toolchain layers). Runs only when CAPSULE_RECIPE_DIR is set.
 //
 // The imports are slow (a 290 MB tarball for the JDK image), so the tests of this suite share one state dir (the
 // image store): a test imports what it needs unless an earlier test already did; each test still starts its own
 // daemon. Timings go to stdout as "[ recipes  ] ..." lines.
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <regex>
 #include <set>
@@ -21,7 +20,6 @@
 
 #include "client/http_client.h"
 #include "daemon/config.h"
-#include "images/digest.h"
 #include "tests/daemon/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -36,6 +34,7 @@ constexpr const char* kHowToBuild =
     "(optional)\n"
     "then run with CAPSULE_RECIPE_DIR=/var/tmp/capsule-recipes (or the --out root used)";
 constexpr const char* kToolchainPrefix = "org.capsule.toolchain.";
+constexpr const char* kLayerBaseLabel = "org.capsule.layer.base";
 
 // One recipe output directory: <name>/{labels.json, rootfs.tar.gz, rootfs/}.
 struct Recipe {
@@ -138,40 +137,6 @@ std::vector<std::string> non_root_entries(const fs::path& tree) {
   return found;
 }
 
-images::Digest sha256_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot read " << path;
-  images::Sha256 hash;
-  std::vector<char> buffer(1 << 20);
-  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-    hash.update(buffer.data(), static_cast<std::size_t>(in.gcount()));
-  }
-  return hash.finish();
-}
-
-// The OCI diff_id of a gzip layer: sha256 of the uncompressed tar.
-images::Digest sha256_gunzipped(const fs::path& path) {
-  gzFile file = ::gzopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << "cannot open " << path;
-  images::Sha256 hash;
-  if (file == nullptr) return hash.finish();
-  std::vector<char> buffer(1 << 20);
-  int n = 0;
-  while ((n = ::gzread(file, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0) {
-    hash.update(buffer.data(), static_cast<std::size_t>(n));
-  }
-  EXPECT_EQ(n, 0) << "gzip error in " << path;
-  ::gzclose(file);
-  return hash.finish();
-}
-
-// Writes `text` as a blob of the OCI layout at `layout`; its descriptor fields.
-json put_blob(const fs::path& layout, const std::string& media_type, const std::string& text) {
-  const images::Digest digest = images::sha256_of(text);
-  write_file(layout / "blobs" / "sha256" / digest.hex(), text);
-  return {{"mediaType", media_type}, {"digest", digest.str()}, {"size", text.size()}};
-}
-
 class CapsuledRecipes : public Capsuled {
  protected:
   static void SetUpTestSuite() {
@@ -236,12 +201,13 @@ class CapsuledRecipes : public Capsuled {
     return layers;
   }
 
-  // The image of `recipe` in the store: imported now (rootfs format, labels.json as labels) unless it already is.
-  json ensure_image(const Recipe& recipe) {
+  // The image of `recipe` in the store: imported now (rootfs format, `labels` or else labels.json as labels) unless
+  // it already is.
+  json ensure_image(const Recipe& recipe, const json& labels = nullptr) {
     const HttpResponse existing = call("GET", "/v1/images/" + client::url_encode(recipe.ref()));
     if (existing.status == 200) return body_json(existing);
     const json body = {{"source", recipe.source.string()}, {"format", "rootfs"}, {"ref", recipe.ref()},
-                       {"labels", recipe.labels}};
+                       {"labels", labels.is_null() ? recipe.labels : labels}};
     const auto start = Clock::now();
     const HttpResponse response = call("POST", "/v1/images", body);
     EXPECT_EQ(response.status, 201) << "import of " << recipe.source << ": " << response.body;
@@ -595,16 +561,15 @@ TEST_F(CapsuledRecipes, ToolchainSelectionPicksTheRecipeImages) {
                "no_matching_image", "java");
 }
 
-// toolchain-layer.sh outputs hold only /opt/<toolchain> and /usr/local/bin links: not runnable alone, and a run
-// takes one image (capsuled does not stack layers at run time). They are stacked here the way an OCI image
-// does it: the base image saved as an OCI layout, the layer's tarball appended as a second layer (config
-// diff_ids, manifest, index rewritten), imported with format "layout", then selected by toolchain.
+// toolchain-layer.sh outputs hold only /opt/<toolchain> and /usr/local/bin links: not runnable alone. capsuled
+// stacks them on their base at run time: explicitly (`layers`), and when toolchain selection picks them through
+// their org.capsule.layer.base label (set here to the base's ref, whatever the build wrote).
 TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
   const std::vector<const Recipe*> layers = layer_recipes();
   if (layers.empty()) GTEST_SKIP() << "no toolchain-layer.sh outputs in " << recipe_root();
   const Recipe* base = image_recipe({"python"});  // the README's base: Debian bookworm (python3.sh's root)
   if (base == nullptr) GTEST_SKIP() << "the layers need the python3 output as their base; " << kHowToBuild;
-  const json base_image = ensure_image(*base);
+  const std::string base_digest = ensure_image(*base).value("digest", "");
   ASSERT_FALSE(HasFailure());
 
   for (const Recipe* layer : layers) {
@@ -615,91 +580,61 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
           << "a layer is expected to lack a shell (it is not a root of its own)";
       EXPECT_TRUE(fs::is_directory(layer->tree / fs::path(layer_path).relative_path())) << layer_path;
     }
-    if (!fs::is_regular_file(layer->source)) {
-      ADD_FAILURE() << "no rootfs.tar.gz for " << layer->name << " (stacking needs the tarball)";
-      continue;
-    }
-
-    // 1. The base as an OCI layout.
-    const auto start = Clock::now();
-    const fs::path layout = dir_ / ("stack-" + layer->name);
-    const HttpResponse saved =
-        call("POST", "/v1/images/" + client::url_encode(base->ref()) + "/save", {{"path", layout.string()}});
-    ASSERT_EQ(saved.status, 200) << saved.body;
-    json index = json::parse(slurp(layout / "index.json"));
-    ASSERT_EQ(index["manifests"].size(), 1u) << index.dump();
-    const auto blob = [&](const std::string& digest) {
-      return json::parse(slurp(layout / "blobs/sha256" / images::Digest::parse(digest).hex()));
-    };
-    json manifest = blob(index["manifests"][0]["digest"]);
-    json config = blob(manifest["config"]["digest"]);
-
-    // 2. The layer's tarball appended, as is.
-    const images::Digest layer_digest = sha256_file(layer->source);
-    const images::Digest diff_id = sha256_gunzipped(layer->source);
-    fs::copy_file(layer->source, layout / "blobs/sha256" / layer_digest.hex(), fs::copy_options::overwrite_existing);
-    manifest["layers"].push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"},
-                                  {"digest", layer_digest.str()},
-                                  {"size", fs::file_size(layer->source)}});
-    config["rootfs"]["diff_ids"].push_back(diff_id.str());
-    // Labels: the base's minus its toolchains (the layer's python/java is the one PATH finds), plus the layer's.
-    json labels = json::object();
-    for (const auto& [key, value] : base->labels.items()) {
-      if (!key.starts_with(kToolchainPrefix)) labels[key] = value;
-    }
-    labels.update(layer->labels);
-    config["config"]["Labels"] = labels;
-    manifest["config"] = put_blob(layout, "application/vnd.oci.image.config.v1+json", config.dump());
-    const json entry = put_blob(layout, "application/vnd.oci.image.manifest.v1+json", manifest.dump());
-    index["manifests"][0]["digest"] = entry["digest"];
-    index["manifests"][0]["size"] = entry["size"];
-    index["manifests"][0].erase("annotations");
-    write_file(layout / "index.json", index.dump());
-
-    // 3. Imported, and the store shares the base's layer.
-    const std::string ref = "recipes/" + layer->name + ":on-" + base->name;
-    const HttpResponse imported =
-        call("POST", "/v1/images", {{"source", layout.string()}, {"format", "layout"}, {"ref", ref}});
-    ASSERT_EQ(imported.status, 201) << imported.body;
-    const json image = body_json(imported);
-    note("stacked " + layer->name + " (" + megabytes(layer->source) + ") on " + base->name + " in " +
-         std::to_string(seconds_since(start)) + " s -> " + image.value("digest", "?"));
-    ASSERT_EQ(image["layers"].size(), 2u) << image.dump();
-    EXPECT_EQ(image["layers"][0], base_image["layers"][0]);
-    EXPECT_EQ(image["layers"][1], layer_digest.str());
+    json labels = layer->labels;
+    labels[kLayerBaseLabel] = base->ref();
+    const json image = ensure_image(*layer, labels);
+    ASSERT_FALSE(HasFailure());
     EXPECT_EQ(image["config"]["labels"], labels);
+    const json stacked = json::array({base_digest, image.value("digest", "")});
 
-    // 4. Chosen by its toolchain, and it runs from the layer's path.
     const std::string tool = !layer->toolchain("python").empty() ? "python" : "java";
     const std::string version = layer->toolchain(tool);
     ASSERT_FALSE(version.empty()) << layer->labels.dump();
-    const std::string wanted = tool == "python" ? major_minor(version) : major(version);
     const std::string script =
-        tool == "python"
-            ? "command -v python3; python3 -c 'import sys, ssl, sqlite3, zlib, ctypes; print(sys.version.split()[0], "
-              "sys.prefix)'; pip --version; stat -c '%u:%g %n' " + layer_path + "/bin/python3"
-            : "command -v java; java -version 2>&1 | head -n1; java -XshowSettings:properties -version 2>&1 | "
-              "sed -n 's/^ *java.home = //p'; stat -c '%u:%g %n' " + layer_path + "/bin/java";
-    const json run = run_and_wait({{"toolchains", {{tool, wanted}}}, {"argv", {"/bin/sh", "-ec", script}},
-                                   {"limits", {{"wall_time", "2m"}}}});
-    ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
-    EXPECT_EQ(run["spec"]["image_digest"], image["digest"]);
-    EXPECT_EQ(run["spec"]["image_choice"]["provided"], json({{tool, version}}));
-    const std::vector<std::string> lines = lines_of(logs(run, "stdout"));
-    ASSERT_EQ(lines.size(), 4u) << logs(run, "stdout");
-    EXPECT_EQ(lines[0], "/usr/local/bin/" + std::string(tool == "python" ? "python3" : "java"));
-    if (tool == "python") {
-      EXPECT_EQ(lines[1], version + " " + layer_path);
-      if (const std::string pip = layer->toolchain("pip"); !pip.empty()) {
-        EXPECT_EQ(lines[2].rfind("pip " + pip + " from " + layer_path + "/", 0), 0u) << lines[2];
+        (tool == "python"
+             ? "command -v python3; python3 -c 'import sys, ssl, sqlite3, zlib, ctypes; print(sys.version.split()[0], "
+               "sys.prefix)'; pip --version; stat -c '%u:%g %n' " + layer_path + "/bin/python3"
+             : "command -v java; java -version 2>&1 | head -n1; java -XshowSettings:properties -version 2>&1 | "
+               "sed -n 's/^ *java.home = //p'; stat -c '%u:%g %n' " + layer_path + "/bin/java") +
+        "; echo HOME=$HOME";
+    // The toolchain runs from the layer's path, found by PATH, root-owned, with HOME from the base's passwd.
+    const auto expect_layer_runs = [&](const json& run) {
+      ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
+      EXPECT_EQ(run["spec"]["image_digests"], stacked);
+      EXPECT_EQ(run["record"]["manifest"]["image_digests"], stacked);
+      const std::vector<std::string> lines = lines_of(logs(run, "stdout"));
+      ASSERT_EQ(lines.size(), 5u) << logs(run, "stdout");
+      EXPECT_EQ(lines[0], "/usr/local/bin/" + std::string(tool == "python" ? "python3" : "java"));
+      if (tool == "python") {
+        EXPECT_EQ(lines[1], version + " " + layer_path);
+        if (const std::string pip = layer->toolchain("pip"); !pip.empty()) {
+          EXPECT_EQ(lines[2].rfind("pip " + pip + " from " + layer_path + "/", 0), 0u) << lines[2];
+        }
+        EXPECT_EQ(lines[3], "0:0 " + layer_path + "/bin/python3");
+      } else {
+        EXPECT_NE(lines[1].find("version \"" + version + "\""), std::string::npos) << lines[1];
+        EXPECT_EQ(lines[2], layer_path);
+        EXPECT_EQ(lines[3], "0:0 " + layer_path + "/bin/java");
       }
-      EXPECT_EQ(lines[3], "0:0 " + layer_path + "/bin/python3");
-    } else {
-      EXPECT_NE(lines[1].find("version \"" + version + "\""), std::string::npos) << lines[1];
-      EXPECT_EQ(lines[2], layer_path);
-      EXPECT_EQ(lines[3], "0:0 " + layer_path + "/bin/java");
-    }
-    note(tool + " " + wanted + " -> " + ref + ": " + lines[1]);
+      EXPECT_EQ(lines[4], "HOME=/root");
+    };
+
+    // 1. Stacked explicitly.
+    const json by_layers = run_in(base->ref(), {"/bin/sh", "-ec", script}, {{"layers", {layer->ref()}}});
+    expect_layer_runs(by_layers);
+    EXPECT_EQ(by_layers["spec"]["layers"], json::array({layer->ref()}));
+
+    // 2. Chosen by its toolchain (the exact version: other layers may share the minor), stacked on its base.
+    const auto start = Clock::now();
+    const json by_toolchain = run_and_wait({{"toolchains", {{tool, version}}}, {"argv", {"/bin/sh", "-ec", script}},
+                                            {"limits", {{"wall_time", "2m"}}}});
+    expect_layer_runs(by_toolchain);
+    const json& choice = by_toolchain["spec"]["image_choice"];
+    EXPECT_EQ(by_toolchain["spec"]["image"], base->ref());
+    EXPECT_EQ(choice["provided"], json({{tool, version}})) << choice.dump();
+    EXPECT_EQ(choice["images"][1]["ref"], layer->ref()) << choice.dump();
+    note(tool + " " + version + " -> " + choice.value("reason", "") + " in " + std::to_string(seconds_since(start)) +
+         " s");
   }
 }
 

@@ -217,7 +217,10 @@ TEST(PythonDateRule, RefusesDatesBeyondTheTable) {
 
 // ---------------------------------------------------------------------------------------------------------
 ImageCandidate image(std::string ref, std::string created, std::map<std::string, std::string> toolchains) {
-  ImageCandidate i{std::move(ref), "sha256:" + std::string(64, 'a'), std::move(created), {}};
+  ImageCandidate i;
+  i.ref = std::move(ref);
+  i.digest = "sha256:" + std::string(64, 'a');
+  i.created = std::move(created);
   for (const auto& [name, version] : toolchains) i.labels[std::string(kToolchainLabelPrefix) + name] = version;
   i.labels["org.opencontainers.image.title"] = "x";
   return i;
@@ -340,6 +343,64 @@ TEST(ToolchainMatch, RejectsBadRequests) {
   EXPECT_EQ(code, "invalid_request");
   msg = error_of([] { select_toolchain_image(kImages, request({{"python", "auto"}}, "2099-01-01"), &table()); }, &code);
   EXPECT_EQ(code, "release_data_outdated");
+}
+
+// A toolchain layer as toolchain_candidates() gives it: stacked on `base`, labels merged (here the layer's only).
+ImageCandidate layer(std::string ref, std::string base, std::map<std::string, std::string> toolchains,
+                     std::string unusable = "") {
+  ImageCandidate i = image(std::move(ref), "", std::move(toolchains));
+  i.base_ref = std::move(base);
+  if (unusable.empty()) i.base_digest = "sha256:" + std::string(64, 'b');
+  i.unusable = std::move(unusable);
+  return i;
+}
+
+TEST(ToolchainMatch, LayerImagesCompeteWithTheirBase) {
+  std::vector<ImageCandidate> images = kImages;
+  images.push_back(layer("pyenv/layer-3.12.11", "debian/base:12", {{"python", "3.12.11"}}));
+  auto c = select_toolchain_image(images, request({{"python", "3.12"}}), nullptr);
+  EXPECT_EQ(c.image.ref, "pyenv/layer-3.12.11");
+  EXPECT_EQ(c.image.base_ref, "debian/base:12");
+  EXPECT_EQ(c.image.base_digest, "sha256:" + std::string(64, 'b'));
+  EXPECT_EQ(c.matching_images, 3u);
+  EXPECT_NE(c.reason.find("pyenv/layer-3.12.11 (sha256:aaaaaaaaaaaa) stacked on debian/base:12 (sha256:bbbbbbbbbbbb) "
+                          "provides python 3.12.11"),
+            std::string::npos)
+      << c.reason;
+
+  // The date rule finds layers too: 2025-07-31 needs 3.12.11, which only the layer has.
+  c = select_toolchain_image(images, request({{"python", "auto"}}, "2025-07-31"), &table());
+  EXPECT_EQ(c.image.ref, "pyenv/layer-3.12.11");
+  EXPECT_EQ(c.provided.at("python"), "3.12.11");
+
+  // Stand-alone images stay candidates as they were, and win over a stack at equal versions.
+  EXPECT_TRUE(select_toolchain_image(images, request({{"python", "3.11"}}), nullptr).image.base_ref.empty());
+  images.push_back(layer("a/layer-3.11.13", "debian/base:12", {{"python", "3.11.13"}}));
+  c = select_toolchain_image(images, request({{"python", "3.11.13"}}), nullptr);
+  EXPECT_EQ(c.image.ref, "pyenv/python-3.11.13");
+  EXPECT_NE(c.reason.find("same versions, without stacking a layer"), std::string::npos) << c.reason;
+}
+
+TEST(ToolchainMatch, UnusableLayersAreNeverChosenButNamed) {
+  std::vector<ImageCandidate> images = kImages;
+  images.push_back(layer("pyenv/layer-3.13.5", "debian/gone:1", {{"python", "3.13.5"}},
+                         "its base debian/gone:1 is not installed"));
+  EXPECT_EQ(select_toolchain_image(images, request({{"python", "3"}}), nullptr).provided.at("python"), "3.12.8");
+  std::string code;
+  const auto msg = error_of([&] { select_toolchain_image(images, request({{"python", "3.13"}}), nullptr); }, &code);
+  EXPECT_EQ(code, "no_matching_image");
+  EXPECT_NE(msg.find("no installed image provides python 3.13"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("; pyenv/layer-3.13.5 would, but its base debian/gone:1 is not installed"), std::string::npos)
+      << msg;
+
+  images.push_back(layer("x/both", "debian/gone:1", {{"python", "3.12.8"}, {"java", "25.0.3"}},
+                         "its base debian/gone:1 is not installed"));
+  const auto together =
+      error_of([&] { select_toolchain_image(images, request({{"python", "3.12"}, {"java", "25"}}), nullptr); });
+  EXPECT_NE(together.find("java 25 and python 3.12 together"), std::string::npos) << together;
+  EXPECT_NE(together.find("; x/both would, but its base debian/gone:1 is not installed"), std::string::npos)
+      << together;
+  EXPECT_EQ(together.find("layer-3.13.5"), std::string::npos) << "it has no java: " << together;
 }
 
 TEST(ToolchainMatch, ParsesTheApiShape) {
