@@ -6,6 +6,7 @@
 
 #include "client/cli_commands.h"
 #include "client/cli_images.h"
+#include "client/cli_proxy.h"
 
 using namespace capsule::client;
 
@@ -77,6 +78,24 @@ int main(int argc, char** argv) {
   save->add_option("--output,-o", out, "OUT.tar or a new directory")->required();
   CLI::App* gc = images->add_subcommand("gc", "remove blobs and layers no image uses");
 
+  CLI::App* proxy = app.add_subcommand("proxy", "the date-masked package proxy for PyPI and Maven");
+  proxy->require_subcommand(1);
+  ProxyServeOptions serve_options;
+  CLI::App* serve = proxy->add_subcommand("serve", "serve /pypi/snapshot/{cutoff}/simple/ and "
+                                                   "/maven/snapshot/{cutoff}/ on a loopback port");
+  serve->add_option("--listen", serve_options.listen, "loopback ADDRESS:PORT (port 0: any free port)")
+      ->capture_default_str();
+  serve->add_option("--config", serve_options.config_file, "JSON file with the keys of capsuled's \"proxy\" config");
+  serve->add_option("--cache-dir", serve_options.cache_dir, "blob and page cache (shared by all cutoffs)");
+  serve->add_option("--pypi-index-url", serve_options.pypi_index_url, "upstream simple index (default: pypi.org)");
+  serve->add_option("--pypi-mirror", serve_options.pypi_mirror, "local PEP 691 tree instead of an upstream index");
+  serve->add_option("--maven-url", serve_options.maven_url, "upstream repository (default: Maven Central)");
+  serve->add_option("--maven-mirror", serve_options.maven_mirror, "local repository tree (repeatable, in order)");
+  serve->add_option("--maven-publish-times", serve_options.maven_publish_times,
+                    "'g:a:v RFC3339' lines giving the local trees' publish times");
+  serve->add_flag("--offline", serve_options.offline, "serve from the cache only; never connect upstream");
+  serve->add_flag("--include-undated", serve_options.include_undated, "show files that have no publish time");
+
   CLI::App* version = app.add_subcommand("version", "print the client and daemon versions");
   CLI::App* daemon = app.add_subcommand("daemon", "run capsuled in the foreground");
   std::string state_dir = default_state_dir();
@@ -111,6 +130,7 @@ int main(int argc, char** argv) {
     if (rm->parsed()) return cmd_images_rm(socket, ref);
     if (save->parsed()) return cmd_images_save(socket, ref, out);
     if (gc->parsed()) return cmd_images_gc(socket);
+    if (serve->parsed()) return cmd_proxy_serve(serve_options);
     if (version->parsed()) return cmd_version(socket);
     if (daemon->parsed()) return cmd_daemon(socket, state_dir);
   } catch (const std::exception& e) {

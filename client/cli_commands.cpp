@@ -288,8 +288,8 @@ void add_run_flags(CLI::App& command, RunOptions& o) {
       ->allow_extra_args(false);
   command.add_option("--toolchain,-t", o.toolchains, "pick the image by toolchain: java=17, python=3.11, python=auto")
       ->allow_extra_args(false);
-  command.add_option("--as-of", o.as_of, "date (YYYY-MM-DD) that python=auto is chosen for");
-  command.add_option("--network", o.network, "network mode (none)");
+  command.add_option("--as-of", o.as_of, "date (YYYY-MM-DD) that python=auto is chosen for, and that --network proxy shows packages as of");
+  command.add_option("--network", o.network, "none (loopback only) or proxy (also the date-masked PyPI/Maven proxy on 127.0.0.1:3141; needs --as-of)");
   command.add_option("--policy", o.policy, "seccomp policy name");
   command.add_flag("--interactive,-i", o.interactive, "send this process's stdin to the command");
   command.add_flag("--json", o.json, "print the finished run object instead of the command's output");

@@ -74,6 +74,7 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "drain_grace_ms") config.drain_grace_ms = number("drain_grace_ms");
     else if (key == "default_limits") overlay(config.limits.defaults, limits("default_limits"));
     else if (key == "max_limits") overlay(config.limits.maxima, limits("max_limits"));
+    else if (key == "proxy") config.proxy = value;  // checked by parse_proxy_options when capsuled starts
     else throw std::invalid_argument(path + ": unknown key '" + key + "'");
   }
   if (config.max_concurrent == 0) throw std::invalid_argument(path + ": max_concurrent must be at least 1");

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon/run_spec.h"
 
 namespace capsule::daemon {
@@ -21,6 +23,7 @@ struct DaemonConfig {
   std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
   LimitPolicy limits = default_limit_policy();
+  nlohmann::json proxy = nlohmann::json::object();  // the package proxy's options (proxy/proxy_options.h)
 };
 
 // "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with

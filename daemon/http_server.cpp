@@ -37,6 +37,10 @@ using Parser = http::request_parser<http::string_body>;
 std::string errno_text(int error) { return std::generic_category().message(error); }
 
 bool is_param(const std::string& segment) { return segment.size() >= 2 && segment.front() == '{'; }
+bool is_rest_param(const std::string& segment) { return segment.size() >= 5 && segment.ends_with("...}"); }
+std::string param_name(const std::string& segment) {
+  return segment.substr(1, segment.size() - (is_rest_param(segment) ? 5 : 2));
+}
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
@@ -213,12 +217,17 @@ void Router::add(std::string method, std::string pattern, Handler handler) {
     if (!param && segment.find_first_of("{}") != std::string::npos) {
       throw std::invalid_argument("route " + pattern + ": malformed segment '" + segment + "'");
     }
-    if (param && !names.insert(segment).second) throw std::invalid_argument("route " + pattern + ": repeated " + segment);
+    if (!route.segments.empty() && is_rest_param(route.segments.back())) {
+      throw std::invalid_argument("route " + pattern + ": " + route.segments.back() + " must be the last segment");
+    }
+    if (param && !names.insert(param_name(segment)).second) {
+      throw std::invalid_argument("route " + pattern + ": repeated " + segment);
+    }
     route.segments.push_back(std::move(segment));
   }
   const auto shape = [](const Route& r) {
     std::vector<std::string> out;
-    for (const auto& s : r.segments) out.push_back(is_param(s) ? "{}" : s);
+    for (const auto& s : r.segments) out.push_back(is_rest_param(s) ? "{...}" : is_param(s) ? "{}" : s);
     return out;
   };
   for (const auto& existing : routes_) {
@@ -248,13 +257,15 @@ Router::Match Router::match(std::string_view method, const std::vector<std::stri
   std::string best_rank;  // per segment '0' literal, '1' parameter: smaller is more specific
   std::set<std::string> allowed;
   for (const auto& route : routes_) {
-    if (route.segments.size() != segments.size()) continue;
+    const bool rest = !route.segments.empty() && is_rest_param(route.segments.back());
+    if (rest ? segments.size() < route.segments.size() : route.segments.size() != segments.size()) continue;
     std::string rank;
-    for (std::size_t i = 0; i < segments.size() && rank.size() == i; ++i) {
-      if (is_param(route.segments[i])) rank += '1';
+    for (std::size_t i = 0; i < route.segments.size() && rank.size() == i; ++i) {
+      if (is_rest_param(route.segments[i])) rank += '2';
+      else if (is_param(route.segments[i])) rank += '1';
       else if (route.segments[i] == segments[i]) rank += '0';
     }
-    if (rank.size() != segments.size()) continue;
+    if (rank.size() != route.segments.size()) continue;
     allowed.insert(route.method);
     if (route.method == method && (!best || rank < best_rank)) {
       best = &route;
@@ -265,9 +276,15 @@ Router::Match Router::match(std::string_view method, const std::vector<std::stri
   const std::string path = join_path(segments);
   if (best) {
     match.handler = &best->handler;
-    for (std::size_t i = 0; i < segments.size(); ++i) {
+    for (std::size_t i = 0; i < best->segments.size(); ++i) {
       const auto& segment = best->segments[i];
-      if (is_param(segment)) match.params[segment.substr(1, segment.size() - 2)] = segments[i];
+      if (is_rest_param(segment)) {
+        std::string rest;
+        for (std::size_t j = i; j < segments.size(); ++j) rest += (j == i ? "" : "/") + segments[j];
+        match.params[param_name(segment)] = std::move(rest);
+      } else if (is_param(segment)) {
+        match.params[param_name(segment)] = segments[i];
+      }
     }
   } else if (allowed.empty()) {
     match.error = error_response(404, "not_found", "no such resource: " + path);
@@ -316,9 +333,10 @@ ParsedRequest parse_request_bytes(std::string_view bytes, const Router& router, 
 namespace detail {
 
 struct ServerState {
-  ServerState(net::io_context& io_context, const Router& r, ServerOptions o)
-      : io(io_context), router(r), options(std::move(o)) {}
+  ServerState(net::io_context& io_context, std::shared_ptr<const Router> owned, const Router& r, ServerOptions o)
+      : io(io_context), owned_router(std::move(owned)), router(r), options(std::move(o)) {}
   net::io_context& io;
+  const std::shared_ptr<const Router> owned_router;  // set when the server keeps its router alive
   const Router& router;
   const ServerOptions options;
   mutable std::mutex mutex;
@@ -761,7 +779,10 @@ void remove_stale_socket(const std::string& path) {
 }  // namespace
 
 HttpServer::HttpServer(net::io_context& io, const Router& router, ServerOptions options)
-    : state_(std::make_shared<detail::ServerState>(io, router, std::move(options))) {}
+    : state_(std::make_shared<detail::ServerState>(io, nullptr, router, std::move(options))) {}
+
+HttpServer::HttpServer(net::io_context& io, std::shared_ptr<const Router> router, ServerOptions options)
+    : state_(std::make_shared<detail::ServerState>(io, router, *router, std::move(options))) {}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -821,6 +842,27 @@ unsigned short HttpServer::listen_tcp(const std::string& address, unsigned short
   std::lock_guard lock(state_->mutex);
   state_->closers.push_back([listener] { listener->close(); });
   return bound_tcp.port();
+}
+
+void HttpServer::listen_fd(int listening_fd) {
+  Acceptor acceptor(net::make_strand(state_->io));
+  beast::error_code ec;
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (getsockname(listening_fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const int error = errno;
+    close(listening_fd);
+    throw std::runtime_error("not a socket: " + errno_text(error));
+  }
+  acceptor.assign(net::generic::stream_protocol(address.ss_family, SOCK_STREAM), listening_fd, ec);
+  if (ec) {
+    close(listening_fd);
+    throw std::runtime_error("cannot serve on the given socket: " + ec.message());
+  }
+  auto listener = std::make_shared<Listener>(std::move(acceptor), state_);
+  listener->start();
+  std::lock_guard lock(state_->mutex);
+  state_->closers.push_back([listener] { listener->close(); });
 }
 
 void HttpServer::stop() {

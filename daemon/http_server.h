@@ -99,8 +99,9 @@ using SimpleHandler = std::function<Response(const Request&)>;
 class Router {
  public:
   // `pattern` is an absolute path whose segments are literals or "{name}" ("/v1/runs/{id}/logs"). A path
-  // parameter matches one segment; clients percent-encode a '/' inside it as %2F. Literal segments win over
-  // parameters. Throws std::invalid_argument for a malformed pattern or a duplicate (method, pattern shape).
+  // parameter matches one segment; clients percent-encode a '/' inside it as %2F. A last segment "{name...}"
+  // matches one or more remaining segments, joined with '/'. Literal segments win over parameters, and
+  // parameters over a rest. Throws std::invalid_argument for a malformed pattern or a duplicate (method, pattern shape).
   void add(std::string method, std::string pattern, Handler handler);
   void add(std::string method, std::string pattern, SimpleHandler handler);
 
@@ -166,6 +167,8 @@ struct ServerState;
 class HttpServer {
  public:
   HttpServer(boost::asio::io_context& io, const Router& router, ServerOptions options = {});
+  // As above, keeping the router alive for as long as a connection may still use it.
+  HttpServer(boost::asio::io_context& io, std::shared_ptr<const Router> router, ServerOptions options = {});
   ~HttpServer();  // stop()
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -176,6 +179,10 @@ class HttpServer {
   // Listens on a loopback address (127.0.0.1, ::1); port 0 picks one. Returns the bound port. Throws
   // std::invalid_argument for a non-loopback address, std::runtime_error when binding fails.
   unsigned short listen_tcp(const std::string& address, unsigned short port);
+
+  // Serves on a socket already bound and listening (e.g. one made inside a sandbox's network namespace),
+  // taking ownership of the descriptor (closed on failure too). Throws std::runtime_error if it is unusable.
+  void listen_fd(int listening_fd);
 
   // Stops accepting (and removes the Unix socket files it created), closes connections waiting for a request,
   // and lets responses in flight finish, closing those connections afterwards. Callable from any thread.

@@ -20,6 +20,8 @@
 #include "daemon/config.h"
 #include "daemon/images_api.h"
 #include "images/host_image.h"
+#include "proxy/package_proxy.h"
+#include "proxy/proxy_options.h"
 #include "sandbox/launcher.h"
 
 namespace {
@@ -97,10 +99,13 @@ int serve(daemon::DaemonConfig config) {
   const auto python_releases = capsule::images::PythonReleases::load(
       config.python_releases.empty() ? std::string(CAPSULE_PYTHON_RELEASES) : config.python_releases);
   run_options.images = {&store, &python_releases};
+  boost::asio::io_context io;
+  capsule::proxy::PackageProxy package_proxy(capsule::proxy::parse_proxy_options(config.proxy, state + "/proxy-cache"));
+  run_options.proxies = {&io, &package_proxy};
+  spdlog::info("package proxy for network \"proxy\" runs: {}", package_proxy.options().to_json().dump());
   daemon::RunManager runs(launcher, ledger, logs, run_options);
   daemon::ImageJobs image_jobs;
 
-  boost::asio::io_context io;
   daemon::Router router;
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version()};
   daemon::register_api(router, context);
@@ -172,6 +177,8 @@ int main(int argc, char** argv) {
       config.host_id_base = from_file.host_id_base;
       if (!*cgroup_parent) config.cgroup_parent = from_file.cgroup_parent;
       config.limits = from_file.limits;
+      config.python_releases = from_file.python_releases;
+      config.proxy = from_file.proxy;
     }
     return serve(config);
   } catch (const std::exception& e) {

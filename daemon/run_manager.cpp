@@ -42,7 +42,19 @@ struct RunManager::Run {
   std::unique_ptr<sandbox::StartedSandbox> sandbox;
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
+  std::unique_ptr<RunProxy> proxy;  // network "proxy": stopped once the sandbox is gone
 };
+
+namespace {
+
+std::string home_of(const std::vector<std::string>& env) {
+  for (const auto& entry : env) {
+    if (entry.rfind("HOME=", 0) == 0) return entry.substr(5);
+  }
+  return "/root";
+}
+
+}  // namespace
 
 RunManager::RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options)
     : launcher_(launcher), ledger_(ledger), logs_(logs), options_(std::move(options)) {
@@ -79,6 +91,9 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
   if (listener) run->listeners.push_back(std::move(listener));
   // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
   // Unknown names are the client's error (404/400) now; what vanishes before the start fails its setup.
+  if (run->spec.network == "proxy" && !options_.proxies.proxy) {
+    throw ApiError(400, "invalid_spec", "network: this capsuled has no package proxy configured");
+  }
   pin_image(run->spec, options_.images);
   run->sandbox_spec = resolve_run_spec(
       run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
@@ -185,7 +200,19 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
         notify(self, {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id}, {"data", sandbox::to_valid_utf8(chunk)}});
       }
     };
-    run->sandbox = launcher_.start(run->sandbox_spec, hooks);
+    sandbox::SandboxSpec sandbox_spec = run->sandbox_spec;
+    std::optional<proxy::Cutoff> cutoff;
+    if (run->spec.network == "proxy") {
+      cutoff = proxy::parse_cutoff(run->spec.as_of.value_or(""));
+      if (!cutoff) throw std::runtime_error("network proxy: unusable as_of");
+      add_proxy_to_sandbox(sandbox_spec, *cutoff, run->run_dir, home_of(sandbox_spec.env),
+                           launcher_.options().host_id_base);
+    }
+    run->sandbox = launcher_.start(sandbox_spec, hooks);
+    if (cutoff) {
+      run->proxy = std::make_unique<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *cutoff,
+                                              run->sandbox->take_listeners());
+    }
   } catch (const sandbox::SandboxError& e) {
     finish_run(run, sandbox::Launcher::setup_failure(e));
   } catch (const std::exception& e) {
@@ -199,6 +226,10 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
 void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
   run->sandbox.reset();
   nlohmann::json record = sandbox::result_to_json(result);
+  if (run->proxy) {
+    record["proxy"] = run->proxy->record();
+    run->proxy.reset();
+  }
   const RunSpec& spec = run->spec;
   try {
     if (spec.workspace_path && spec.workspace_mode == WorkspaceMode::kCow &&
@@ -214,7 +245,7 @@ void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result res
     record["collect_error"] = e.what();
   }
   record["manifest"] = {{"image", spec.image}, {"image_digest", spec.image_digest.empty() ? nlohmann::json() : nlohmann::json(spec.image_digest)},
-                        {"policy", spec.policy},
+                        {"layers", spec.layers}, {"image_digests", spec.image_digests()}, {"policy", spec.policy},
                         {"workspace", spec.workspace_path ? nlohmann::json(*spec.workspace_path) : nlohmann::json()}};
   for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
     if (log != nullptr) log->close();

@@ -18,6 +18,7 @@
 
 #include "daemon/ledger.h"
 #include "daemon/log_store.h"
+#include "daemon/run_proxy.h"
 #include "daemon/run_spec.h"
 #include "sandbox/launcher.h"
 
@@ -30,6 +31,7 @@ struct RunManagerOptions {
   std::string images_dir;    // the host image's cache
   std::string policies_dir;
   ImageCatalog images;       // imported images and the Python release table
+  RunProxyContext proxies;   // serves network "proxy" runs; without it they are refused
 };
 
 struct Peer {

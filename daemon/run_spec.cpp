@@ -13,6 +13,9 @@
 #include "client/units.h"
 #include "daemon/api_error.h"
 #include "images/host_image.h"
+#include "images/image_ref.h"
+#include "images/image_stack.h"
+#include "images/image_user.h"
 
 namespace capsule::daemon {
 namespace {
@@ -160,44 +163,13 @@ const char* mode_name(WorkspaceMode mode) {
   return "cow";
 }
 
-std::vector<images::ImageCandidate> candidates(const images::ImageStore& store) {
-  std::vector<images::ImageCandidate> out;
-  for (const images::ImageInfo& info : store.list()) {
-    out.push_back({info.refs.empty() ? info.manifest_digest.str() : info.refs.front(), info.manifest_digest.str(),
-                   "", info.config.labels});
+// Refs are checked here so a malformed one is the client's 400; whether it is installed is pin_image's 404.
+void check_image_ref(const std::string& ref, const std::string& field) {
+  try {
+    images::ImageRef::parse(ref);
+  } catch (const images::ImageError& e) {
+    invalid(field, e.what());
   }
-  return out;
-}
-
-// "uid[:gid]" with numbers, or "root"; names are looked up in the image's /etc/passwd and /etc/group.
-std::pair<std::uint32_t, std::uint32_t> image_user(const std::string& user, const std::vector<std::string>& layers) {
-  if (user.empty() || user == "root" || user == "0" || user == "0:0") return {0, 0};
-  const std::string name = user.substr(0, user.find(':'));
-  const std::string group = user.find(':') == std::string::npos ? "" : user.substr(user.find(':') + 1);
-  auto lookup = [&](const std::string& file, const std::string& key) -> std::optional<std::uint32_t> {
-    if (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) return std::stoul(key);
-    for (const std::string& layer : layers) {  // topmost first: the first layer that has the file wins
-      std::ifstream in(layer + "/etc/" + file);
-      if (!in) continue;
-      for (std::string line; std::getline(in, line);) {
-        std::vector<std::string> fields;
-        std::stringstream parts(line);
-        for (std::string field; std::getline(parts, field, ':');) fields.push_back(field);
-        if (fields.size() >= 3 && fields[0] == key) return std::stoul(fields[2]);
-      }
-      break;
-    }
-    return std::nullopt;
-  };
-  const auto uid = lookup("passwd", name);
-  if (!uid) throw ApiError(400, "invalid_image", "image user '" + user + "' is not in the image's /etc/passwd");
-  std::uint32_t gid = *uid;
-  if (!group.empty()) {
-    const auto found = lookup("group", group);
-    if (!found) throw ApiError(400, "invalid_image", "image group '" + group + "' is not in the image's /etc/group");
-    gid = *found;
-  }
-  return {*uid, gid};
 }
 
 }  // namespace
@@ -219,12 +191,13 @@ LimitPolicy default_limit_policy() {
 
 RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
-  reject_unknown(body, "", {"image", "toolchains", "as_of", "argv", "env", "cwd", "workspace", "limits", "network", "policy", "labels",
-                            "collect", "stdin"});
+  reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "argv", "env", "cwd", "workspace", "limits",
+                            "network", "policy", "labels", "collect", "stdin"});
   RunSpec spec;
   if (!body.contains("argv")) invalid("argv", "is required");
   if (body.contains("toolchains") || body.contains("as_of")) {
-    if (body.contains("image")) invalid("image", "give either image or toolchains, not both");
+    // as_of alone (with an image) only dates the package proxy of a network "proxy" run.
+    if (body.contains("image") && body.contains("toolchains")) invalid("image", "give either image or toolchains, not both");
     if (body.contains("as_of")) spec.as_of = string_field(body["as_of"], "as_of");
     try {
       const images::ToolchainRequest request =
@@ -238,6 +211,14 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (spec.argv.empty() || spec.argv[0].empty()) invalid("argv", "must name a command");
   for (std::size_t i = 0; i < spec.argv.size(); ++i) reject_nul(spec.argv[i], "argv[" + std::to_string(i) + "]");
   if (body.contains("image")) spec.image = string_field(body["image"], "image");
+  if (spec.image != "host") check_image_ref(spec.image, "image");
+  if (body.contains("layers")) {
+    spec.layers = string_list(body["layers"], "layers");
+    for (std::size_t i = 0; i < spec.layers.size(); ++i) check_image_ref(spec.layers[i], "layers[" + std::to_string(i) + "]");
+    if (!spec.layers.empty() && spec.image == "host" && spec.toolchains.empty()) {
+      invalid("layers", "are stacked on an imported image: give image or toolchains as well (not host)");
+    }
+  }
   if (body.contains("env")) spec.env = string_map(body["env"], "env");
   for (const auto& [key, value] : spec.env) {
     if (key.empty() || key.find('=') != std::string::npos) invalid("env." + key, "is not a valid variable name");
@@ -271,7 +252,10 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   spec.limits = apply_policy(body.contains("limits") ? parse_run_limits(body["limits"], "limits") : RunLimits{}, policy);
   if (body.contains("network")) {
     spec.network = string_field(body["network"], "network");
-    if (spec.network != "none") invalid("network", "only \"none\" is supported");
+    if (spec.network != "none" && spec.network != "proxy") invalid("network", "must be \"none\" or \"proxy\"");
+    if (spec.network == "proxy" && !spec.as_of) {
+      invalid("as_of", "is required with network \"proxy\": it is the date the package proxy shows");
+    }
   }
   if (body.contains("policy")) {
     spec.policy = string_field(body["policy"], "policy");
@@ -299,19 +283,29 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
 }
 
 void pin_image(RunSpec& spec, const ImageCatalog& catalog) {
-  if (spec.toolchains.empty() && spec.image == "host") return;
+  if (spec.toolchains.empty() && spec.image == "host") return;  // parse_run_spec refuses layers on host
   if (catalog.store == nullptr) throw ApiError(404, "image_not_found", "image: this capsuled has no image store");
   try {
     if (!spec.toolchains.empty()) {
       images::ToolchainRequest request;
       request.toolchains = spec.toolchains;
       if (spec.as_of) request.as_of = images::parse_date(*spec.as_of);
-      const images::ToolchainChoice choice =
-          images::select_toolchain_image(candidates(*catalog.store), request, catalog.python_releases);
-      spec.image = choice.image.ref;
-      spec.image_digest = choice.image.digest;
+      const images::ToolchainChoice choice = images::select_toolchain_image(
+          images::toolchain_candidates(catalog.store->list()), request, catalog.python_releases);
+      const images::ImageCandidate& picked = choice.image;
+      json stacked = json::array();
+      if (picked.base_digest.empty()) {
+        spec.image = picked.ref;
+        spec.image_digest = picked.digest;
+      } else {
+        spec.image = picked.base_ref;
+        spec.image_digest = picked.base_digest;
+        spec.layer_digests.push_back(picked.digest);
+        stacked.push_back({{"ref", picked.base_ref}, {"digest", picked.base_digest}});
+      }
+      stacked.push_back({{"ref", picked.ref}, {"digest", picked.digest}});
       spec.image_choice = {{"wanted", choice.wanted}, {"provided", choice.provided}, {"reason", choice.reason},
-                           {"matching_images", choice.matching_images}};
+                           {"matching_images", choice.matching_images}, {"images", stacked}};
       if (choice.python_auto) {
         spec.image_choice["python_auto"] = {{"version", choice.python_auto->version},
                                             {"reason", choice.python_auto->reason}};
@@ -327,6 +321,21 @@ void pin_image(RunSpec& spec, const ImageCatalog& catalog) {
   } catch (const images::ImageError& e) {
     throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed (" + e.what() + ")");
   }
+  for (std::size_t i = 0; i < spec.layers.size(); ++i) {
+    try {
+      spec.layer_digests.push_back(catalog.store->resolve(spec.layers[i]).str());
+    } catch (const images::ImageError& e) {
+      throw ApiError(404, "image_not_found", "layers[" + std::to_string(i) + "]: '" + spec.layers[i] +
+                                                 "' is not installed (" + e.what() + ")");
+    }
+  }
+}
+
+std::vector<std::string> RunSpec::image_digests() const {
+  std::vector<std::string> all;
+  if (!image_digest.empty()) all.push_back(image_digest);
+  all.insert(all.end(), layer_digests.begin(), layer_digests.end());
+  return all;
 }
 
 json RunSpec::to_json() const {
@@ -351,7 +360,9 @@ json RunSpec::to_json() const {
   j["stdin_bytes"] = stdin_data ? stdin_data->size() : 0;
   if (!toolchains.empty()) j["toolchains"] = toolchains;
   if (as_of) j["as_of"] = *as_of;
+  j["layers"] = layers;
   j["image_digest"] = image_digest.empty() ? json(nullptr) : json(image_digest);
+  j["image_digests"] = image_digests();
   if (!image_choice.is_null()) j["image_choice"] = image_choice;
   return j;
 }
@@ -360,6 +371,7 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
   sandbox::SandboxSpec out;
   std::vector<std::string> image_env;
   std::string image_cwd = "/";
+  std::optional<std::string> image_home;  // the host image's env sets HOME itself
   if (spec.image_digest.empty()) {
     if (spec.image != "host") throw ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed");
     images::HostImage image = images::prepare_host_image(context.images_dir);
@@ -368,21 +380,32 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
     image_env = image.env;
   } else {
     if (context.store == nullptr) throw ApiError(404, "image_not_found", "image: this capsuled has no image store");
-    images::ImageInfo image;
-    try {
-      image = context.store->inspect(spec.image_digest);
-    } catch (const images::ImageError& e) {
-      throw ApiError(404, "image_not_found", "image: " + spec.image_digest + " is no longer installed (" + e.what() + ")");
+    std::vector<images::ImageInfo> stacked;
+    for (const std::string& digest : spec.image_digests()) {
+      try {
+        stacked.push_back(context.store->inspect(digest));
+      } catch (const images::ImageError& e) {
+        throw ApiError(404, "image_not_found", "image: " + digest + " is no longer installed (" + e.what() + ")");
+      }
     }
-    out.rootfs_layers = image.layer_dirs;
-    image_env = image.config.env;
-    if (!image.config.working_dir.empty()) image_cwd = image.config.working_dir;
-    std::tie(out.uid, out.gid) = image_user(image.config.user, image.layer_dirs);
+    const images::ImageStack stack = images::stack_images(stacked);
+    out.rootfs_layers = stack.layer_dirs;
+    image_env = stack.config.env;
+    if (!stack.config.working_dir.empty()) image_cwd = stack.config.working_dir;
+    try {
+      const images::ImageUser user = images::resolve_image_user(stack.config.user, stack.layer_dirs);
+      out.uid = user.uid;
+      out.gid = user.gid;
+      image_home = user.home;
+    } catch (const images::ImageError& e) {
+      throw ApiError(400, "invalid_image", std::string("image: ") + e.what());
+    }
   }
   out.argv = spec.argv;
   std::map<std::string, std::string> env;
   for (const auto& entry : image_env) env[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
   for (const auto& [key, value] : spec.env) env[key] = value;
+  if (image_home && !env.count("HOME")) env["HOME"] = *image_home;  // as Docker: the user's passwd entry
   for (const auto& [key, value] : env) out.env.push_back(key + "=" + value);
   if (spec.workspace_path) {
     struct stat st;

@@ -22,6 +22,7 @@
 #include "sandbox/command.h"
 #include "sandbox/error.h"
 #include "sandbox/init_config.h"
+#include "sandbox/net.h"
 #include "sandbox/output.h"
 #include "sandbox/scratch.h"
 #include "sandbox/seccomp.h"
@@ -252,12 +253,14 @@ struct StartedSandbox::Parts {
   std::unique_ptr<Cgroup> cgroup;
   ChildGuard guard;
   std::unique_ptr<Supervisor> supervisor;
+  std::vector<UniqueFd> listeners;
   std::int64_t t_start = 0, t_prepared = 0, t_cloned = 0, t_mapped = 0;
 };
 
 StartedSandbox::StartedSandbox(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 StartedSandbox::~StartedSandbox() = default;
 Supervisor& StartedSandbox::supervisor() { return *parts_->supervisor; }
+std::vector<UniqueFd> StartedSandbox::take_listeners() { return std::move(parts_->listeners); }
 
 std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
   auto parts = std::make_unique<StartedSandbox::Parts>();
@@ -307,6 +310,7 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
 
   write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
   parts->cgroup->add_process(child.pid);
+  parts->listeners = listen_in_network_namespace(child.pid, spec.loopback_listeners);
   UniqueFd userns(open_user_namespace(child.pid));
   std::vector<UniqueFd> mounts;
   for (const auto& layer : layers) mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));

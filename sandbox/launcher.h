@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sandbox/cgroup.h"
 #include "sandbox/error.h"
@@ -12,6 +13,7 @@
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
 #include "sandbox/supervisor.h"
+#include "sandbox/unique_fd.h"
 
 namespace capsule::sandbox {
 
@@ -65,6 +67,9 @@ class StartedSandbox {
   StartedSandbox& operator=(const StartedSandbox&) = delete;
 
   Supervisor& supervisor();
+  // The spec's loopback_listeners, in order, as listening sockets inside the sandbox's network namespace.
+  // Ownership passes to the caller (the first call; later calls return nothing).
+  std::vector<UniqueFd> take_listeners();
   // Reads usage, releases every resource and returns the Result. Call once, after supervisor().finished().
   Result finish();
 

@@ -2,6 +2,8 @@
 // Every message names the field at fault.
 #include "sandbox/spec.h"
 
+#include <set>
+
 #include "sandbox/error.h"
 
 namespace capsule::sandbox {
@@ -49,6 +51,10 @@ void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
     require(is_clean_absolute(m.source), "mounts.source", "'" + m.source + "' must be an absolute host path");
     require(is_clean_absolute(m.target) && m.target != "/", "mounts.target",
             "'" + m.target + "' must be an absolute path below /");
+  }
+  std::set<std::uint16_t> ports;
+  for (const auto port : spec.loopback_listeners) {
+    require(port != 0 && ports.insert(port).second, "loopback_listeners", "ports must be non-zero and distinct");
   }
   require(spec.uid < id_count && spec.gid < id_count, "uid", "outside the sandbox's id range");
   require(!spec.hostname.empty() && spec.hostname.size() <= 64, "hostname", "must be 1-64 characters");

@@ -56,6 +56,9 @@ struct SandboxSpec {
   bool readonly_rootfs = false;                 // remount the overlay read-only (binds keep their mode)
   Limits limits;
   NetworkMode network = NetworkMode::kNone;
+  // TCP ports on 127.0.0.1 inside the sandbox's network namespace, listening before the command starts; the
+  // caller serves them (StartedSandbox::take_listeners). Nothing else is reachable from the sandbox.
+  std::vector<std::uint16_t> loopback_listeners;
   std::string seccomp_profile;                  // OCI/Docker JSON text; empty: no filter
   std::uint32_t uid = 0;                        // ids inside the sandbox
   std::uint32_t gid = 0;

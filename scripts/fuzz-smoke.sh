@@ -8,14 +8,14 @@ runs="${1:-20000}"
 
 echo "fuzz-smoke: configure + build (preset fuzz)"
 cmake --preset fuzz >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz_http_request fuzz_run_spec
+cmake --build build-fuzz -j "$(nproc)" --target fuzz_http_request fuzz_run_spec fuzz_pypi_page fuzz_maven_metadata
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/capsule-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 status=0
-for target in http_request run_spec; do
+for target in http_request run_spec pypi_page maven_metadata; do
   corpus="$work/$target"
   mkdir -p "$corpus"
   cp fuzz/corpus/"$target"/* "$corpus"/

@@ -1,0 +1,26 @@
+// ServedLog: a mutex-guarded list, appended to from the proxy's worker threads.
+#include "proxy/served_log.h"
+
+#include <utility>
+
+namespace capsule::proxy {
+
+void ServedLog::add(ServedObject object) {
+  std::lock_guard lock(mutex_);
+  objects_.push_back(std::move(object));
+}
+
+std::vector<ServedObject> ServedLog::objects() const {
+  std::lock_guard lock(mutex_);
+  return objects_;
+}
+
+nlohmann::json ServedLog::to_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& object : objects()) {
+    out.push_back({{"url", object.url}, {"sha256", object.sha256}, {"size", object.size}, {"source", object.source}});
+  }
+  return out;
+}
+
+}  // namespace capsule::proxy
