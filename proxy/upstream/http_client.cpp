@@ -237,7 +237,9 @@ struct HttpClient::State {
       HttpResponse response = with_retries(*url, method, headers, sink);
       response.url = url->str();
       const auto location = response.headers.find("Location");
-      if (!is_redirect(response.status) || location == response.headers.end()) return response;
+      if (!is_redirect(response.status) || location == response.headers.end() || options.max_redirects == 0) {
+        return response;
+      }
       if (redirects >= options.max_redirects) {
         throw ProxyError(
             502, "upstream_unavailable", "upstream", requested,
@@ -299,7 +301,7 @@ struct HttpClient::State {
         if (reusable) give_back(std::move(connection));
         return response;
       } catch (const TransportError& error) {
-        throw;
+        if (!error.stale) throw;
         connection.reset();
       }
     }

@@ -32,7 +32,7 @@ struct HttpClientOptions {
   std::chrono::milliseconds max_idle{30000};       // a pooled connection unused this long is closed
   std::string ca_file;                             // PEM bundle; empty: OpenSSL's default verify paths
   std::uint64_t max_body_bytes = 4ULL << 30;
-  int max_redirects = 5;  // 301/302/303/307/308 followed (never https -> http)
+  int max_redirects = 5;  // 301/302/303/307/308 followed (never https -> http); 0: returned as they are
   std::string user_agent = "capsule-proxy";
 };
 
