@@ -98,6 +98,30 @@ TEST_F(CapsuledProxy, HostPipConfigurationNeverReachesTheSandbox) {
   EXPECT_NE(out.find("\n1\n"), std::string::npos) << out;
 }
 
+// Maven resolves a parent's version range from the rewritten maven-metadata.xml, through the settings.xml mirror
+// capsuled wrote into the sandbox's fresh ~/.m2.
+TEST_F(CapsuledProxy, MavenResolvesAVersionRangeAsOfTheRunsDate) {
+  const fs::path project = make_dir("maven-project");
+  write_file(project / "pom.xml",
+             "<project xmlns=\"http://maven.apache.org/POM/4.0.0\">\n"
+             "  <modelVersion>4.0.0</modelVersion>\n"
+             "  <parent><groupId>org.capsule.fixture</groupId><artifactId>parent</artifactId>"
+             "<version>[1.0,2.0)</version><relativePath/></parent>\n"
+             "  <artifactId>demo</artifactId><version>1</version><packaging>pom</packaging>\n"
+             "</project>\n");
+  for (const auto& [as_of, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"2022-12-31", "1.1"}, {"2024-01-01", "1.2"}}) {
+    json spec = sh("mvn -B -q validate >&2 && ls ~/.m2/repository/org/capsule/fixture/parent | grep '^[0-9]'");
+    spec["network"] = "proxy";
+    spec["as_of"] = as_of;
+    spec["workspace"] = {{"path", project.string()}, {"mode", "cow"}};
+    spec["cwd"] = "/workspace";
+    const json run = run_and_wait(spec);
+    ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
+    EXPECT_EQ(run["record"]["stdout"]["head"], expected + "\n") << as_of;
+  }
+}
+
 TEST_F(CapsuledProxy, ProxyRunsNeedADate) {
   json spec = sh("true");
   spec["network"] = "proxy";
