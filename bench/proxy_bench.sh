@@ -20,6 +20,7 @@ for tool in wrk nginx curl; do
 done
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/capsule-proxy-bench.XXXXXX")"
+chmod 0755 "$work"  # nginx's workers (www-data) read the static copies
 pids=""
 cleanup() {
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
@@ -58,8 +59,8 @@ CONF
 nginx -c "$work/nginx.conf" -p "$work"
 static="http://127.0.0.1:$port"
 
-measure() {  # label url [header]
-  if [ -n "${3:-}" ]; then out=$(wrk -t2 -c32 -d10s --latency -H "$3" "$2"); else out=$(wrk -t2 -c32 -d10s --latency "$2"); fi
+measure() {  # label url header variable connections
+  if [ -n "$3" ]; then out=$(wrk -t2 -c"$5" -d10s --latency -H "$3" "$2"); else out=$(wrk -t2 -c"$5" -d10s --latency "$2"); fi
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   p50=$(echo "$out" | awk '$1=="50%" {print $2}')
   p99=$(echo "$out" | awk '$1=="99%" {print $2}')
@@ -67,13 +68,15 @@ measure() {  # label url [header]
   printf '%-28s %12s req/s  p50 %9s  p99 %9s  %s\n' "$1" "$rps" "$p50" "$p99" "${non2xx:+non-2xx $non2xx}"
   eval "rps_$4=$rps"
 }
-echo "wrk -t2 -c32 -d10s, loopback, $(nproc) CPUs"
-measure "proxy: filtered page (warm)" "$page" "$accept" page
-measure "nginx: same page, static" "$static/page.json" "" static_page
-measure "proxy: cached wheel" "$blob" "" blob
-measure "nginx: same wheel, static" "$static/$file" "" static_blob
-awk -v a="$rps_page" -v b="$rps_static_page" -v c="$rps_blob" -v d="$rps_static_blob" \
-  'BEGIN { printf "ratio proxy/nginx req/s: page %.2f, wheel %.2f\n", a / b, c / d }'
+for connections in 32 4; do
+  echo "wrk -t2 -c$connections -d10s, loopback, $(nproc) CPUs"
+  measure "proxy: filtered page (warm)" "$page" "$accept" page "$connections"
+  measure "nginx: same page, static" "$static/page.json" "" static_page "$connections"
+  measure "proxy: cached wheel" "$blob" "" blob "$connections"
+  measure "nginx: same wheel, static" "$static/$file" "" static_blob "$connections"
+  awk -v a="$rps_page" -v b="$rps_static_page" -v c="$rps_blob" -v d="$rps_static_blob" \
+    'BEGIN { printf "ratio proxy/nginx req/s: page %.2f, wheel %.2f\n", a / b, c / d }'
+done
 
 # Cold resolve: a fresh proxy over the HTTP fixture upstream (50 ms per request, like a distant index).
 python3 tests/proxy/fixtures/package_upstream.py "$work/upstream" --serve >"$work/upstream.out" &
@@ -88,13 +91,15 @@ until grep -q listening "$work/cold.out" 2>/dev/null; do sleep 0.1; done
 cold="$(sed -n 's/^listening on //p' "$work/cold.out")"
 start=$(date +%s%N)
 i=0
+pip_pids=""
 while [ "$i" -lt "$clients" ]; do
   env -i PATH=/usr/bin:/bin HOME="$work" PIP_CONFIG_FILE=/dev/null python3 -m pip download -q --no-cache-dir \
     -i "$cold/pypi/snapshot/2023-01-01/simple/" -d "$work/pip-$i" alpha beta >"$work/pip-$i.log" 2>&1 &
+  pip_pids="$pip_pids $!"
   i=$((i + 1))
 done
 wait_failed=0
-for job in $(jobs -p); do case " $pids " in *" $job "*) ;; *) wait "$job" || wait_failed=1 ;; esac; done
+for pid in $pip_pids; do wait "$pid" || wait_failed=$((wait_failed + 1)); done
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 requests=$(curl -sf "http://127.0.0.1:$upstream_port/_stats" | python3 -c \
   'import json,sys; s=json.load(sys.stdin); print(sum(v for k,v in s.items() if not k.endswith("/_control")), len(s))')
