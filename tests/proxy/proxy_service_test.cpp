@@ -150,6 +150,18 @@ TEST_F(MirrorProxyTest, MavenArtifactsOfLaterVersionsAre404AndOthersByteIdentica
   EXPECT_EQ(served.get("/maven/snapshot/2022-12-31/org/capsule/fixture/lib/9.9/lib-9.9.jar").status, 404u);
 }
 
+TEST_F(MirrorProxyTest, PathTraversalNeverLeavesTheMirror) {
+  for (const char* path : {"/maven/snapshot/2024-01-01/org/..%2F..%2F..%2F..%2Fetc/passwd",
+                           "/maven/snapshot/2024-01-01/%2e%2e/%2e%2e/etc/passwd",
+                           "/maven/snapshot/2024-01-01/org/capsule/fixture/lib/1.1/..%2F..%2F..%2F..%2F..%2Fpublish-times.txt",
+                           "/pypi/snapshot/2024-01-01/files/alpha/..%2F..%2Fsimple%2Falpha%2Findex.json",
+                           "/pypi/snapshot/2024-01-01/files/..%2Fetc/passwd",
+                           "/pypi/snapshot/2024-01-01/simple/..%2F..%2Fetc/"}) {
+    const auto answer = served.get(path);
+    EXPECT_TRUE(answer.status == 400 || answer.status == 404) << path << " -> " << answer.status << " " << answer.body;
+  }
+}
+
 TEST(PinnedListener, OtherCutoffsAreRefusedAndServedObjectsLogged) {
   TempDir dir;
   FixtureUpstream fixture(dir.path() / "fixture", false);
