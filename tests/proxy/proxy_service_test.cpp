@@ -150,6 +150,21 @@ TEST_F(MirrorProxyTest, MavenArtifactsOfLaterVersionsAre404AndOthersByteIdentica
   EXPECT_EQ(served.get("/maven/snapshot/2022-12-31/org/capsule/fixture/lib/9.9/lib-9.9.jar").status, 404u);
 }
 
+TEST_F(MirrorProxyTest, PluginGroupMetadataAndTheProjectListPassThrough) {
+  const auto maven = std::filesystem::path(fixture.info().at("maven_mirror").get<std::string>());
+  const auto plugins = served.get("/maven/snapshot/2021-01-01/org/capsule/fixture/maven-metadata.xml");
+  ASSERT_EQ(plugins.status, 200u) << plugins.body;
+  EXPECT_EQ(plugins.body, testing::read_file(maven / "org/capsule/fixture/maven-metadata.xml"));
+  const auto index = served.get("/pypi/snapshot/2021-01-01/simple/", {kPip23Accept});
+  ASSERT_EQ(index.status, 200u) << index.body;
+  std::vector<std::string> names;
+  const auto listing = nlohmann::json::parse(index.body);
+  for (const auto& project : listing.at("projects")) names.push_back(project.at("name"));
+  EXPECT_EQ(names, (std::vector<std::string>{"alpha", "beta", "gamma-pkg"}));
+  const auto html = served.get("/pypi/snapshot/2021-01-01/simple/", {{"Accept", "text/html"}});
+  EXPECT_NE(html.body.find("href=\"alpha/\""), std::string::npos) << html.body;
+}
+
 TEST_F(MirrorProxyTest, PathTraversalNeverLeavesTheMirror) {
   for (const char* path : {"/maven/snapshot/2024-01-01/org/..%2F..%2F..%2F..%2Fetc/passwd",
                            "/maven/snapshot/2024-01-01/%2e%2e/%2e%2e/etc/passwd",
