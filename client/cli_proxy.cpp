@@ -66,10 +66,10 @@ int cmd_proxy_serve(const ProxyServeOptions& options) {
     throw std::invalid_argument("--listen: bad port in " + options.listen);
   }
 
+  boost::asio::io_context io;  // declared first: the proxy's workers answer through it until the proxy is gone
   proxy::PackageProxy package_proxy(proxy::parse_proxy_options(proxy_options_json(options), default_cache_dir()));
   auto router = std::make_shared<daemon::Router>();
   package_proxy.add_routes(*router, {});
-  boost::asio::io_context io;
   daemon::ServerOptions server_options;
   server_options.max_connections = 1024;
   daemon::HttpServer server(io, std::shared_ptr<const daemon::Router>(router), server_options);

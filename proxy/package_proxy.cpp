@@ -325,7 +325,9 @@ PackageProxy::PackageProxy(ProxyOptions options) : state_(std::make_shared<State
                                           s.options.cache_dir / "maven-paths");
 }
 
-PackageProxy::~PackageProxy() = default;
+// Queued and running requests finish first: their responders touch the server's io_context, which the owner
+// destroys after the proxy.
+PackageProxy::~PackageProxy() { state_->pool.join(); }
 
 const ProxyOptions& PackageProxy::options() const { return state_->options; }
 
@@ -338,7 +340,7 @@ nlohmann::json PackageProxy::stats() const {
 
 void PackageProxy::add_routes(daemon::Router& router, Listener listener) {
   using Method = Response (State::*)(const Request&, const Listener&);
-  // The state outlives every queued task: tasks hold it, and its pool joins before it goes.
+  // Tasks hold the state; ~PackageProxy joins the pool, so none outlives the proxy.
   const auto route = [&](const std::string& pattern, Method method) {
     router.add("GET", pattern, daemon::Handler([state = state_, listener, method](const Request& request,
                                                                                     Responder responder) {

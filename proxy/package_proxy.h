@@ -25,7 +25,7 @@ class PackageProxy {
   // Opens (creating) the cache under options.cache_dir and builds the upstreams. Throws std::runtime_error or
   // ProxyError when the cache or a mirror cannot be used.
   explicit PackageProxy(ProxyOptions options);
-  ~PackageProxy();
+  ~PackageProxy();  // waits for requests being answered; destroy it before the io_context its servers use
   PackageProxy(const PackageProxy&) = delete;
   PackageProxy& operator=(const PackageProxy&) = delete;
 

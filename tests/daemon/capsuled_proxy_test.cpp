@@ -98,9 +98,9 @@ TEST_F(CapsuledProxy, HostPipConfigurationNeverReachesTheSandbox) {
   EXPECT_NE(out.find("\n1\n"), std::string::npos) << out;
 }
 
-// Maven resolves a parent's version range from the rewritten maven-metadata.xml, through the settings.xml mirror
-// capsuled wrote into the sandbox's fresh ~/.m2.
-TEST_F(CapsuledProxy, MavenResolvesAVersionRangeAsOfTheRunsDate) {
+// Maven resolves a parent's version range, a plugin without a version (<release>) and a LATEST plugin from the
+// rewritten maven-metadata.xml, through the settings.xml mirror capsuled wrote into the sandbox's fresh ~/.m2.
+TEST_F(CapsuledProxy, MavenResolvesRangesReleaseAndLatestAsOfTheRunsDate) {
   const fs::path project = make_dir("maven-project");
   write_file(project / "pom.xml",
              "<project xmlns=\"http://maven.apache.org/POM/4.0.0\">\n"
@@ -111,14 +111,19 @@ TEST_F(CapsuledProxy, MavenResolvesAVersionRangeAsOfTheRunsDate) {
              "</project>\n");
   for (const auto& [as_of, expected] : std::vector<std::pair<std::string, std::string>>{
            {"2022-12-31", "1.1"}, {"2024-01-01", "1.2"}}) {
-    json spec = sh("mvn -B -q validate >&2 && ls ~/.m2/repository/org/capsule/fixture/parent | grep '^[0-9]'");
+    json spec = sh(
+        "mvn -B -q validate >&2 && ls ~/.m2/repository/org/capsule/fixture/parent | grep '^[0-9]' && "
+        "mvn -B org.capsule.fixture:fixture-maven-plugin:echo | grep -o 'fixture-maven-plugin 1[.][0-9]' && "
+        "mvn -B org.capsule.fixture:fixture-maven-plugin:LATEST:echo | grep -o 'fixture-maven-plugin 1[.][0-9]'");
     spec["network"] = "proxy";
     spec["as_of"] = as_of;
     spec["workspace"] = {{"path", project.string()}, {"mode", "cow"}};
     spec["cwd"] = "/workspace";
     const json run = run_and_wait(spec);
     ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
-    EXPECT_EQ(run["record"]["stdout"]["head"], expected + "\n") << as_of;
+    EXPECT_EQ(run["record"]["stdout"]["head"],
+              expected + "\nfixture-maven-plugin " + expected + "\nfixture-maven-plugin " + expected + "\n")
+        << as_of;
   }
 }
 

@@ -35,10 +35,22 @@ std::vector<std::string> file_names(const nlohmann::json& page) {
   return names;
 }
 
+// The fixture tree is built once for the suite (it is only read); every test gets its own cache and proxy.
 class MirrorProxyTest : public ::testing::Test {
  protected:
+  static void SetUpTestSuite() {
+    shared_dir = new TempDir();
+    shared_fixture = new FixtureUpstream(shared_dir->path() / "fixture", false);
+  }
+  static void TearDownTestSuite() {
+    delete shared_fixture;
+    delete shared_dir;
+  }
+  static inline TempDir* shared_dir = nullptr;
+  static inline FixtureUpstream* shared_fixture = nullptr;
+
   TempDir dir;
-  FixtureUpstream fixture{dir.path() / "fixture", false};
+  const FixtureUpstream& fixture = *shared_fixture;
   ServedProxy served{mirror_options(fixture, dir.path() / "cache")};
 };
 

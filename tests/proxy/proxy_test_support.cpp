@@ -121,10 +121,10 @@ ServedProxy::ServedProxy(ProxyOptions options, PackageProxy::Listener listener)
 
 ServedProxy::~ServedProxy() {
   server_->stop();
+  proxy_.reset();  // lets requests in flight answer while the io threads still run
   io_.stop();
   for (auto& thread : threads_) thread.join();
   server_.reset();
-  proxy_.reset();
 }
 
 std::string ServedProxy::url(const std::string& path) const {
