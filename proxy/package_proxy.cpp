@@ -40,6 +40,9 @@ struct View {
   std::string body;
   std::string sha256;  // hex of body
   std::string etag;    // strong: "\"<first 32 hex of sha256>\""
+  // What the view was made from, when its key names it by address: kept alive with the view, so that address
+  // cannot be reused by a newer document while the view is cached.
+  std::shared_ptr<const std::string> source;
 };
 
 View make_view(std::string body) {
@@ -111,12 +114,15 @@ struct PackageProxy::State {
   std::map<std::string, std::shared_ptr<const View>> views;
 
   template <class Render>
-  std::shared_ptr<const View> view(const std::string& key, const Render& render) {
+  std::shared_ptr<const View> view(const std::string& key, const Render& render,
+                                   std::shared_ptr<const std::string> source = nullptr) {
     {
       std::lock_guard lock(views_mutex);
       if (auto found = views.find(key); found != views.end()) return found->second;
     }
-    auto made = std::make_shared<const View>(make_view(render()));
+    View rendered = make_view(render());
+    rendered.source = std::move(source);
+    auto made = std::make_shared<const View>(std::move(rendered));
     std::lock_guard lock(views_mutex);
     if (views.size() >= kMaxViews) views.clear();  // views are cheap to rebuild; keep the bound simple
     return views.emplace(key, made).first->second;
@@ -284,7 +290,7 @@ struct PackageProxy::State {
             [&](const std::string& version) { return maven->publish_time(info.group_id, info.artifact_id, version); },
             {cutoff.at, options.include_undated});
         return rewritten.value_or(std::string());
-      });
+      }, body);
       if (view->body.empty()) {
         throw ProxyError(404, "not_found", "maven", document_path, "no version was published before " + cutoff.text);
       }
