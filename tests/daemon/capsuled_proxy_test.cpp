@@ -2,6 +2,7 @@
 // namespace with the run's date; real pip resolves as of that date, post-cutoff files are 404 even by URL, the
 // sandbox reaches nothing else, and the record lists every object served.
 #include <cstdio>
+#include <cstdlib>
 
 #include "tests/daemon/capsuled_fixture.h"
 
@@ -58,6 +59,32 @@ TEST_F(CapsuledProxy, PipResolvesTheNewestVersionsBeforeTheRunsDate) {
     }
   }
   EXPECT_TRUE(saw_wheel) << proxy.dump(2);
+}
+
+// The other pips on the machine (pyenv CPython builds in root's home, pip 18 to 24; old ones ask for HTML), each
+// given to the sandbox read-only as its workspace. Skipped where there are none.
+TEST_F(CapsuledProxy, EveryOtherPipOnTheMachineResolvesTheSame) {
+  std::vector<fs::path> interpreters;
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator("/root/.pyenv/versions", ignored)) {
+    const auto python = entry.path() / "bin/python3";
+    const std::string probe = python.string() + " -m pip --version >/dev/null 2>&1";
+    if (entry.path().filename().string().rfind("3.", 0) == 0 && fs::exists(python) && std::system(probe.c_str()) == 0)
+      interpreters.push_back(entry.path());
+  }
+  if (interpreters.empty()) GTEST_SKIP() << "no pyenv CPython 3 build with pip on this machine";
+  for (const auto& prefix : interpreters) {
+    json spec = sh("cd /tmp && python3 -m pip download -q --no-cache-dir -d dl alpha beta >&2 && ls dl");
+    spec["network"] = "proxy";
+    spec["as_of"] = "2022-07-01";
+    spec["workspace"] = {{"path", prefix.string()}, {"mode", "ro"}};
+    // The build is relocated to /workspace: it finds itself through these.
+    spec["env"] = {{"PATH", "/workspace/bin:/usr/bin:/bin"}, {"PYTHONHOME", "/workspace"},
+                   {"LD_LIBRARY_PATH", "/workspace/lib"}};
+    const json run = run_and_wait(spec);
+    EXPECT_EQ(run["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n")
+        << prefix << ": " << run["record"]["stderr"]["head"];
+  }
 }
 
 TEST_F(CapsuledProxy, PostCutoffFilesAndOtherDatesAreRefusedInsideTheSandbox) {
