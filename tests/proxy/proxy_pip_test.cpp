@@ -27,16 +27,16 @@ class ProxyServeProcess {
   ProxyServeProcess(const std::vector<std::string>& flags) {
     int out[2];
     if (pipe(out) != 0) throw std::runtime_error("pipe");
+    std::vector<std::string> args{std::string(CAPSULE_BIN_DIR) + "/capsule", "proxy", "serve", "--listen",
+                                  "127.0.0.1:0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (auto& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
     pid_ = fork();
-    if (pid_ == 0) {
+    if (pid_ == 0) {  // only async-signal-safe calls from here
       dup2(out[1], STDOUT_FILENO);
       close(out[0]);
-      std::vector<std::string> args{std::string(CAPSULE_BIN_DIR) + "/capsule", "proxy", "serve", "--listen",
-                                    "127.0.0.1:0"};
-      args.insert(args.end(), flags.begin(), flags.end());
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
       execv(argv[0], argv.data());
       _exit(127);
     }

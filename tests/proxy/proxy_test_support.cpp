@@ -45,12 +45,12 @@ FixtureUpstream::FixtureUpstream(const std::filesystem::path& dir, bool serve) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   const std::string script = std::string(CAPSULE_SOURCE_DIR) + "/tests/proxy/fixtures/package_upstream.py";
+  std::vector<const char*> argv{"python3", script.c_str(), dir.c_str()};
+  if (serve) argv.push_back("--serve");
+  argv.push_back(nullptr);
   pid_ = fork();
-  if (pid_ == 0) {
+  if (pid_ == 0) {  // only async-signal-safe calls from here: the test may have threads
     dup2(out[1], STDOUT_FILENO);
-    std::vector<const char*> argv{"python3", script.c_str(), dir.c_str()};
-    if (serve) argv.push_back("--serve");
-    argv.push_back(nullptr);
     execvp("python3", const_cast<char* const*>(argv.data()));
     _exit(127);
   }
