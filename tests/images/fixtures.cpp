@@ -34,7 +34,11 @@ std::string make_tar(const std::vector<TarEntry>& entries, Compression compressi
   std::string out;
   struct archive* a = archive_write_new();
   must(a, archive_write_set_format_pax_restricted(a), "format");
-  if (compression == Compression::kGzip) must(a, archive_write_add_filter_gzip(a), "gzip");
+  if (compression == Compression::kGzip) {
+    must(a, archive_write_add_filter_gzip(a), "gzip");
+    // Without it the gzip header holds the current second: equal layers built across a second boundary differ.
+    must(a, archive_write_set_options(a, "gzip:!timestamp"), "gzip options");
+  }
   if (compression == Compression::kZstd) must(a, archive_write_add_filter_zstd(a), "zstd");
   // No zero padding after a compressed stream (zstd readers take it for a broken frame).
   if (compression != Compression::kNone) must(a, archive_write_set_bytes_in_last_block(a, 1), "block");
