@@ -56,7 +56,6 @@ class PypiSource {
   CachedBlob file(const UpstreamProject& project, const pypi::File& file, bool metadata);
 
   std::uint64_t upstream_requests() const { return upstream_requests_; }
-  std::string describe() const { return upstream_->describe(); }
 
  private:
   struct Entry {
