@@ -35,6 +35,21 @@ Civil civil_from_days(std::int64_t days) {
   return {static_cast<std::int64_t>(year_of_era) + era * 400 + (month <= 2 ? 1 : 0), month, day};
 }
 
+struct DaysAndRest {
+  Micros days;  // since the epoch, rounded down
+  Micros rest;  // microseconds into that day, 0 <= rest < one day
+};
+
+DaysAndRest split_days(Micros at) {
+  constexpr Micros kMicrosPerDay = 86400 * kMicrosPerSecond;
+  DaysAndRest out{at / kMicrosPerDay, at % kMicrosPerDay};
+  if (out.rest < 0) {
+    out.rest += kMicrosPerDay;
+    --out.days;
+  }
+  return out;
+}
+
 bool is_leap(std::int64_t year) { return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0; }
 
 unsigned days_in_month(std::int64_t year, unsigned month) {
@@ -132,12 +147,7 @@ std::optional<Micros> parse_timestamp(std::string_view text) {
 }
 
 std::string format_rfc3339(Micros at) {
-  Micros days = at / (86400 * kMicrosPerSecond);
-  Micros rest = at % (86400 * kMicrosPerSecond);
-  if (rest < 0) {
-    rest += 86400 * kMicrosPerSecond;
-    --days;
-  }
+  const auto [days, rest] = split_days(at);
   const Civil date = civil_from_days(days);
   const auto seconds = rest / kMicrosPerSecond;
   const auto micros = rest % kMicrosPerSecond;
@@ -208,12 +218,7 @@ std::optional<Micros> parse_http_date(std::string_view text) {
 }
 
 std::string format_http_date(Micros at) {
-  Micros days = at / (86400 * kMicrosPerSecond);
-  Micros rest = at % (86400 * kMicrosPerSecond);
-  if (rest < 0) {
-    rest += 86400 * kMicrosPerSecond;
-    --days;
-  }
+  const auto [days, rest] = split_days(at);
   const Civil date = civil_from_days(days);
   const auto seconds = rest / kMicrosPerSecond;
   char buffer[64];

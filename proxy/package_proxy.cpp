@@ -272,9 +272,7 @@ struct PackageProxy::State {
     }
     // Metadata and everything else: documents that may change upstream.
     const bool is_metadata = path->kind == maven::RepositoryPath::Kind::kMetadata;
-    const std::string document_path =
-        is_metadata && !path->sidecar.empty() ? path->path.substr(0, path->path.size() - path->sidecar.size() - 1)
-                                              : path->path;
+    const std::string document_path = is_metadata ? path->main_path() : path->path;
     bool fetched = false;
     const auto body = maven->document(document_path, &fetched);
     if (!body) throw ProxyError(404, "not_found", "maven", document_path, "not in " + maven->describe());

@@ -25,26 +25,11 @@ using testing::TempDir;
 class ProxyServeProcess {
  public:
   ProxyServeProcess(const std::vector<std::string>& flags) {
-    int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("pipe");
     std::vector<std::string> args{std::string(CAPSULE_BIN_DIR) + "/capsule", "proxy", "serve", "--listen",
                                   "127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {  // only async-signal-safe calls from here
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    std::string line;
-    char c = 0;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    close(out[0]);
+    auto [pid, line] = testing::spawn_reading_first_line(std::move(args));
+    pid_ = pid;
     const std::string prefix = "listening on ";
     if (line.rfind(prefix, 0) != 0) throw std::runtime_error("capsule proxy serve did not start: " + line);
     url_ = line.substr(prefix.size());

@@ -41,24 +41,32 @@ HttpClientOptions plain_client_options() {
 
 }  // namespace
 
-FixtureUpstream::FixtureUpstream(const std::filesystem::path& dir, bool serve) {
+Spawned spawn_reading_first_line(std::vector<std::string> args) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  const std::string script = std::string(CAPSULE_SOURCE_DIR) + "/tests/proxy/fixtures/package_upstream.py";
-  std::vector<const char*> argv{"python3", script.c_str(), dir.c_str()};
-  if (serve) argv.push_back("--serve");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  pid_ = fork();
-  if (pid_ == 0) {  // only async-signal-safe calls from here: the test may have threads
+  const pid_t pid = fork();
+  if (pid == 0) {  // only async-signal-safe calls from here: the test may have threads
     dup2(out[1], STDOUT_FILENO);
-    execvp("python3", const_cast<char* const*>(argv.data()));
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   close(out[1]);
-  std::string line;
+  Spawned spawned{pid, {}};
   char c = 0;
-  while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  while (read(out[0], &c, 1) == 1 && c != '\n') spawned.first_line += c;
   close(out[0]);
+  return spawned;
+}
+
+FixtureUpstream::FixtureUpstream(const std::filesystem::path& dir, bool serve) {
+  std::vector<std::string> args{"python3", std::string(CAPSULE_SOURCE_DIR) + "/tests/proxy/fixtures/package_upstream.py",
+                                dir.string()};
+  if (serve) args.push_back("--serve");
+  auto [pid, line] = spawn_reading_first_line(std::move(args));
+  pid_ = pid;
   if (line.empty()) throw std::runtime_error("the fixture upstream did not start");
   info_ = nlohmann::json::parse(line);
   if (!serve) {

@@ -30,6 +30,13 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+struct Spawned {
+  pid_t pid = -1;
+  std::string first_line;  // without the newline; empty when the program printed none before exiting
+};
+// Runs args[0] (looked up in PATH) with stdout to a pipe, and reads its first line.
+Spawned spawn_reading_first_line(std::vector<std::string> args);
+
 // The fixture built under `dir`; with `serve` also served over HTTP until destroyed.
 class FixtureUpstream {
  public:

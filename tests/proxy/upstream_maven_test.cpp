@@ -17,6 +17,7 @@
 namespace capsule::proxy {
 namespace {
 
+using testing::error_of;
 using testing::LoopbackServer;
 using testing::TestRequest;
 using testing::TestResponse;
@@ -31,16 +32,6 @@ void write_file(const std::filesystem::path& path, const std::string& content) {
 void set_mtime(const std::filesystem::path& path, std::int64_t seconds) {
   const timespec times[2] = {{seconds, 0}, {seconds, 0}};
   ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
-}
-
-template <class Call>
-ProxyError error_of(Call call) {
-  try {
-    call();
-  } catch (const ProxyError& e) {
-    return e;
-  }
-  return ProxyError(0, "none", "", "", "no error thrown");
 }
 
 class LocalMavenMirrorTest : public ::testing::Test {

@@ -14,6 +14,7 @@
 namespace capsule::proxy {
 namespace {
 
+using testing::error_of;
 using testing::LoopbackServer;
 using testing::TestRequest;
 using testing::TestResponse;
@@ -27,17 +28,6 @@ std::string fetch(PypiUpstream& upstream, const std::string& url) {
   std::string body;
   upstream.fetch_file(url, [&](const char* data, std::size_t size) { body.append(data, size); });
   return body;
-}
-
-// The ProxyError a call throws (status 0 when it throws nothing).
-template <class Call>
-ProxyError error_of(Call call) {
-  try {
-    call();
-  } catch (const ProxyError& e) {
-    return e;
-  }
-  return ProxyError(0, "none", "", "", "no error thrown");
 }
 
 constexpr const char* kDemoPage =

@@ -1,5 +1,5 @@
-// LoopbackServer: a tiny HTTP/1.1 server on 127.0.0.1 for the upstream adapter tests. It answers one request per
-// connection (Connection: close) from a handler and records every request it saw.
+// Test support for the upstream adapter tests: LoopbackServer, a tiny HTTP/1.1 server on 127.0.0.1 that answers
+// one request per connection (Connection: close) from a handler and records every request, and error_of().
 #pragma once
 
 #include <arpa/inet.h>
@@ -16,7 +16,20 @@
 #include <thread>
 #include <vector>
 
+#include "proxy/error.h"
+
 namespace capsule::proxy::testing {
+
+// The ProxyError a call throws (status 0 when it throws nothing).
+template <class Call>
+ProxyError error_of(Call call) {
+  try {
+    call();
+  } catch (const ProxyError& e) {
+    return e;
+  }
+  return ProxyError(0, "none", "", "", "no error thrown");
+}
 
 struct TestRequest {
   std::string method;
