@@ -238,11 +238,13 @@ struct PackageProxy::State {
     const std::string project_name = pypi::normalize_name(request.params.at("project"));
     std::string filename = request.params.at("filename");
     const auto project = pypi->project(project_name);
-    const auto filtered = pypi::filter_page(project->page, cutoff.at, {options.include_undated});
+    const auto visible = [&](const pypi::File* candidate) {
+      return candidate && pypi::is_visible(*candidate, cutoff.at, {options.include_undated}) ? candidate : nullptr;
+    };
     bool metadata = false;
-    const pypi::File* file = pypi::find_file(filtered, filename);
+    const pypi::File* file = visible(pypi::find_file(project->page, filename));
     if (!file && filename.ends_with(".metadata")) {
-      file = pypi::find_file(filtered, std::string_view(filename).substr(0, filename.size() - 9));
+      file = visible(pypi::find_file(project->page, std::string_view(filename).substr(0, filename.size() - 9)));
       metadata = file != nullptr;
     }
     if (!file) {

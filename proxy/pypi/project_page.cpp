@@ -178,14 +178,17 @@ ProjectPage parse_project_json(std::string_view body) {
   return page;
 }
 
+bool is_visible(const File& file, Micros cutoff, const FilterOptions& options) {
+  return file.upload_time ? *file.upload_time < cutoff : options.include_undated;
+}
+
 ProjectPage filter_page(const ProjectPage& page, Micros cutoff, const FilterOptions& options) {
   ProjectPage out;
   out.name = page.name;
   out.last_serial = page.last_serial;
   std::set<std::string> kept_versions;
   for (const auto& file : page.files) {
-    const bool visible = file.upload_time ? *file.upload_time < cutoff : options.include_undated;
-    if (!visible) continue;
+    if (!is_visible(file, cutoff, options)) continue;
     out.files.push_back(file);
     if (!file.version.empty()) kept_versions.insert(canonical_version(file.version));
   }

@@ -53,6 +53,8 @@ struct FilterOptions {
 // include_undated is set. `versions` keeps the upstream entries, in upstream order, that still have a kept file
 // (compared by canonical_version); so versions without any file are dropped too.
 ProjectPage filter_page(const ProjectPage& page, Micros cutoff, const FilterOptions& options);
+// The rule filter_page applies to each file.
+bool is_visible(const File& file, Micros cutoff, const FilterOptions& options);
 
 // The file with exactly this filename, or nullptr.
 const File* find_file(const ProjectPage& page, std::string_view filename);
