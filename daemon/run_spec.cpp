@@ -388,7 +388,12 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
         throw ApiError(404, "image_not_found", "image: " + digest + " is no longer installed (" + e.what() + ")");
       }
     }
-    const images::ImageStack stack = images::stack_images(stacked);
+    images::ImageStack stack;
+    try {
+      stack = images::stack_images(stacked);
+    } catch (const images::ImageError& e) {
+      throw ApiError(400, "too_many_layers", std::string("image: ") + e.what());
+    }
     out.rootfs_layers = stack.layer_dirs;
     image_env = stack.config.env;
     if (!stack.config.working_dir.empty()) image_cwd = stack.config.working_dir;

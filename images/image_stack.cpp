@@ -81,6 +81,11 @@ ImageStack stack_images(const std::vector<ImageInfo>& images) {
       if (seen.insert(dir).second) stack.layer_dirs.push_back(dir);
     }
   }
+  if (stack.layer_dirs.size() > kMaxStackLayers) {
+    throw_image_error("stack", images.back().manifest_digest.str(),
+                      std::to_string(stack.layer_dirs.size()) + " layers; at most " +
+                          std::to_string(kMaxStackLayers) + " can be stacked");
+  }
   return stack;
 }
 

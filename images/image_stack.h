@@ -2,6 +2,7 @@
 // top — as one root with one merged config, and the toolchain candidates such stacks offer.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace capsule::images {
 // is stacked on when toolchain selection picks it.
 inline constexpr std::string_view kLayerBaseLabel = "org.capsule.layer.base";
 
+// Most filesystem layers one run's root may stack (Docker's limit is 125; overlayfs's own is 500).
+inline constexpr std::size_t kMaxStackLayers = 128;
+
 // `top`'s config over `below`'s. Env: per variable, `top` wins, except PATH: `top`'s entries first, then
 // `below`'s not already listed (empty entries dropped). Labels: per key, `top` wins. WorkingDir and User:
 // `top`'s when it sets them. os and architecture stay `below`'s; diff_ids are concatenated.
@@ -26,7 +30,8 @@ struct ImageStack {
   std::vector<std::string> layer_dirs;  // every image's unpacked layers, topmost first: SandboxSpec::rootfs_layers
 };
 
-// `images` (base first, at least one) as one root filesystem.
+// `images` (base first, at least one) as one root filesystem. ImageError (step "stack") when they hold more
+// than kMaxStackLayers distinct layers.
 ImageStack stack_images(const std::vector<ImageInfo>& images);
 
 // What toolchain selection chooses from: one candidate per installed image. An image labelled

@@ -64,14 +64,33 @@ void attach(int mount_fd, const AttachedMount& where) {
   }
 }
 
+// The directory all `dirs` are direct children of, or "" when they do not share one.
+std::string common_parent(const std::vector<std::string>& dirs) {
+  std::string parent;
+  for (const auto& dir : dirs) {
+    const std::size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || slash == 0) return {};
+    if (parent.empty()) parent = dir.substr(0, slash);
+    if (dir.compare(0, slash, parent) != 0 || slash != parent.size()) return {};
+  }
+  return parent;
+}
+
 void mount_overlay(const std::vector<std::string>& lower_dirs, const std::string& upper, const std::string& work,
                    const std::string& target) {
+  // mount(2) takes at most a page of options. Lower dirs named relative to their common parent (the cwd
+  // for this one call) keep a deep stack well inside it: "0:1:...:127" instead of 128 absolute paths.
+  const std::string parent = common_parent(lower_dirs);
+  if (!parent.empty() && chdir(parent.c_str()) != 0) throw_errno("mount", parent, "chdir to the lower dirs");
   std::string lower;
-  for (const auto& dir : lower_dirs) lower += (lower.empty() ? "" : ":") + dir;
+  for (const auto& dir : lower_dirs) {
+    lower += (lower.empty() ? "" : ":") + (parent.empty() ? dir : dir.substr(parent.size() + 1));
+  }
   // Mounted inside the sandbox's user namespace, where overlayfs ignores trusted.overlay.* xattrs: userxattr
   // makes it honour the user.overlay.opaque markers image layers carry (and write its own as user.*).
   std::string options = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr";
   do_mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, options);
+  if (!parent.empty() && chdir("/") != 0) throw_errno("mount", "/", "chdir");
 }
 
 void mount_dev(const std::string& root) {

@@ -9,6 +9,8 @@
 namespace capsule::sandbox {
 namespace {
 
+constexpr std::size_t kMaxOverlayLayers = 500;  // overlayfs's limit on lower layers (OVL_MAX_STACK)
+
 bool is_clean_absolute(const std::string& path) {
   if (path.empty() || path[0] != '/') return false;
   for (std::size_t start = 1; start <= path.size();) {
@@ -34,11 +36,15 @@ void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
   }
   require(is_clean_absolute(spec.cwd), "cwd", "must be an absolute path without . or ..");
   require(!spec.rootfs_layers.empty(), "rootfs_layers", "at least one layer is required");
+  require(spec.rootfs_layers.size() <= kMaxOverlayLayers, "rootfs_layers",
+          "overlayfs stacks at most " + std::to_string(kMaxOverlayLayers) + " layers");
   for (const auto& layer : spec.rootfs_layers) {
     require(is_clean_absolute(layer), "rootfs_layers", "'" + layer + "' must be an absolute host path");
   }
   for (const auto& o : spec.overlays) {
     require(!o.layers.empty(), "overlays.layers", "at least one layer is required");
+    require(o.layers.size() <= kMaxOverlayLayers, "overlays.layers",
+            "overlayfs stacks at most " + std::to_string(kMaxOverlayLayers) + " layers");
     for (const auto& layer : o.layers) {
       require(is_clean_absolute(layer), "overlays.layers", "'" + layer + "' must be an absolute host path");
     }

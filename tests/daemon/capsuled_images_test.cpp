@@ -185,6 +185,33 @@ TEST_F(CapsuledImages, LayersStackOnTheBaseWithMergedEnvAndHome) {
                "layers: are stacked on an imported image");
 }
 
+// 128 layers (the cap) mount although their absolute paths would overflow mount(2)'s one-page option string;
+// one more is refused before anything is created.
+TEST_F(CapsuledImages, DeepStacksRunUpToTheLayerCap) {
+  start();
+  import_rootfs(make_base_rootfs(), "test/base:1");
+  json layers = json::array();
+  for (int i = 0; i < 128; ++i) {
+    const fs::path root = make_dir("deep-" + std::to_string(i));
+    fs::create_directories(root / "stack");
+    write_file(root / "stack" / std::to_string(i), std::to_string(i) + "\n");
+    const std::string ref = "test/deep:" + std::to_string(i);
+    import_rootfs(root, ref);
+    layers.push_back(ref);
+  }
+  const json too_deep = layers;
+  layers.erase(layers.end() - 1);
+
+  const json run = run_and_wait({{"image", "test/base:1"}, {"layers", layers},
+                                 {"argv", {"/bin/sh", "-c", "cat /stack/0 /stack/126 /marker; set -- /stack/*; echo $#"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
+  EXPECT_EQ(run["record"]["stdout"]["head"], "0\n126\nbase\n127\n");
+  EXPECT_EQ(run["spec"]["image_digests"].size(), 128u);
+
+  expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", too_deep}, {"argv", {"true"}}}), 400,
+               "too_many_layers", "129 layers; at most 128 can be stacked");
+}
+
 TEST_F(CapsuledImages, ToolchainsPickALayerImageWithItsBase) {
   start();
   const std::string base = import_rootfs(make_base_rootfs(), "test/base:1")["digest"];
