@@ -5,6 +5,8 @@
 #include <set>
 
 #include "images/error.h"
+#include "images/image_ref.h"
+#include "images/image_stack.h"
 #include "images/toolchain_select.h"
 
 namespace capsule::daemon {
@@ -63,6 +65,13 @@ ImportRequest parse_import(const std::string& text) {
       if (!value.is_string()) throw ApiError(400, "invalid_request", "labels." + key + ": must be a string");
       if (key.rfind(images::kToolchainLabelPrefix, 0) == 0 && !images::is_valid_version(value.get<std::string>())) {
         throw ApiError(400, "invalid_request", "labels." + key + ": '" + value.get<std::string>() + "' is not a version");
+      }
+      if (key == images::kLayerBaseLabel) {
+        try {
+          images::ImageRef::parse(value.get<std::string>());
+        } catch (const images::ImageError& e) {
+          throw ApiError(400, "invalid_request", "labels." + key + ": not an image ref (" + e.what() + ")");
+        }
       }
       request.rootfs.labels[key] = value.get<std::string>();
     }

@@ -1,10 +1,23 @@
 #!/bin/sh
 # The README's second command: install dependencies, build the default and the sanitizer (ASan+UBSan)
 # configurations, and run the whole test suite under both, then a bounded libFuzzer run (scripts/fuzz-smoke.sh,
-# clang). Exits non-zero on any failure.
+# clang), then the tests inside the toolchain recipe images, which images/recipes/all.sh builds from Debian
+# packages meanwhile (CAPSULE_RECIPES=0 skips them). Exits non-zero on any failure.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
+
+recipes_out=${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}
+recipes=""
+if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
+  mkdir -p "$recipes_out"
+  echo "== recipe images (in the background; log: $recipes_out/all.log)"
+  # Its own session, so that an early exit stops the whole build, debootstrap and apt included.
+  setsid ./images/recipes/all.sh --out "$recipes_out" > "$recipes_out/all.log" 2>&1 &
+  recipes=$!
+  trap '[ -z "$recipes" ] || kill -TERM -- "-$recipes" 2>/dev/null || true' EXIT
+fi
+
 for preset in default asan; do
   echo "== build ($preset)"
   ./scripts/build.sh "$preset"
@@ -13,3 +26,18 @@ for preset in default asan; do
 done
 echo "== fuzz smoke"
 ./scripts/fuzz-smoke.sh
+
+if [ -n "$recipes" ]; then
+  echo "== recipe images: waiting for the build"
+  if ! wait "$recipes"; then
+    recipes=""
+    tail -n 40 "$recipes_out/all.log"
+    echo "recipe image build failed (log: $recipes_out/all.log)" >&2
+    exit 1
+  fi
+  recipes=""
+  grep -h -e '^recipe ' -e '^layer ' -e '^total ' "$recipes_out"/*/build-info.txt || true
+  echo "== test (default, inside the recipe images)"
+  # One process for the suite, so each image is imported once into its shared store.
+  CAPSULE_RECIPE_DIR=$recipes_out ./build/bin/daemon_tests --gtest_filter='CapsuledRecipes.*'
+fi

@@ -279,23 +279,36 @@ _tarball() {  # out
   mv "$1.partial" "$1"
 }
 
+# What a build's outputs depend on in this repository: the recipe script, this file, and the arguments.
+recipe_sha256() {  # args...
+  { cat "$0" "${BASH_SOURCE[0]}"; printf '%s\n' "$@"; } | sha256sum | cut -d' ' -f1
+}
+
+# True when OUT holds a complete build made from the same recipe_sha256 (--if-changed skips the build).
+outputs_current() {  # out sha256
+  [ -f "$1/rootfs.tar.gz" ] && [ -f "$1/labels.json" ] && grep -qx "recipe_sha256 $2" "$1/build-info.txt" 2>/dev/null
+}
+
 _usage() {
   cat <<EOF
-usage: $0 [--out DIR] [--tar-only]
+usage: $0 [--out DIR] [--tar-only] [--if-changed]
 Builds the '$RECIPE_NAME' toolchain image ($RECIPE_PACKAGES) from Debian packages with debootstrap.
 Writes DIR/rootfs/, DIR/rootfs.tar.gz, DIR/labels.json, DIR/packages.txt, DIR/build-info.txt
 (DIR defaults to \${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/$RECIPE_NAME) and prints the tarball path.
   --tar-only   do not keep DIR/rootfs/ (only the tarball)
+  --if-changed keep DIR's outputs when they were built from the same recipe and arguments
 EOF
 }
 
 recipe_main() {
-  local out="" tar_only=0
+  local out="" tar_only=0 if_changed=0 sha256
+  sha256=$(recipe_sha256 "$@")
   while [ $# -gt 0 ]; do
     case $1 in
       --out) [ $# -ge 2 ] || die "--out needs a directory"; out=$2; shift 2 ;;
       --out=*) out=${1#--out=}; shift ;;
       --tar-only) tar_only=1; shift ;;
+      --if-changed) if_changed=1; shift ;;
       -h|--help) _usage; return 0 ;;
       *) _usage >&2; die "unknown argument '$1'" ;;
     esac
@@ -307,6 +320,11 @@ recipe_main() {
   out=${out:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/$RECIPE_NAME}
   mkdir -p "$out"
   out=$(cd "$out" && pwd)
+  if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then
+    log "up to date: $out (recipe_sha256 $sha256)"
+    echo "$out/rootfs.tar.gz"
+    return 0
+  fi
   CACHE=${CAPSULE_RECIPE_CACHE:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/.cache}
   if [ "$CACHE" = none ]; then CACHE=""; else mkdir -p "$CACHE/debootstrap" "$CACHE/apt" && CACHE=$(cd "$CACHE" && pwd); fi
 
@@ -345,7 +363,7 @@ recipe_main() {
 
   t1=$(date +%s.%N)
   {
-    echo "recipe $RECIPE_NAME"; echo "suite $suite"; echo "mirror $mirror"
+    echo "recipe $RECIPE_NAME"; echo "recipe_sha256 $sha256"; echo "suite $suite"; echo "mirror $mirror"
     printf 'step %s s\n' "${_TIMINGS[@]}"
     echo "total $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
     echo "packages $(wc -l < "$out/packages.txt")"

@@ -3,26 +3,29 @@
 # the tree at /opt/python/<version> or /opt/jdk-<major>, its commands linked from /usr/local/bin, labels
 # org.capsule.toolchain.<name>=<version> with the version read by running the tool. See README.md.
 #
-# usage: toolchain-layer.sh [--out DIR] [--base ROOTFS] [--base-ref REF] [--tar-only] TOOLCHAIN_DIR
+# usage: toolchain-layer.sh [--out DIR] [--base ROOTFS] [--base-ref REF] [--tar-only] [--if-changed] TOOLCHAIN_DIR
 #   e.g. toolchain-layer.sh --base-ref capsule/python3:bookworm /root/.pyenv/versions/3.12.1
 #        toolchain-layer.sh --base /var/tmp/capsule-recipes/python3/rootfs /usr/lib/jvm/temurin-25-jdk-amd64
 # --base: also run the toolchain from the stacked image (overlay of the layer on ROOTFS, chrooted), by PATH.
 # --base-ref: label org.capsule.layer.base=REF, the store image capsuled stacks the layer on when a run's
 #   toolchains select it (REF: name:tag or sha256:...; can also be given as a label at import).
+# --if-changed: keep the outputs of an earlier build from the same script, arguments and toolchain version.
 set -euo pipefail
 RECIPE_NAME=toolchain-layer
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,11s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
 
-out="" base="" base_ref="" tar_only=0 src=""
+args=("$@")
+out="" base="" base_ref="" tar_only=0 if_changed=0 src=""
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --base) base=$2; shift 2 ;;
     --base-ref) base_ref=$2; shift 2 ;;
     --tar-only) tar_only=1; shift ;;
+    --if-changed) if_changed=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) usage >&2; die "unknown option '$1'" ;;
     *) [ -z "$src" ] || die "one toolchain directory at a time"; src=$1; shift ;;
@@ -94,6 +97,12 @@ RECIPE_NAME=layer-$KIND-$VERSION
 out=${out:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/$RECIPE_NAME}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+sha256=$(recipe_sha256 "${args[@]}" "$KIND $VERSION")
+if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then
+  log "up to date: $out (recipe_sha256 $sha256)"
+  echo "$out/rootfs.tar.gz"
+  exit 0
+fi
 log "$src: $KIND $VERSION -> $DEST"
 
 WORK=$(mktemp -d "$out/.build.XXXXXX")
@@ -203,6 +212,7 @@ trap - EXIT
 t1=$(date +%s.%N)
 {
   echo "layer $KIND $VERSION from $src at $DEST"
+  echo "recipe_sha256 $sha256"
   printf 'step %s s\n' "${_TIMINGS[@]}"
   echo "total $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s"
   [ $tar_only = 1 ] || echo "rootfs_bytes $(du -sb "$out/rootfs" | cut -f1)"

@@ -289,6 +289,9 @@ TEST_F(CapsuledImages, ImportErrors) {
                "image_layout_failed", "/nonexistent-dir");
   expect_error(call("POST", "/v1/images", {{"source", make_rootfs("x").string()}, {"format", "rootfs"}, {"ref", "Bad Ref"}}),
                400, "invalid_ref", "Bad Ref");
+  expect_error(call("POST", "/v1/images", {{"source", make_rootfs("y").string()}, {"format", "rootfs"}, {"ref", "a:1"},
+                                          {"labels", {{"org.capsule.layer.base", "Not A Ref"}}}}),
+               400, "invalid_request", "labels.org.capsule.layer.base: not an image ref");
   expect_error(call("GET", "/v1/images/" + client::url_encode("no/such:1")), 404, "image_not_found", "no/such");
   expect_error(call("DELETE", "/v1/images/" + client::url_encode("no/such:1")), 404, "image_not_found", "no/such");
   EXPECT_TRUE(body_json(call("GET", "/v1/images"))["images"].empty());
