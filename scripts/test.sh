@@ -15,7 +15,8 @@ if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
   # Its own session, so that an early exit stops the whole build, debootstrap and apt included.
   setsid ./images/recipes/all.sh --out "$recipes_out" > "$recipes_out/all.log" 2>&1 &
   recipes=$!
-  trap '[ -z "$recipes" ] || kill -TERM -- "-$recipes" 2>/dev/null || true' EXIT
+  trap '[ -z "$recipes" ] || kill -TERM "-$recipes" 2>/dev/null || true' EXIT
+  trap 'exit 1' INT TERM HUP
 fi
 
 for preset in default asan; do
