@@ -5,7 +5,7 @@
 # usage: all.sh [--out ROOT] [--rebuild] [TOOLCHAIN_DIR...]
 #   ROOT            default ${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}; CAPSULE_RECIPE_DIR for the tests
 #   --rebuild       build everything again
-#   TOOLCHAIN_DIR   toolchains to package with toolchain-layer.sh; default: the newest pyenv CPython 3.11 and
+#   TOOLCHAIN_DIR   toolchains to package with toolchain-layer.sh; default: the newest pyenv CPython 3.10 and
 #                   3.12 under /root/.pyenv/versions and the Temurin JDKs under /usr/lib/jvm (none is fine)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +36,7 @@ newest_pyenv() {  # minor
   [ -z "$best" ] || echo "$best"
 }
 if [ ${#toolchains[@]} -eq 0 ]; then
-  for minor in 3.11 3.12; do
+  for minor in 3.10 3.12; do
     d=$(newest_pyenv "$minor")
     [ -z "$d" ] || toolchains+=("$d")
   done
