@@ -289,6 +289,11 @@ TEST(Launcher, InvalidSpecNamesTheField) {
   r = shared_launcher().run(spec);
   EXPECT_EQ(r.status, Status::kSetupFailed);
   EXPECT_NE(r.reason.find("/does/not/exist"), std::string::npos) << r.reason;
+  spec = host_spec({"true"});
+  spec.rootfs_layers.resize(501, spec.rootfs_layers.front());
+  r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("rootfs_layers: overlayfs stacks at most 500 layers"), std::string::npos) << r.reason;
 }
 
 TEST(Launcher, CancelStopsARun) {
