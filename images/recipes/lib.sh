@@ -284,9 +284,13 @@ recipe_sha256() {  # args...
   { cat "$0" "${BASH_SOURCE[0]}"; printf '%s\n' "$@"; } | sha256sum | cut -d' ' -f1
 }
 
-# True when OUT holds a complete build made from the same recipe_sha256 (--if-changed skips the build).
+# True, after printing the tarball path as a build would, when OUT holds a complete build made from the same
+# recipe_sha256 (--if-changed then skips the build).
 outputs_current() {  # out sha256
-  [ -f "$1/rootfs.tar.gz" ] && [ -f "$1/labels.json" ] && grep -qx "recipe_sha256 $2" "$1/build-info.txt" 2>/dev/null
+  [ -f "$1/rootfs.tar.gz" ] && [ -f "$1/labels.json" ] && grep -qx "recipe_sha256 $2" "$1/build-info.txt" 2>/dev/null ||
+    return 1
+  log "up to date: $1 (recipe_sha256 $2)"
+  echo "$1/rootfs.tar.gz"
 }
 
 _usage() {
@@ -320,11 +324,7 @@ recipe_main() {
   out=${out:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/$RECIPE_NAME}
   mkdir -p "$out"
   out=$(cd "$out" && pwd)
-  if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then
-    log "up to date: $out (recipe_sha256 $sha256)"
-    echo "$out/rootfs.tar.gz"
-    return 0
-  fi
+  if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then return 0; fi
   CACHE=${CAPSULE_RECIPE_CACHE:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/.cache}
   if [ "$CACHE" = none ]; then CACHE=""; else mkdir -p "$CACHE/debootstrap" "$CACHE/apt" && CACHE=$(cd "$CACHE" && pwd); fi
 

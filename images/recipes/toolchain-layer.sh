@@ -98,11 +98,7 @@ out=${out:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/$RECIPE_NAME}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 sha256=$(recipe_sha256 "${args[@]}" "$KIND $VERSION")
-if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then
-  log "up to date: $out (recipe_sha256 $sha256)"
-  echo "$out/rootfs.tar.gz"
-  exit 0
-fi
+if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then exit 0; fi
 log "$src: $KIND $VERSION -> $DEST"
 
 WORK=$(mktemp -d "$out/.build.XXXXXX")

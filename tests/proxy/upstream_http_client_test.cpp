@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "proxy/error.h"
+#include "tests/proxy/upstream_test_server.h"
 
 namespace capsule::proxy {
 namespace {
@@ -26,6 +27,7 @@ namespace net = boost::asio;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using std::chrono::milliseconds;
+using testing::error_of;
 
 struct SeenRequest {
   std::string method;
@@ -172,18 +174,6 @@ HttpClientOptions fast_options() {
   options.max_backoff = milliseconds(5);
   options.user_agent = "capsule-test";
   return options;
-}
-
-// Runs `call` and returns the ProxyError it throws; fails the test when it throws nothing.
-template <class Call>
-ProxyError error_of(Call call) {
-  try {
-    call();
-  } catch (const ProxyError& error) {
-    return error;
-  }
-  ADD_FAILURE() << "no ProxyError thrown";
-  return ProxyError(0, "", "", "", "");
 }
 
 TEST(HttpClient, GetSendsHeadersAndJoinsRepeatedResponseFields) {

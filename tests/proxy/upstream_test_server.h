@@ -3,6 +3,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,7 +21,7 @@
 
 namespace capsule::proxy::testing {
 
-// The ProxyError a call throws (status 0 when it throws nothing).
+// The ProxyError a call throws; when it throws nothing, the test fails and the error has status 0.
 template <class Call>
 ProxyError error_of(Call call) {
   try {
@@ -28,6 +29,7 @@ ProxyError error_of(Call call) {
   } catch (const ProxyError& e) {
     return e;
   }
+  ADD_FAILURE() << "no ProxyError thrown";
   return ProxyError(0, "none", "", "", "no error thrown");
 }
 
