@@ -168,6 +168,7 @@ struct ServerState {
   mutable std::mutex mutex;
   bool stopping = false;
   std::map<const Connection*, std::weak_ptr<Connection>> connections;
+  std::map<uid_t, std::size_t> connections_by_uid;  // Unix-socket peers only
   std::vector<std::function<void()>> closers;  // one per listener
 };
 
@@ -178,26 +179,59 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ~Connection() {
     std::lock_guard lock(state_->mutex);
     state_->connections.erase(this);
+    if (counted_uid_ && --state_->connections_by_uid[*counted_uid_] == 0) state_->connections_by_uid.erase(*counted_uid_);
   }
 
   Strand executor() { return socket_.get_executor(); }
   bool gone() const { return gone_; }
 
   void start() {
-    bool busy = false;
+    read_peer_credentials();
+    std::optional<Response> refusal;
+    std::shared_ptr<Connection> evicted;
     {
       std::lock_guard lock(state_->mutex);
       if (state_->stopping) return close();
-      busy = state_->connections.size() >= options_.max_connections;
+      if (state_->connections.size() >= options_.max_connections) evicted = idle_connection_locked();
+      if (peer_.known && peer_.uid != 0 && options_.max_connections_per_uid != 0 &&
+          state_->connections_by_uid[peer_.uid] >= options_.max_connections_per_uid) {
+        refusal = error_response(503, "too_many_connections",
+                                 "uid " + std::to_string(peer_.uid) + " has " +
+                                     std::to_string(options_.max_connections_per_uid) +
+                                     " connections open, the most one user may have; close some");
+      } else if (state_->connections.size() >= options_.max_connections && !evicted) {
+        refusal = error_response(503, "too_many_connections", "the server has too many open connections");
+      }
       state_->connections.emplace(this, weak_from_this());
+      if (peer_.known) {
+        counted_uid_ = peer_.uid;
+        ++state_->connections_by_uid[peer_.uid];
+      }
     }
-    read_peer_credentials();
-    if (busy) {
-      spdlog::warn("http: refusing a connection, {} are open", options_.max_connections);
-      return write_response(error_response(503, "too_many_connections", "the server has too many open connections"), false);
+    if (evicted) evicted->post_close_if_idle();
+    if (refusal) {
+      spdlog::warn("http: refusing a connection: {}", refusal->body);
+      return write_response(std::move(*refusal), false);
     }
     arm(options_.header_timeout);
     read_header();
+  }
+
+  // At capacity, a kept-alive connection waiting for its next request makes room for a new one, as nginx
+  // reuses idle keep-alive connections: idle clients cannot lock everyone else out.
+  std::shared_ptr<Connection> idle_connection_locked() {
+    for (const auto& [raw, weak] : state_->connections) {
+      if (auto connection = weak.lock(); connection && connection->idle_) {
+        connection->idle_ = false;  // claimed: the next newcomer picks another
+        return connection;
+      }
+    }
+    return nullptr;
+  }
+  void post_close_if_idle() {
+    net::post(executor(), [self = shared_from_this()] {
+      if (self->phase_ == Phase::kReading && self->waiting_idle_) self->close();
+    });
   }
 
   void stop() {
@@ -288,7 +322,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return read_header();
     }
     arm(options_.idle_timeout);
+    waiting_idle_ = true;
+    idle_ = true;
     socket_.async_wait(net::socket_base::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      self->waiting_idle_ = false;
+      self->idle_ = false;
       if (self->phase_ == Phase::kClosed) return;
       self->disarm();
       if (ec) return self->close();
@@ -472,6 +510,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool timed_out_ = false;
   std::uint64_t timer_generation_ = 0;
   std::atomic<bool> gone_{false};
+  std::atomic<bool> idle_{false};     // between requests, evictable at capacity (read under state_->mutex)
+  bool waiting_idle_ = false;         // strand only: the idle wait is in progress
+  std::optional<uid_t> counted_uid_;  // counted in state_->connections_by_uid
   std::atomic<std::size_t> stream_backlog_{0};
   std::string stream_pending_;
   std::string stream_inflight_;

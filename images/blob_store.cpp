@@ -3,6 +3,7 @@
 #include "images/blob_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,8 @@ BlobWriter::BlobWriter(const BlobStore& store, std::optional<Digest> expected,
   if (fd < 0) throw_image_errno("blob", store.tmp_dir_.string(), "create temporary file");
   fd_.reset(fd);
   temp_path_ = temp;
+  // Held while the blob is written: a temporary file nobody holds is a leftover of a killed writer.
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) throw_image_errno("blob", temp, "lock temporary file");
 }
 
 BlobWriter::BlobWriter(BlobWriter&& other) noexcept
@@ -85,6 +88,20 @@ BlobStore::BlobStore(fs::path root)
     : root_(std::move(root)), blobs_dir_(root_ / "blobs" / "sha256"), tmp_dir_(root_ / "tmp") {
   make_dir(blobs_dir_, 0700, "blob");
   make_dir(tmp_dir_, 0700, "blob");
+  remove_abandoned_temporaries();
+}
+
+void BlobStore::remove_abandoned_temporaries() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(tmp_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("blob-", 0) != 0) continue;
+    UniqueFd fd(open(entry.path().c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    // A writer alive in any process holds its lock; what can be locked was left by one that died.
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) == 0) unlink(entry.path().c_str());
+  }
 }
 
 BlobWriter BlobStore::writer(const std::optional<Digest>& expected, std::optional<std::uint64_t> expected_size) {
@@ -121,10 +138,8 @@ Digest BlobStore::put_fd(int fd, const std::optional<Digest>& expected, std::opt
 
 Digest BlobStore::put_file(const fs::path& file, const std::optional<Digest>& expected,
                            std::optional<std::uint64_t> expected_size) {
-  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_image_errno("blob", file.string(), "open source");
-  sandbox::UniqueFd owned(fd);
-  return put_fd(fd, expected, expected_size);
+  UniqueFd fd = open_regular_file(file, "blob");
+  return put_fd(fd.get(), expected, expected_size);
 }
 
 Digest BlobStore::put_stream(std::istream& in, const std::optional<Digest>& expected,

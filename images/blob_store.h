@@ -47,7 +47,8 @@ class BlobWriter {
 
 class BlobStore {
  public:
-  // Creates <root>/blobs/sha256 and <root>/tmp (mode 0700) if missing.
+  // Creates <root>/blobs/sha256 and <root>/tmp (mode 0700) if missing, and removes the temporary files that
+  // writers killed mid-blob left in <root>/tmp (live writers, in any process, hold a lock on theirs).
   explicit BlobStore(std::filesystem::path root);
 
   // Each put returns the content's digest. With an expected digest already in the store, nothing is read
@@ -78,6 +79,7 @@ class BlobStore {
 
  private:
   friend class BlobWriter;
+  void remove_abandoned_temporaries() const;
   // True when `expected` is already stored (its size checked against expected_size).
   bool already_stored(const std::optional<Digest>& expected, std::optional<std::uint64_t> expected_size) const;
 

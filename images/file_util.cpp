@@ -18,7 +18,7 @@ namespace capsule::images {
 UniqueFd open_beneath(int dir_fd, const std::string& relative, int flags, const std::string& step,
                       const std::string& shown) {
   struct open_how how {};
-  how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC);
+  how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC | O_NONBLOCK);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   long fd = syscall(SYS_openat2, dir_fd, relative.c_str(), &how, sizeof how);
   if (fd < 0) {
@@ -26,6 +26,19 @@ UniqueFd open_beneath(int dir_fd, const std::string& relative, int flags, const 
     throw_image_errno(step, shown, "open");
   }
   return UniqueFd(static_cast<int>(fd));
+}
+
+void require_regular_file(int fd, const std::string& step, const std::string& shown) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) throw_image_errno(step, shown, "stat");
+  if (!S_ISREG(st.st_mode)) throw_image_error(step, shown, "not a regular file");
+}
+
+UniqueFd open_regular_file(const std::filesystem::path& file, const std::string& step) {
+  UniqueFd fd(open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) throw_image_errno(step, file.string(), "open");
+  require_regular_file(fd.get(), step, file.string());
+  return fd;
 }
 
 UniqueFd open_directory(const std::filesystem::path& dir, const std::string& step) {

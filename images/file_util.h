@@ -14,9 +14,16 @@ namespace capsule::images {
 using sandbox::UniqueFd;
 
 // Opens `relative` under the directory `dir_fd` without following any symlink and without leaving the
-// directory (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS). `shown` names the file in errors.
+// directory (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), always O_NONBLOCK so that a FIFO cannot block
+// the open (reads of regular files and directories ignore the flag). `shown` names the file in errors.
 UniqueFd open_beneath(int dir_fd, const std::string& relative, int flags, const std::string& step,
                       const std::string& shown);
+
+// Opens a regular file for reading: O_NONBLOCK, so a FIFO or a device named in its place cannot block the
+// open, then the type is checked on the descriptor before anything is read; anything else throws ImageError.
+UniqueFd open_regular_file(const std::filesystem::path& file, const std::string& step);
+// Throws ImageError unless fd is a regular file (after an open that may have reached something else).
+void require_regular_file(int fd, const std::string& step, const std::string& shown);
 
 // Opens a directory (O_DIRECTORY, following symlinks: the caller named it).
 UniqueFd open_directory(const std::filesystem::path& dir, const std::string& step);

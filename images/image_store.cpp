@@ -103,6 +103,19 @@ class ImageStore::Staging {
 ImageStore::ImageStore(fs::path root, UnpackLimits limits)
     : root_(std::move(root)), limits_(limits), blobs_(created(root_)) {
   make_dir(root_ / "layers", 0700, "store");
+  remove_abandoned_staging();
+}
+
+// Imports hold the store lock shared for as long as their staging area exists, so with it held exclusively
+// every import-* directory is a leftover of a killed import (in this process or another).
+void ImageStore::remove_abandoned_staging() {
+  StoreLock lock(root_ / "lock", StoreLock::Mode::kExclusive);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_ / "tmp", ec)) {
+    if (entry.path().filename().string().rfind("import-", 0) != 0) continue;
+    std::error_code ignored;
+    fs::remove_all(entry.path(), ignored);
+  }
 }
 
 fs::path ImageStore::layer_dir(const Digest& diff_id) const { return root_ / "layers" / diff_id.hex(); }

@@ -88,6 +88,7 @@ class ImageStore {
  private:
   class Staging;
 
+  void remove_abandoned_staging();
   Digest import_layout_locked(const std::filesystem::path& dir, const std::string& ref);
   Digest commit(Staging& staging, const Digest& manifest_digest, const ImageManifest& manifest,
                 const ImageConfig& config, const std::string& ref);

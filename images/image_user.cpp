@@ -2,17 +2,21 @@
 // (topmost first, whiteouts respected). The one place these two files are parsed.
 #include "images/image_user.h"
 
-#include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <optional>
 #include <sstream>
 
 #include "images/error.h"
+#include "images/file_util.h"
 
 namespace capsule::images {
 namespace {
 
 constexpr std::uint32_t kMaxId = 0x7fffffff;  // what runc accepts
+constexpr std::uint64_t kMaxAccountFile = 16u << 20;  // an image's passwd or group file
 
 // A decimal id within 0..kMaxId; std::nullopt when `text` is not one (a name, or a number out of range).
 std::optional<std::uint32_t> parse_id(const std::string& text) {
@@ -35,14 +39,20 @@ std::optional<std::uint32_t> requested_id(const std::string& text, const std::st
 // a whiteout (or anything but a regular file).
 std::vector<std::vector<std::string>> read_entries(const std::vector<std::string>& layers, const std::string& name) {
   std::vector<std::vector<std::string>> entries;
+  const std::string relative = "etc/" + name;
   for (const std::string& layer : layers) {
-    const std::filesystem::path path = std::filesystem::path(layer) / "etc" / name;
-    std::error_code ec;
-    const auto status = std::filesystem::symlink_status(path, ec);
-    if (ec || !std::filesystem::exists(status)) continue;
-    if (!std::filesystem::is_regular_file(status)) break;
-    std::ifstream in(path);
-    if (!in) throw_image_errno("user", path.string(), "cannot read");
+    const std::string shown = layer + "/" + relative;
+    struct stat st {};
+    // The layer's own etc/<name>: no symlink on the way may lead out of the layer.
+    UniqueFd dir = open_directory(layer, "user");
+    if (fstatat(dir.get(), relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) continue;
+      throw_image_errno("user", shown, "stat");
+    }
+    if (!S_ISREG(st.st_mode)) break;
+    UniqueFd fd = open_beneath(dir.get(), relative, O_RDONLY, "user", shown);
+    require_regular_file(fd.get(), "user", shown);
+    std::stringstream in(read_fd(fd.get(), kMaxAccountFile, "user", shown));
     for (std::string line; std::getline(in, line);) {
       if (line.empty() || line.front() == '#') continue;
       std::vector<std::string> fields;

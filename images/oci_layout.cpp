@@ -42,6 +42,7 @@ OciLayoutReader::OciLayoutReader(const fs::path& dir) : dir_(dir), fd_(open_dire
 ImageIndex OciLayoutReader::index() const {
   const std::string shown = (dir_ / "index.json").string();
   UniqueFd fd = open_beneath(fd_.get(), "index.json", O_RDONLY, "layout", shown);
+  require_regular_file(fd.get(), "layout", shown);
   return parse_index(read_fd(fd.get(), kMaxDocument, "layout", shown), shown);
 }
 
@@ -49,9 +50,7 @@ UniqueFd OciLayoutReader::open_blob(const Digest& digest) const {
   const std::string relative = "blobs/sha256/" + digest.hex();
   const std::string shown = (dir_ / relative).string();
   UniqueFd fd = open_beneath(fd_.get(), relative, O_RDONLY, "layout", shown);
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) throw_image_errno("layout", shown, "stat");
-  if (!S_ISREG(st.st_mode)) throw_image_error("layout", shown, "blob is not a regular file");
+  require_regular_file(fd.get(), "layout", shown);
   return fd;
 }
 

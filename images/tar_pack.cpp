@@ -215,7 +215,8 @@ class Packer {
         return;
       }
     }
-    UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO swapped in after the lstat must not block the open; the fstat below refuses it.
+    UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd) throw_image_errno(kStep, path, "open");
     struct stat opened;
     if (fstat(fd.get(), &opened) != 0 || opened.st_ino != st.st_ino || !S_ISREG(opened.st_mode)) {

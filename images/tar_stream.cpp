@@ -5,21 +5,23 @@
 #include <sys/stat.h>
 
 #include "images/error.h"
+#include "images/file_util.h"
 
 namespace capsule::images {
 
 TarStream::TarStream(const std::filesystem::path& file, const StreamLimits& limits, std::string step)
     : file_(file), limits_(limits), step_(std::move(step)), raw_(archive_read_new()), tar_(archive_read_new()) {
   if (!raw_ || !tar_) throw_image_error(step_, file_.string(), "libarchive: out of memory");
+  fd_ = open_regular_file(file_, step_);
   struct stat st;
-  if (stat(file_.c_str(), &st) != 0) throw_image_errno(step_, file_.string(), "stat");
+  if (fstat(fd_.get(), &st) != 0) throw_image_errno(step_, file_.string(), "stat");
   compressed_bytes_ = static_cast<std::uint64_t>(st.st_size);
 
   // Only these decompressors: archive_read_support_filter_all() would also run external programs.
   archive_read_support_filter_gzip(raw_.get());
   archive_read_support_filter_zstd(raw_.get());
   archive_read_support_format_raw(raw_.get());
-  if (archive_read_open_filename(raw_.get(), file_.c_str(), 1 << 20) != ARCHIVE_OK) {
+  if (archive_read_open_fd(raw_.get(), fd_.get(), 1 << 20) != ARCHIVE_OK) {
     throw_image_error(step_, file_.string(), std::string("open: ") + archive_error_string(raw_.get()));
   }
   struct archive_entry* entry = nullptr;

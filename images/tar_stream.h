@@ -11,6 +11,7 @@
 #include <string>
 
 #include "images/digest.h"
+#include "sandbox/unique_fd.h"
 
 namespace capsule::images {
 
@@ -46,6 +47,7 @@ class TarStream {
   bool next_block(const void** data, std::size_t* size);
 
   std::filesystem::path file_;
+  sandbox::UniqueFd fd_;  // the archive, checked to be a regular file before libarchive reads it
   StreamLimits limits_;
   std::string step_;
   std::uint64_t compressed_bytes_ = 0;

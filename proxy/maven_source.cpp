@@ -33,6 +33,23 @@ MavenSource::MavenSource(const ProxyOptions& options, std::unique_ptr<MavenUpstr
       blobs_(blobs),
       path_index_dir_(std::move(path_index_dir)) {
   std::filesystem::create_directories(path_index_dir_);
+  remove_abandoned_index_temporaries();
+}
+
+// Index entries are written as <name>.tmp.<pid>.<n> and renamed; one whose writer process is gone was left by
+// a kill and is removed (a live process's, this one's or another's sharing the cache, is kept).
+void MavenSource::remove_abandoned_index_temporaries() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path_index_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto mark = name.find(".tmp.");
+    if (mark == std::string::npos) continue;
+    const std::string pid = name.substr(mark + 5, name.find('.', mark + 5) - (mark + 5));
+    std::error_code missing;
+    if (pid.empty() || !std::filesystem::exists("/proc/" + pid, missing)) {
+      std::filesystem::remove(entry.path(), missing);
+    }
+  }
 }
 
 std::optional<Micros> MavenSource::publish_time(const std::string& group_id, const std::string& artifact_id,

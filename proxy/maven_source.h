@@ -44,6 +44,7 @@ class MavenSource {
   std::string describe() const { return upstream_->describe(); }
 
  private:
+  void remove_abandoned_index_temporaries();
   struct Document {
     std::shared_ptr<const std::string> body;  // null: the upstream has none
     std::chrono::steady_clock::time_point checked;

@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <map>
 #include <mutex>
 
@@ -14,6 +13,7 @@
 #include "proxy/cache/page_cache.h"
 #include "proxy/cache/publish_times.h"
 #include "proxy/error.h"
+#include "proxy/fair_queue.h"
 #include "proxy/maven/checksum.h"
 #include "proxy/maven/metadata.h"
 #include "proxy/maven/repository_path.h"
@@ -99,7 +99,8 @@ std::string maven_content_type(std::string_view name) {
 }  // namespace
 
 struct PackageProxy::State {
-  explicit State(ProxyOptions o) : options(std::move(o)), pool(options.workers) {}
+  // One sandbox (listener) may hold at most half the workers: the other half stays free for the others.
+  explicit State(ProxyOptions o) : options(std::move(o)), pool(options.workers, (options.workers + 1) / 2) {}
   ~State() { pool.join(); }
 
   ProxyOptions options;
@@ -108,7 +109,7 @@ struct PackageProxy::State {
   std::unique_ptr<PublishTimes> times;
   std::unique_ptr<PypiSource> pypi;
   std::unique_ptr<MavenSource> maven;
-  boost::asio::thread_pool pool;
+  FairQueue pool;
 
   std::mutex views_mutex;
   std::map<std::string, std::shared_ptr<const View>> views;
@@ -350,7 +351,9 @@ void PackageProxy::add_routes(daemon::Router& router, Listener listener) {
   const auto route = [&](const std::string& pattern, Method method) {
     router.add("GET", pattern, daemon::Handler([state = state_, listener, method](const Request& request,
                                                                                     Responder responder) {
-      boost::asio::post(state->pool, [state, listener, method, request, responder] {
+      // Queued per listener: each sandbox's requests wait behind its own, not behind a neighbour's.
+      const void* client = listener.log ? static_cast<const void*>(listener.log.get()) : nullptr;
+      state->pool.post(client, [state, listener, method, request, responder] {
         try {
           responder.respond(((*state).*method)(request, listener));
         } catch (const ProxyError& error) {

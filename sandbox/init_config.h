@@ -45,6 +45,10 @@ struct InitConfig {
   std::vector<AttachedMount> layers;       // attach before any overlay (rootfs layers, then overlays')
   std::vector<AttachedMount> binds;        // attach after the overlay, targets inside new_root
   std::string seccomp_program_hex;         // raw BPF from compile_seccomp, hex; empty: none
+  // The watchdog that outlives the daemon: at this CLOCK_MONOTONIC instant (0: none) init itself sends
+  // SIGTERM to the sandbox, then SIGKILL `kill_grace_ms` later, unless the launcher already ended it.
+  std::int64_t watchdog_ns = 0;
+  std::int64_t kill_grace_ms = 0;
 };
 
 std::string encode_init_config(const InitConfig& config);

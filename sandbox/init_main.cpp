@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -95,16 +97,62 @@ void detach_stdio() {
   close(null_fd);
 }
 
-[[noreturn]] void supervise(pid_t command, const sigset_t& handled) {
+// The wall-time watchdog of init itself, for when capsuled is not there to enforce it (crashed, restarting):
+// SIGTERM to everything at the deadline, SIGKILL a grace later. A stop signal from the launcher first means
+// it is handling the end; the watchdog then only escalates to SIGKILL if that end never comes.
+class Watchdog {
+ public:
+  Watchdog(std::int64_t deadline_ns, std::int64_t grace_ms)
+      : next_ns_(deadline_ns), grace_ns_(grace_ms * 1000000) {}
+
+  // How long sigtimedwait may sleep; null when no watchdog is set.
+  const timespec* timeout(timespec& out) const {
+    if (next_ns_ == 0) return nullptr;
+    const std::int64_t left = std::max<std::int64_t>(0, next_ns_ - monotonic_ns());
+    out = timespec{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    return &out;
+  }
+  void launcher_stopping() {
+    if (next_ns_ != 0 && !terminated_) {
+      terminated_ = true;
+      next_ns_ = std::max(next_ns_, monotonic_ns() + grace_ns_ + 1000000000);
+    }
+  }
+  void tick() {
+    if (next_ns_ == 0 || monotonic_ns() < next_ns_) return;
+    if (!terminated_) {
+      terminated_ = true;
+      kill(-1, SIGTERM);
+      next_ns_ = monotonic_ns() + grace_ns_;
+      return;
+    }
+    kill(-1, SIGKILL);
+    next_ns_ = 0;
+  }
+
+ private:
+  std::int64_t next_ns_;
+  std::int64_t grace_ns_;
+  bool terminated_ = false;
+};
+
+[[noreturn]] void supervise(pid_t command, const sigset_t& handled, Watchdog watchdog) {
   int command_status = 0;
   bool command_done = false;
   while (!command_done) {
     siginfo_t info;
-    int signo = sigwaitinfo(&handled, &info);
-    if (signo < 0) continue;
+    timespec wait_for{};
+    int signo = sigtimedwait(&handled, &info, watchdog.timeout(wait_for));
+    if (signo < 0) {
+      watchdog.tick();
+      continue;
+    }
     if (signo != SIGCHLD) {
       // Only the launcher (outside our pid namespace, so si_pid 0) may ask us to stop everything.
-      if (info.si_pid == 0) kill(-1, signo);
+      if (info.si_pid == 0) {
+        kill(-1, signo);
+        watchdog.launcher_stopping();
+      }
       continue;
     }
     for (;;) {
@@ -116,6 +164,7 @@ void detach_stdio() {
         command_done = true;
       }
     }
+    watchdog.tick();
   }
   // The sandbox ends with its command, as containers do: nothing may outlive it.
   kill(-1, SIGKILL);
@@ -178,7 +227,7 @@ int init_main() {
   }
   relay_command_reports(report[0]);
   close(report[0]);
-  supervise(command, handled);
+  supervise(command, handled, Watchdog(config.watchdog_ns, config.kill_grace_ms));
 }
 
 }  // namespace

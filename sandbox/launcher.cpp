@@ -70,6 +70,9 @@ UniqueFd Launcher::State::writable_bind(const BindMount& bind) {
 
 namespace {
 
+// How long after the wall-time deadline capsule-init ends the sandbox by itself (when capsuled is down).
+constexpr std::int64_t kWatchdogMarginMs = 1000;
+
 std::string default_init_binary() {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -318,7 +321,13 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
     mounts.push_back(bind.read_only ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));
   }
-  send_message(control.get(), encode_init_config(make_init_config(spec, *parts->scratch, program_hex)));
+  InitConfig init_config = make_init_config(spec, *parts->scratch, program_hex);
+  if (spec.limits.wall_time.count() > 0) {
+    // A second after the supervisor's own deadline, so that while capsuled runs it is the one that ends it.
+    init_config.watchdog_ns = parts->t_start + (spec.limits.wall_time.count() + kWatchdogMarginMs) * 1000000;
+    init_config.kill_grace_ms = spec.limits.kill_grace.count();
+  }
+  send_message(control.get(), encode_init_config(init_config));
   for (const auto& fd : mounts) send_fd(control.get(), fd.get());
   mounts.clear();
   if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");

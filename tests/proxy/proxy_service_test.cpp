@@ -12,6 +12,8 @@
 namespace capsule::proxy {
 namespace {
 
+using namespace std::chrono_literals;
+
 using testing::FixtureUpstream;
 using testing::ServedProxy;
 using testing::TempDir;
@@ -229,6 +231,33 @@ TEST(HttpUpstreamProxy, ConcurrentRequestsCauseOneUpstreamFetch) {
   for (auto& result : results) EXPECT_EQ(result.get(), 200u);
   EXPECT_EQ(fixture.count("GET /simple/beta/"), 1);
   EXPECT_EQ(fixture.count("GET /pypi/files/beta-1.0-py3-none-any.whl"), 1);
+}
+
+TEST(HttpUpstreamProxy, ASlowUpstreamForOneSandboxDoesNotDelayAnothersCachedPage) {
+  TempDir dir;
+  FixtureUpstream fixture(dir.path() / "fixture", true);
+  ServedProxy served(http_options(fixture, dir.path() / "cache"), {std::nullopt, std::make_shared<ServedLog>()});
+  const std::string other = served.add_listener({std::nullopt, std::make_shared<ServedLog>()});
+  const std::string cached = other + "/pypi/snapshot/2024-01-01/simple/beta/";
+  ASSERT_EQ(served.get_url(cached).status, 200u);  // now in the proxy's cache
+  fixture.control({{"delay_ms", 5000}});
+  // One sandbox asks for more uncached pages than there are workers; each waits 5 s on the upstream.
+  std::vector<std::future<unsigned>> slow;
+  for (int i = 0; i < 8; ++i) {  // as many as the proxy has workers
+    slow.push_back(std::async(std::launch::async, [&, i] {
+      return served.get("/pypi/snapshot/2024-01-01/simple/slow-" + std::to_string(i) + "/").status;
+    }));
+  }
+  std::this_thread::sleep_for(1s);  // lets them take their workers first
+  const auto asked = std::chrono::steady_clock::now();
+  EXPECT_EQ(served.get_url(cached).status, 200u);
+  RecordProperty("cached_page_ms", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                      std::chrono::steady_clock::now() - asked).count()));
+  // Before, every worker was held by the slow sandbox: the cached page came only after some of those ended.
+  std::size_t done = 0;
+  for (auto& result : slow) done += result.wait_for(0s) == std::future_status::ready ? 1 : 0;
+  EXPECT_EQ(done, 0u) << "the cached page waited for the other sandbox's slow upstream";
+  for (auto& result : slow) result.get();
 }
 
 TEST(HttpUpstreamProxy, RevalidatesWithEtagAfterTheTtl) {

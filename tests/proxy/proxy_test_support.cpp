@@ -127,11 +127,20 @@ ServedProxy::ServedProxy(ProxyOptions options, PackageProxy::Listener listener)
   client_ = std::make_unique<HttpClient>(plain_client_options());
 }
 
+std::string ServedProxy::add_listener(PackageProxy::Listener listener) {
+  auto router = std::make_shared<daemon::Router>();
+  proxy_->add_routes(*router, std::move(listener));
+  more_servers_.push_back(std::make_unique<daemon::HttpServer>(io_, std::shared_ptr<const daemon::Router>(router)));
+  return "http://127.0.0.1:" + std::to_string(more_servers_.back()->listen_tcp("127.0.0.1", 0));
+}
+
 ServedProxy::~ServedProxy() {
+  for (auto& server : more_servers_) server->stop();
   server_->stop();
   proxy_.reset();  // lets requests in flight answer while the io threads still run
   io_.stop();
   for (auto& thread : threads_) thread.join();
+  more_servers_.clear();
   server_.reset();
 }
 

@@ -67,12 +67,16 @@ class ServedProxy {
   PackageProxy& proxy() { return *proxy_; }
   // GET through a client that neither retries nor follows redirects.
   HttpResponse get(const std::string& path, const std::vector<std::pair<std::string, std::string>>& headers = {});
+  // Another listener of the same proxy (as a second sandbox has), on its own port; its base URL.
+  std::string add_listener(PackageProxy::Listener listener);
+  HttpResponse get_url(const std::string& url) { return client_->get(url, {}); }
 
  private:
   std::unique_ptr<PackageProxy> proxy_;
   std::shared_ptr<daemon::Router> router_;
   boost::asio::io_context io_;
   std::unique_ptr<daemon::HttpServer> server_;
+  std::vector<std::unique_ptr<daemon::HttpServer>> more_servers_;
   std::vector<std::thread> threads_;
   unsigned short port_ = 0;
   std::unique_ptr<HttpClient> client_;
