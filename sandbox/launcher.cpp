@@ -255,7 +255,8 @@ std::size_t Launcher::remove_leftovers() {
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(state_->options.scratch_dir, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ids.insert(it->path().filename().string());
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(".")) ids.insert(name);  // .disk-templates is no sandbox
     std::error_code ignored;
     std::filesystem::remove_all(it->path(), ignored);
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "sandbox/launcher.h"
 #include "sandbox/quota.h"
@@ -54,7 +55,13 @@ class SandboxDiskTest : public ::testing::Test {
     const std::string scratch = shared_launcher().options().scratch_dir;
     EXPECT_TRUE(mounts_containing(scratch).empty()) << "a sandbox disk is still mounted";
     EXPECT_TRUE(mounts_containing(base_).empty()) << "a workspace bind is still mounted";
-    EXPECT_TRUE(loops_backed_by(scratch).empty()) << "a loop device is still attached";
+    // The filesystem's shutdown finishes on a thread of its own: its loop device goes soon after.
+    bool released = false;
+    for (int i = 0; i < 1500 && !released; ++i) {
+      released = loops_backed_by(scratch).empty();
+      if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(released) << "a loop device is still attached";
     std::error_code ignored;
     std::filesystem::remove_all(base_, ignored);
   }
