@@ -149,9 +149,11 @@ std::string attach_loop(int image_fd, const std::string& image, UniqueFd& held) 
 
 SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner)
     : image_(dir + "/disk.img"), root_(dir + "/disk") {
-  if (limits.bytes < kMinDiskBytes) throw_error("disk", dir, "limit below 16 MiB");
-  if (limits.inodes == 0) limits.inodes = std::max<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024);
-  if (limits.inodes < kMinDiskInodes) throw_error("disk", dir, "inode limit below 64");
+  if (limits.bytes < kMinDiskBytes || limits.bytes > kMaxDiskBytes) throw_error("disk", dir, "limit outside 16 MiB to 1 PiB");
+  if (limits.inodes == 0) {
+    limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
+  }
+  if (limits.inodes < kMinDiskInodes || limits.inodes > kMaxDiskInodes) throw_error("disk", dir, "inode limit outside 64 to 2^32-1");
   if (mkdir(root_.c_str(), 0700) != 0) throw_errno("disk", root_, "mkdir");
   UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!image) throw_errno("disk", image_, "create image");

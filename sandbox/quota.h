@@ -15,9 +15,12 @@ struct DiskLimits {
   std::uint64_t inodes = 0;  // files, dirs and links they may hold; 0: one per 16 KiB of `bytes`
 };
 
-// Smallest accepted limits (below them ext4's own metadata dominates).
+// Accepted limits: below the floors ext4's own metadata dominates; the ceilings are ext4's (inodes) and far
+// beyond any host (bytes), keeping the image size arithmetic from overflowing.
 constexpr std::uint64_t kMinDiskBytes = 16ull << 20;
 constexpr std::uint64_t kMinDiskInodes = 64;
+constexpr std::uint64_t kMaxDiskBytes = 1ull << 50;
+constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
 
 class SandboxDisk {
  public:

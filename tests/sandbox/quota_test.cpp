@@ -141,6 +141,12 @@ TEST_F(SandboxDiskTest, LimitsBelowTheFloorAreSpecErrors) {
   r = run_sh("true", 0, 1000);
   EXPECT_EQ(r.status, Status::kSetupFailed);
   EXPECT_NE(r.reason.find("limits.disk_inodes"), std::string::npos) << r.reason;
+  r = run_sh("true", ~0ull, 0);  // the image size would overflow
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("limits.disk_bytes"), std::string::npos) << r.reason;
+  r = run_sh("true", 64ull << 20, 1ull << 40);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("limits.disk_inodes"), std::string::npos) << r.reason;
 }
 
 TEST_F(SandboxDiskTest, LeftoverMountsAreDetached) {
