@@ -27,8 +27,8 @@ class SandboxDisk {
   // Creates <dir>/disk.img, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by
   // `owner` (the sandbox's root id). Throws SandboxError (step "disk") naming what failed.
   SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner);
-  // Detaches the mount (and any bind of it made with bind_to) at once; the filesystem's shutdown (a sync and
-  // the loop device's release, ~0.1 s) finishes on a detached thread, off the caller's path.
+  // Detaches the mount and any bind of it made with bind_to, shuts the filesystem down and releases the loop
+  // device and the image's space before returning (~0.1 s).
   ~SandboxDisk();
   SandboxDisk(const SandboxDisk&) = delete;
   SandboxDisk& operator=(const SandboxDisk&) = delete;
@@ -43,7 +43,7 @@ class SandboxDisk {
  private:
   std::string image_;
   std::string root_;
-  UniqueFd root_fd_;  // keeps the filesystem alive past its unmount, so its slow shutdown can be done elsewhere
+  UniqueFd root_fd_;  // the filesystem's root, open while it is in use
   std::vector<std::string> binds_;
 };
 

@@ -104,19 +104,17 @@ TEST_F(CapsuledDisk, InodeLimitStopsCreatingFiles) {
   EXPECT_EQ(health()["status"], "ok");
 }
 
-TEST_F(CapsuledDisk, AFullStateFilesystemFailsTheRunAndCapsuledRestartsOnIt) {
+TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnIt) {
   mount_small_state_fs();
   start();
   // A disk limit above what the state filesystem has: the sandbox's disk image fills the filesystem itself.
-  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; echo rc=$?; sync; sleep 2; "
-                 "yes log-line | head -c 4000000; sleep 600");  // output too, while nothing is left for the logs
+  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; echo rc=$?; sync; sleep 600");
   spec["limits"] = {{"disk", "1g"}};
   const std::string id = submit(spec);
   ASSERT_TRUE(eventually([&] {
     const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
     return df.status == 0 && std::stoi(df.output) < 2;
   }, 120s)) << host("df " + state_.string()).output;
-  std::this_thread::sleep_for(4s);  // its output arrives with no room left for the logs
   EXPECT_EQ(health()["status"], "ok");
   EXPECT_EQ(get_run(id)["state"], "running");
 
@@ -130,6 +128,26 @@ TEST_F(CapsuledDisk, AFullStateFilesystemFailsTheRunAndCapsuledRestartsOnIt) {
   const json run = run_and_wait(after);
   EXPECT_EQ(run["state"], "succeeded") << run;
   EXPECT_EQ(get_run(id)["state"], "interrupted") << get_run(id);
+}
+
+// Output arriving when the state filesystem is full ends that run (its log cannot be written), with the cause;
+// the daemon records it (the sandbox's disk is released first) and goes on.
+TEST_F(CapsuledDisk, OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon) {
+  mount_small_state_fs();
+  start();
+  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; sync; sleep 3; yes log-line | head -c 4000000; "
+                 "sleep 600");
+  spec["limits"] = {{"disk", "1g"}};
+  const std::string id = submit(spec);
+  const json run = wait_finished(id);
+  EXPECT_NE(run["state"], "succeeded") << run;
+  EXPECT_NE(run["record"]["reason"].get<std::string>().find("No space left on device"), std::string::npos) << run;
+  EXPECT_EQ(health()["status"], "ok");
+  const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
+  EXPECT_GT(std::stoi(df.output), 100) << "the sandbox's disk was not released";
+  json after = sh("echo alive");
+  after["limits"] = {{"disk", "32m"}};
+  EXPECT_EQ(run_and_wait(after)["state"], "succeeded");
 }
 
 // Below the free-space watermark a new run is refused with 507 before anything is written for it.

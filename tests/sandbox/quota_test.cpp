@@ -55,7 +55,7 @@ class SandboxDiskTest : public ::testing::Test {
     const std::string scratch = shared_launcher().options().scratch_dir;
     EXPECT_TRUE(mounts_containing(scratch).empty()) << "a sandbox disk is still mounted";
     EXPECT_TRUE(mounts_containing(base_).empty()) << "a workspace bind is still mounted";
-    // The filesystem's shutdown finishes on a thread of its own: its loop device goes soon after.
+    // A loop device is released by the kernel just after its last user lets go: allow it a moment.
     bool released = false;
     for (int i = 0; i < 1500 && !released; ++i) {
       released = loops_backed_by(scratch).empty();
