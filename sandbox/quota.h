@@ -27,8 +27,8 @@ class SandboxDisk {
   // Creates <dir>/disk.img, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by
   // `owner` (the sandbox's root id). Throws SandboxError (step "disk") naming what failed.
   SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner);
-  // Detaches the mount and any bind of it made with bind_to, shuts the filesystem down and releases the loop
-  // device and the image's space before returning (~0.1 s).
+  // Detaches the mount and any bind of it made with bind_to. The filesystem's shutdown (the loop device and
+  // the image's space) follows on a thread, or before returning when the host filesystem is short of space.
   ~SandboxDisk();
   SandboxDisk(const SandboxDisk&) = delete;
   SandboxDisk& operator=(const SandboxDisk&) = delete;
@@ -41,8 +41,10 @@ class SandboxDisk {
   void bind_to(const std::string& source, const std::string& target);
 
  private:
+  std::string dir_;
   std::string image_;
   std::string root_;
+  UniqueFd image_fd_;
   UniqueFd root_fd_;  // the filesystem's root, open while it is in use
   std::vector<std::string> binds_;
 };
