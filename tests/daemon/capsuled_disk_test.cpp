@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "daemon/api_error.h"
+#include "daemon/config.h"
 #include "daemon/disk_guard.h"
 #include "tests/daemon/capsuled_fixture.h"
 
@@ -226,6 +227,38 @@ TEST(DiskGuard, RefusesBelowTheWatermarkOfBytesOrInodes) {
   EXPECT_TRUE(daemon::storage_shortage(dir + "/missing", watermark).has_value());
   EXPECT_EQ(::umount2(dir.c_str(), 0), 0);
   ::rmdir(dir.c_str());
+}
+
+TEST(DiskGuard, WatermarkAndDiskLimitsComeFromTheConfigFile) {
+  char pattern[] = "/tmp/disk-config-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string file = std::string(pattern) + "/capsuled.json";
+  write_file(file, R"({"min_free_bytes": "2g", "min_free_inodes": 5000,
+                       "default_limits": {"disk": "1g", "inodes": 1000}, "max_limits": {"disk": "8g"}})");
+  daemon::DaemonConfig config;
+  daemon::load_config_file(file, config);
+  EXPECT_EQ(config.storage.min_free_bytes, 2ull << 30);
+  EXPECT_EQ(config.storage.min_free_inodes, 5000u);
+  EXPECT_EQ(config.limits.defaults.disk_bytes, 1ull << 30);
+  EXPECT_EQ(config.limits.defaults.inodes, 1000u);
+  EXPECT_EQ(config.limits.maxima.disk_bytes, 8ull << 30);
+  EXPECT_EQ(config.limits.maxima.inodes, 16u << 20);  // untouched: the built-in ceiling
+
+  write_file(file, R"({"min_free_bytes": "lots"})");
+  try {
+    daemon::load_config_file(file, config);
+    ADD_FAILURE() << "a bad min_free_bytes was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("min_free_bytes"), std::string::npos) << e.what();
+  }
+  write_file(file, R"({"default_limits": {"disk": "1m"}})");
+  try {
+    daemon::load_config_file(file, config);
+    ADD_FAILURE() << "a disk limit below 16 MiB was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("disk"), std::string::npos) << e.what();
+  }
+  fs::remove_all(pattern);
 }
 
 }  // namespace
