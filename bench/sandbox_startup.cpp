@@ -42,6 +42,7 @@ struct Options {
   int runs = 200;
   int warmup = 10;
   std::string policy;  // empty: policies/default.json of the source tree
+  int disk_mib = 0;    // >0: the sandbox's writable layers on a disk of its own (limits.disk_bytes)
 };
 
 [[noreturn]] void die(const std::string& message) {
@@ -51,10 +52,11 @@ struct Options {
 
 void usage_and_exit(int code) {
   std::fprintf(code == 0 ? stdout : stderr,
-               "usage: sandbox_startup [--runs N] [--warmup N] [--policy PATH]\n"
+               "usage: sandbox_startup [--runs N] [--warmup N] [--policy PATH] [--disk MIB]\n"
                "  --runs N      measured runs per method (default 200)\n"
                "  --warmup N    unmeasured runs per method first (default 10)\n"
-               "  --policy PATH seccomp profile (default: <source>/policies/default.json)\n");
+               "  --policy PATH seccomp profile (default: <source>/policies/default.json)\n"
+               "  --disk MIB    give capsule sandboxes a disk limit of MIB (default: none)\n");
   std::exit(code);
 }
 
@@ -77,6 +79,8 @@ Options parse_options(int argc, char** argv) {
       options.runs = parse_count("--runs", argv[++i], 1);
     } else if (arg == "--warmup") {
       options.warmup = parse_count("--warmup", argv[++i], 0);
+    } else if (arg == "--disk") {
+      options.disk_mib = parse_count("--disk", argv[++i], 16);
     } else if (arg == "--policy") {
       options.policy = argv[++i];
     } else {
@@ -233,6 +237,7 @@ int main(int argc, char** argv) {
   spec.limits.wall_time = std::chrono::seconds(30);
   spec.limits.memory_bytes = 256ull << 20;
   spec.limits.pids = 64;
+  spec.limits.disk_bytes = static_cast<std::uint64_t>(options.disk_mib) << 20;
   std::vector<capsule::sandbox::SetupTimings> setups;
   std::vector<double> capsule_run_ms;       // Result.wall_ms - setup.total: command runs, exits, init reaped
   std::vector<double> capsule_teardown_ms;  // measured wall - Result.wall_ms: usage, cgroup and scratch removal

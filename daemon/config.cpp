@@ -8,6 +8,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "client/units.h"
+
 
 namespace capsule::daemon {
 namespace {
@@ -22,6 +24,8 @@ void overlay(RunLimits& base, const RunLimits& given) {
   if (given.cpus != 0) base.cpus = given.cpus;
   if (given.tmp_size_bytes != 0) base.tmp_size_bytes = given.tmp_size_bytes;
   if (given.output_cap_bytes != 0) base.output_cap_bytes = given.output_cap_bytes;
+  if (given.disk_bytes != 0) base.disk_bytes = given.disk_bytes;
+  if (given.inodes != 0) base.inodes = given.inodes;
 }
 
 }  // namespace
@@ -53,6 +57,15 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     if (!j[key].is_number_unsigned()) throw std::invalid_argument(path + ": " + key + " must be a positive integer");
     return j[key].get<std::uint64_t>();
   };
+  auto size = [&](const char* key) -> std::uint64_t {
+    if (j[key].is_number_unsigned()) return j[key].get<std::uint64_t>();
+    if (!j[key].is_string()) throw std::invalid_argument(path + ": " + key + " must be bytes or a size such as \"1g\"");
+    try {
+      return client::parse_size(j[key].get<std::string>());
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(path + ": " + key + ": " + e.what());
+    }
+  };
   // The same parser and checks as a RunSpec's "limits", so a default can never be a value a run may not ask for.
   auto limits = [&](const char* key) {
     try {
@@ -74,6 +87,8 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "drain_grace_ms") config.drain_grace_ms = number("drain_grace_ms");
     else if (key == "default_limits") overlay(config.limits.defaults, limits("default_limits"));
     else if (key == "max_limits") overlay(config.limits.maxima, limits("max_limits"));
+    else if (key == "min_free_bytes") config.storage.min_free_bytes = size("min_free_bytes");
+    else if (key == "min_free_inodes") config.storage.min_free_inodes = number("min_free_inodes");
     else if (key == "proxy") config.proxy = value;  // checked by parse_proxy_options when capsuled starts
     else throw std::invalid_argument(path + ": unknown key '" + key + "'");
   }

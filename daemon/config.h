@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/disk_guard.h"
 #include "daemon/run_spec.h"
 
 namespace capsule::daemon {
@@ -23,6 +24,7 @@ struct DaemonConfig {
   std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
   LimitPolicy limits = default_limit_policy();
+  StorageWatermark storage;              // "min_free_bytes" ("1g" or bytes), "min_free_inodes"
   nlohmann::json proxy = nlohmann::json::object();  // the package proxy's options (proxy/proxy_options.h)
 };
 

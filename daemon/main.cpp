@@ -1,5 +1,5 @@
-// capsuled: the capsule daemon. Recovers what a previous instance left, then serves the API on a Unix
-// socket; SIGTERM/SIGINT drain (no new runs; running ones finish or are cancelled after a grace period).
+// capsuled: the capsule daemon. Removes what a previous instance left (before writing anything), then serves
+// the API on a Unix socket; SIGTERM/SIGINT drain (no new runs; running ones finish or are cancelled later).
 #include <fcntl.h>
 #include <grp.h>
 #include <spdlog/spdlog.h>
@@ -23,6 +23,7 @@
 #include "proxy/package_proxy.h"
 #include "proxy/proxy_options.h"
 #include "sandbox/launcher.h"
+#include "sandbox/quota.h"
 
 namespace {
 
@@ -61,6 +62,49 @@ void check_state_dir_reachable(const std::string& state) {
   }
 }
 
+// A directory of the state dir, private to root: `group` (the sandboxes' ids) may only search it when the
+// sandbox setup walks through it (scratch, runs); nobody else may list or enter it.
+void make_private_dir(const std::string& path, mode_t mode, gid_t group = 0) {
+  fs::create_directories(path);
+  if (chown(path.c_str(), 0, group) != 0 || chmod(path.c_str(), mode) != 0) {
+    throw std::runtime_error("cannot make " + path + " private: " + std::strerror(errno));
+  }
+}
+
+// What a previous capsuled left, removed before this one writes anything: on a full filesystem the leftovers
+// are what fills it, and the ledger, logs and images need room. Sandbox processes are killed first.
+void remove_leftovers(capsule::sandbox::Launcher& launcher, const std::string& state) {
+  if (std::size_t removed = launcher.remove_leftovers(); removed > 0) {
+    spdlog::warn("removed {} sandbox(es) left by a previous capsuled", removed);
+  }
+  capsule::sandbox::detach_mounts_below(state + "/runs");  // binds of cow uppers on the sandboxes' disks
+  std::error_code ignored;
+  fs::remove_all(state + "/runs", ignored);
+  fs::remove_all(state + "/store/tmp", ignored);  // an image import's staging area
+  for (auto it = fs::directory_iterator(state + "/images", ignored); !ignored && it != fs::directory_iterator();
+       it.increment(ignored)) {
+    if (it->path().filename().string().find(".tmp-") != std::string::npos) fs::remove_all(it->path(), ignored);
+  }
+}
+
+// Each sandbox's writable layers get a disk of their own (sandbox/quota.h). One is made now, so a host where
+// that cannot work says so at start, loudly; runs with a disk limit (the default) then fail their setup.
+void probe_sandbox_disks(const std::string& scratch, std::uint32_t owner) {
+  const std::string dir = scratch + "/disk-probe";
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+  try {
+    fs::create_directories(dir);
+    capsule::sandbox::SandboxDisk probe(dir, {capsule::sandbox::kMinDiskBytes, capsule::sandbox::kMinDiskInodes},
+                                        owner);
+    spdlog::info("sandbox disk limits: per-sandbox ext4 disks work ({})", probe.root());
+  } catch (const std::exception& e) {
+    spdlog::critical("SANDBOX DISK LIMITS ARE UNAVAILABLE: {}. Every run with a disk limit (the default) will "
+                     "fail its setup rather than run without one.", e.what());
+  }
+  fs::remove_all(dir, ignored);
+}
+
 int serve(daemon::DaemonConfig config) {
   config.state_dir = fs::absolute(config.state_dir).lexically_normal().string();
   if (config.state_dir.size() > 1 && config.state_dir.back() == '/') config.state_dir.pop_back();
@@ -70,24 +114,31 @@ int serve(daemon::DaemonConfig config) {
   fs::create_directories(state);
   chmod(state.c_str(), 0711);
   const int lock_fd = lock_state_dir(state);
-  for (const char* sub : {"/scratch", "/runs", "/logs", "/images"}) fs::create_directories(state + sub);
-  fs::create_directories(fs::path(config.socket_path).parent_path());
 
   capsule::sandbox::LauncherOptions launcher_options;
   launcher_options.scratch_dir = state + "/scratch";
   launcher_options.host_id_base = config.host_id_base;
   launcher_options.cgroup.parent = config.cgroup_parent;
   capsule::sandbox::Launcher launcher(launcher_options);
-  if (std::size_t removed = launcher.remove_leftovers(); removed > 0) {
-    spdlog::warn("removed {} sandbox(es) left by a previous capsuled", removed);
+  remove_leftovers(launcher, state);
+
+  // Traversed by the sandboxes' mapped ids at setup: search only, for them only. The rest: root only.
+  make_private_dir(state + "/scratch", 0710, config.host_id_base);
+  make_private_dir(state + "/runs", 0710, config.host_id_base);
+  for (const char* sub : {"/logs", "/images", "/store"}) make_private_dir(state + sub, 0700);
+  if (fs::exists(state + "/proxy-cache")) make_private_dir(state + "/proxy-cache", 0700);
+  probe_sandbox_disks(state + "/scratch", config.host_id_base);
+  if (auto shortage = daemon::storage_shortage(state, config.storage)) {
+    spdlog::warn("{}: new runs are refused until space is freed", *shortage);
   }
+  fs::create_directories(fs::path(config.socket_path).parent_path());
   capsule::images::prepare_host_image(state + "/images");
 
   daemon::Ledger ledger(state + "/ledger.db");
+  for (const char* file : {"/ledger.db", "/ledger.db-wal", "/ledger.db-shm"}) chmod((state + file).c_str(), 0600);
   for (const std::string& id : ledger.mark_unfinished_interrupted(daemon::unix_ms())) {
     spdlog::warn("run {} was interrupted by a daemon restart", id);
   }
-  fs::remove_all(state + "/runs");
   daemon::LogStore logs(state + "/logs");
   daemon::RunManagerOptions run_options;
   run_options.max_concurrent = config.max_concurrent;
@@ -177,6 +228,7 @@ int main(int argc, char** argv) {
       config.host_id_base = from_file.host_id_base;
       if (!*cgroup_parent) config.cgroup_parent = from_file.cgroup_parent;
       config.limits = from_file.limits;
+      config.storage = from_file.storage;
       config.python_releases = from_file.python_releases;
       config.proxy = from_file.proxy;
     }

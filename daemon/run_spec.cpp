@@ -16,6 +16,7 @@
 #include "images/image_ref.h"
 #include "images/image_stack.h"
 #include "images/image_user.h"
+#include "sandbox/quota.h"
 
 namespace capsule::daemon {
 namespace {
@@ -103,7 +104,8 @@ T clamp_to(T requested, T fallback, T maximum) {
 RunLimits parse_run_limits(const json& object, const std::string& where) {
   if (!object.is_object()) invalid(where, "must be an object");
   reject_unknown(object, where,
-                 {"wall_time", "cpu_time", "kill_grace", "memory", "pids", "cpus", "tmp_size", "output_cap"});
+                 {"wall_time", "cpu_time", "kill_grace", "memory", "pids", "cpus", "tmp_size", "output_cap", "disk",
+                  "inodes"});
   RunLimits requested;
   if (object.contains("wall_time")) requested.wall_time = duration_field(object["wall_time"], where + ".wall_time");
   if (object.contains("cpu_time")) requested.cpu_time = duration_field(object["cpu_time"], where + ".cpu_time");
@@ -111,6 +113,8 @@ RunLimits parse_run_limits(const json& object, const std::string& where) {
   if (object.contains("memory")) requested.memory_bytes = size_field(object["memory"], where + ".memory");
   if (object.contains("tmp_size")) requested.tmp_size_bytes = size_field(object["tmp_size"], where + ".tmp_size");
   if (object.contains("output_cap")) requested.output_cap_bytes = size_field(object["output_cap"], where + ".output_cap");
+  if (object.contains("disk")) requested.disk_bytes = size_field(object["disk"], where + ".disk");
+  if (object.contains("inodes")) requested.inodes = size_field(object["inodes"], where + ".inodes");
   if (object.contains("pids")) {
     if (!is_count(object["pids"]) || object["pids"].get<std::uint64_t>() == 0) invalid(where + ".pids", "must be a positive integer");
     requested.pids = object["pids"].get<std::uint64_t>();
@@ -122,6 +126,9 @@ RunLimits parse_run_limits(const json& object, const std::string& where) {
     requested.cpus = object["cpus"].get<double>();
   }
   if (requested.memory_bytes != 0 && requested.memory_bytes < (4u << 20)) invalid(where + ".memory", "must be at least 4 MiB");
+  // The launcher's floors (sandbox/quota.h), said here rather than with a setup_failed run.
+  if (requested.disk_bytes != 0 && requested.disk_bytes < sandbox::kMinDiskBytes) invalid(where + ".disk", "must be at least 16 MiB");
+  if (requested.inodes != 0 && requested.inodes < sandbox::kMinDiskInodes) invalid(where + ".inodes", "must be at least 64");
   // The launcher refuses a /tmp below 4 KiB; say so here rather than with a setup_failed run.
   if (requested.tmp_size_bytes != 0 && requested.tmp_size_bytes < 4096) invalid(where + ".tmp_size", "must be at least 4 KiB");
   return requested;
@@ -139,6 +146,8 @@ RunLimits apply_policy(const RunLimits& r, const LimitPolicy& p) {
   out.cpus = clamp_to(r.cpus, p.defaults.cpus, p.maxima.cpus);
   out.tmp_size_bytes = clamp_to(r.tmp_size_bytes, p.defaults.tmp_size_bytes, p.maxima.tmp_size_bytes);
   out.output_cap_bytes = clamp_to(r.output_cap_bytes, p.defaults.output_cap_bytes, p.maxima.output_cap_bytes);
+  out.disk_bytes = clamp_to(r.disk_bytes, p.defaults.disk_bytes, p.maxima.disk_bytes);
+  out.inodes = clamp_to(r.inodes, p.defaults.inodes, p.maxima.inodes);
   return out;
 }
 
@@ -179,13 +188,19 @@ LimitPolicy default_limit_policy() {
   policy.defaults.wall_time = std::chrono::minutes(15);
   policy.defaults.kill_grace = std::chrono::seconds(5);
   policy.defaults.pids = 4096;
-  policy.defaults.tmp_size_bytes = 1ull << 30;
+  // Untrusted code gets bounded memory and disk unless the request or the daemon's config says otherwise.
+  policy.defaults.memory_bytes = 4ull << 30;
+  policy.defaults.tmp_size_bytes = 256ull << 20;  // /tmp and /dev/shm each, charged to the memory limit
   policy.defaults.output_cap_bytes = 1ull << 20;
+  policy.defaults.disk_bytes = 10ull << 30;
+  policy.defaults.inodes = 1ull << 20;
   policy.maxima.wall_time = std::chrono::hours(6);
   policy.maxima.kill_grace = std::chrono::seconds(60);
   policy.maxima.pids = 65536;
   policy.maxima.tmp_size_bytes = 16ull << 30;
   policy.maxima.output_cap_bytes = 64ull << 20;
+  policy.maxima.disk_bytes = 100ull << 30;
+  policy.maxima.inodes = 16ull << 20;
   return policy;
 }
 
@@ -355,7 +370,9 @@ json RunSpec::to_json() const {
               {"pids", limits.pids},
               {"cpus", limits.cpus},
               {"tmp_size_bytes", limits.tmp_size_bytes},
-              {"output_cap_bytes", limits.output_cap_bytes}}}};
+              {"output_cap_bytes", limits.output_cap_bytes},
+              {"disk_bytes", limits.disk_bytes},
+              {"inodes", limits.inodes}}}};
   j["workspace"] = workspace_path ? json{{"path", *workspace_path}, {"mode", mode_name(workspace_mode)}} : json(nullptr);
   j["stdin_bytes"] = stdin_data ? stdin_data->size() : 0;
   if (!toolchains.empty()) j["toolchains"] = toolchains;
@@ -443,6 +460,8 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
   out.limits.cpus = spec.limits.cpus;
   out.limits.tmp_size_bytes = spec.limits.tmp_size_bytes;
   out.limits.output_cap_bytes = spec.limits.output_cap_bytes;
+  out.limits.disk_bytes = spec.limits.disk_bytes;
+  out.limits.disk_inodes = spec.limits.disk_bytes != 0 ? spec.limits.inodes : 0;
   out.stdin_data = spec.stdin_data;
   return out;
 }

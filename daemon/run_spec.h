@@ -28,6 +28,8 @@ struct RunLimits {
   double cpus = 0;
   std::uint64_t tmp_size_bytes = 0;
   std::uint64_t output_cap_bytes = 0;
+  std::uint64_t disk_bytes = 0;  // the writable layers' disk of its own (sandbox/quota.h)
+  std::uint64_t inodes = 0;      // files on it
 };
 
 struct RunSpec {

@@ -128,7 +128,29 @@ Pipe make_stdin(bool has_data) {
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
-InitConfig make_init_config(const SandboxSpec& spec, const ScratchDir& scratch, const std::string& program_hex) {
+// With a disk limit, each copy-on-write view's upper and work dirs are made on the sandbox's disk and its
+// upper is bind-mounted where the caller asked for it (it must be empty: nothing there would be seen).
+std::vector<OverlayMount> place_overlays_on_disk(const SandboxSpec& spec, const ScratchDir& scratch,
+                                                 std::uint32_t root_id) {
+  std::vector<OverlayMount> placed = spec.overlays;
+  SandboxDisk* disk = scratch.disk();
+  if (disk == nullptr) return placed;
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    std::error_code ec;
+    if (!std::filesystem::is_empty(placed[i].upper_dir, ec) || ec) {
+      throw_error("disk", placed[i].upper_dir, "an overlay's upper dir must be empty with a disk limit");
+    }
+    const std::string upper = disk->make_dir("overlay-" + std::to_string(i) + "/upper", root_id);
+    const std::string work = disk->make_dir("overlay-" + std::to_string(i) + "/work", root_id);
+    disk->bind_to(upper, placed[i].upper_dir);
+    placed[i].upper_dir = upper;
+    placed[i].work_dir = work;
+  }
+  return placed;
+}
+
+InitConfig make_init_config(const SandboxSpec& spec, const std::vector<OverlayMount>& overlays,
+                            const ScratchDir& scratch, const std::string& program_hex) {
   InitConfig config;
   config.argv = spec.argv;
   config.env = spec.env;
@@ -149,7 +171,7 @@ InitConfig make_init_config(const SandboxSpec& spec, const ScratchDir& scratch, 
     config.lower_dirs.push_back(scratch.lower(next_layer));
     config.layers.push_back(AttachedMount{scratch.lower(next_layer), false});
   }
-  for (const auto& overlay : spec.overlays) {
+  for (const auto& overlay : overlays) {
     OverlayConfig view{{}, overlay.upper_dir, overlay.work_dir, scratch.new_root() + overlay.target};
     for (std::size_t i = 0; i < overlay.layers.size(); ++i, ++next_layer) {
       view.lower_dirs.push_back(scratch.lower(next_layer));
@@ -231,10 +253,13 @@ std::size_t Launcher::remove_leftovers() {
     ids.insert(name);
     state_->cgroups->open(name)->remove();
   }
+  // Disks (and their binds) of dead sandboxes: detached first, so nothing below is walked through a mount.
+  detach_mounts_below(state_->options.scratch_dir);
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(state_->options.scratch_dir, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    ids.insert(it->path().filename().string());
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(".")) ids.insert(name);  // .disk-templates is no sandbox
     std::error_code ignored;
     std::filesystem::remove_all(it->path(), ignored);
   }
@@ -283,7 +308,8 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
     prepare_overlay_dirs(overlay, root_id);
   }
   parts->scratch = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
-                                                root_id);
+                                                root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+  const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *parts->scratch, root_id);
   parts->cgroup =
       state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
 
@@ -321,7 +347,7 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
     mounts.push_back(bind.read_only ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));
   }
-  InitConfig init_config = make_init_config(spec, *parts->scratch, program_hex);
+  InitConfig init_config = make_init_config(spec, overlays, *parts->scratch, program_hex);
   if (spec.limits.wall_time.count() > 0) {
     // A second after the supervisor's own deadline, so that while capsuled runs it is the one that ends it.
     init_config.watchdog_ns = parts->t_start + (spec.limits.wall_time.count() + kWatchdogMarginMs) * 1000000;

@@ -1,5 +1,5 @@
 // Per-sandbox scratch directories: created with the ownership overlayfs needs inside the user
-// namespace, removed recursively afterwards (nothing survives a run but an explicitly kept upper).
+// namespace, private to root and the sandbox's ids, removed afterwards (nothing survives but a kept upper).
 #include "sandbox/scratch.h"
 
 #include <sys/random.h>
@@ -32,25 +32,39 @@ std::string new_sandbox_id() {
 }
 
 ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size_t layers,
-                       const std::string& upper, std::uint32_t owner)
-    : path_(root + "/" + id), upper_(upper.empty() ? path_ + "/upper" : upper) {
+                       const std::string& upper, std::uint32_t owner, DiskLimits disk)
+    : path_(root + "/" + id), upper_(upper.empty() ? path_ + "/upper" : upper), work_(path_ + "/work") {
+  if (disk.bytes != 0 && !upper.empty()) {
+    throw_error("scratch", upper, "a kept upper dir cannot be combined with a disk limit");
+  }
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) throw SandboxError(ErrorCause{"scratch", root, ec.value(), "create scratch root"});
-  if (mkdir(path_.c_str(), 0711) != 0) throw_errno("scratch", path_, "mkdir");
+  // Other host users must not list or read what sandboxes write: root and the sandbox's ids (group) search.
+  if (chown(root.c_str(), 0, owner) != 0 || chmod(root.c_str(), 0710) != 0) throw_errno("scratch", root, "chmod");
+  if (mkdir(path_.c_str(), 0710) != 0) throw_errno("scratch", path_, "mkdir");
   try {
+    if (chown(path_.c_str(), 0, owner) != 0) throw_errno("scratch", path_, "chown");
     make_dir(path_ + "/root", 0755, owner, true);
-    make_dir(path_ + "/work", 0700, owner, true);
     make_dir(path_ + "/lower", 0711, owner, false);
     for (std::size_t i = 0; i < layers; ++i) make_dir(lower(i), 0755, owner, false);
-    make_dir(upper_, 0755, owner, true);
+    if (disk.bytes != 0) {
+      disk_ = std::make_unique<SandboxDisk>(path_, disk, owner);
+      upper_ = disk_->make_dir("upper", owner);
+      work_ = disk_->make_dir("work", owner);
+    } else {
+      make_dir(work_, 0700, owner, true);
+      make_dir(upper_, 0755, owner, true);
+    }
   } catch (...) {
+    disk_.reset();
     std::filesystem::remove_all(path_, ec);
     throw;
   }
 }
 
 ScratchDir::~ScratchDir() {
+  disk_.reset();
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

@@ -1,32 +1,41 @@
 // ScratchDir: one sandbox's private directory under the launcher's scratch root, holding the overlay
-// upper/work dirs and mount points. Owned by the sandbox's root id; removed with everything in it.
+// upper/work dirs and mount points, and the sandbox's own disk when it has a disk limit. Removed whole.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "sandbox/quota.h"
 
 namespace capsule::sandbox {
 
 class ScratchDir {
  public:
   // Creates <root>/<id>/{root,upper,work,lower/0..n-1}. A non-empty `upper` replaces the private upper
-  // dir (it is created if missing and kept afterwards). Throws SandboxError (step "scratch").
+  // dir (it is created if missing and kept afterwards). With `disk.bytes`, upper and work live on a disk
+  // of the sandbox's own (SandboxDisk), which a kept `upper` cannot. <root> and <root>/<id> are searchable
+  // only by root and the sandbox's ids (group `owner`). Throws SandboxError (step "scratch" or "disk").
   ScratchDir(const std::string& root, const std::string& id, std::size_t layers, const std::string& upper,
-             std::uint32_t owner);
+             std::uint32_t owner, DiskLimits disk = {});
   ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
 
   const std::string& path() const { return path_; }
   std::string new_root() const { return path_ + "/root"; }
-  std::string work() const { return path_ + "/work"; }
+  const std::string& work() const { return work_; }
   const std::string& upper() const { return upper_; }
   std::string lower(std::size_t i) const { return path_ + "/lower/" + std::to_string(i); }
+  // The sandbox's disk, or null without a disk limit.
+  SandboxDisk* disk() const { return disk_.get(); }
 
  private:
   std::string path_;
   std::string upper_;
+  std::string work_;
+  std::unique_ptr<SandboxDisk> disk_;  // destroyed (unmounted) before the directory is removed
 };
 
 // Random 16-hex-digit id for a sandbox (its scratch dir and cgroup name).

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "sandbox/error.h"
+#include "sandbox/quota.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -70,6 +71,13 @@ void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
   require(spec.limits.tmp_size_bytes >= 4096, "limits.tmp_size_bytes", "must be at least 4096");
   require(spec.limits.memory_bytes == 0 || spec.limits.memory_bytes >= (4u << 20), "limits.memory_bytes",
           "must be 0 (unlimited) or at least 4 MiB");
+  require(spec.limits.disk_bytes == 0 || (spec.limits.disk_bytes >= kMinDiskBytes && spec.limits.disk_bytes <= kMaxDiskBytes),
+          "limits.disk_bytes", "must be 0 (unlimited) or 16 MiB to 1 PiB");
+  require(spec.limits.disk_inodes == 0 || (spec.limits.disk_bytes != 0 && spec.limits.disk_inodes >= kMinDiskInodes &&
+                                           spec.limits.disk_inodes <= kMaxDiskInodes),
+          "limits.disk_inodes", "needs limits.disk_bytes and must be 64 to 2^32-1");
+  require(spec.limits.disk_bytes == 0 || spec.upper_dir.empty(), "upper_dir",
+          "a kept upper dir cannot be combined with limits.disk_bytes");
 }
 
 }  // namespace capsule::sandbox

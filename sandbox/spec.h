@@ -43,6 +43,10 @@ struct Limits {
   std::uint64_t fsize_bytes = 0;                // RLIMIT_FSIZE; 0: unlimited
   std::uint64_t stack_bytes = 8ull << 20;       // RLIMIT_STACK
   std::uint64_t output_cap_bytes = 1ull << 20;  // per stream kept in memory (head + tail)
+  // Every writable layer (rootfs upper, overlays' uppers) on a disk of the sandbox's own (sandbox/quota.h):
+  // writes past it fail with ENOSPC inside. 0: the layers live on the scratch dir's filesystem, unlimited.
+  std::uint64_t disk_bytes = 0;
+  std::uint64_t disk_inodes = 0;                // with disk_bytes; 0: one per 16 KiB of disk_bytes
 };
 
 struct SandboxSpec {

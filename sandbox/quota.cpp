@@ -1,0 +1,252 @@
+// The per-sandbox disk: this kernel has no usable filesystem quotas (ext4's quota format and XFS quotas are
+// not built in), so each sandbox's writable layers get a small ext4 of their own, sized to the limit.
+#include "sandbox/quota.h"
+
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "sandbox/error.h"
+#include "sandbox/unique_fd.h"
+
+extern char** environ;
+
+namespace capsule::sandbox {
+namespace {
+
+constexpr std::uint64_t kInodeSize = 256;
+constexpr std::uint64_t kBytesPerDefaultInode = 16 << 10;
+constexpr std::uint64_t kRoomForAsyncRelease = 1ull << 30;  // host free space above which release is async
+
+// The image is larger than the limit by what ext4 keeps for itself (inode tables, bitmaps, descriptors), so
+// the sandbox can use about `bytes`. The tables are never written (lazy init), so they cost no host disk.
+std::uint64_t image_size(const DiskLimits& limits) {
+  return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
+}
+
+const char* mkfs_binary() {
+  for (const char* path : {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"}) {
+    if (access(path, X_OK) == 0) return path;
+  }
+  return "mkfs.ext4";
+}
+
+// Runs mkfs.ext4 on the image; its stderr (bounded) becomes the error's detail.
+void format(const std::string& image, const DiskLimits& limits, std::uint32_t owner) {
+  int err[2];
+  if (pipe2(err, O_CLOEXEC) != 0) throw_errno("disk", image, "pipe2");
+  UniqueFd read_end(err[0]);
+  UniqueFd write_end(err[1]);
+  const std::string extended = "nodiscard,lazy_itable_init=1,root_owner=" + std::to_string(owner) + ":" +
+                               std::to_string(owner);
+  const std::string inodes = std::to_string(limits.inodes);
+  // No journal and no resize inode: a sandbox's scratch never outlives a crash and never grows.
+  std::vector<std::string> args = {"mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode", "-E", extended,
+                                   "-m", "0", "-b", "4096", "-N", inodes, image};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, mkfs_binary(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  write_end.reset();
+  if (rc != 0) {
+    errno = rc;
+    throw_errno("disk", image, "starting mkfs.ext4 (install e2fsprogs)");
+  }
+  std::string output;
+  char buffer[512];
+  for (ssize_t n; (n = read(read_end.get(), buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (output.size() < 2048) output.append(buffer, static_cast<std::size_t>(n));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw_error("disk", image, "mkfs.ext4 failed (status " + std::to_string(status) + "): " + output);
+  }
+}
+
+// mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
+// owner) is formatted once, as a template beside the sandboxes' dirs, and copied (data only) per sandbox.
+std::string template_for(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner) {
+  const std::string path = templates_dir + "/v1-" + std::to_string(image_size(limits)) + "-" +
+                           std::to_string(limits.inodes) + "-" + std::to_string(owner) + ".img";
+  if (access(path.c_str(), R_OK) == 0) return path;
+  if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
+  const std::string temporary = path + ".tmp-" + std::to_string(gettid());
+  UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!image) throw_errno("disk", temporary, "create template");
+  try {
+    if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", temporary, "ftruncate");
+    format(temporary, limits, owner);
+    if (rename(temporary.c_str(), path.c_str()) != 0) throw_errno("disk", path, "rename template");
+  } catch (...) {
+    unlink(temporary.c_str());
+    throw;
+  }
+  return path;
+}
+
+// Copies the data extents of `source` into `target` (already as long); the holes stay holes.
+void copy_data(const std::string& source, int target, const std::string& target_path) {
+  UniqueFd from(open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!from) throw_errno("disk", source, "open template");
+  for (off_t data = lseek(from.get(), 0, SEEK_DATA); data >= 0; data = lseek(from.get(), data, SEEK_DATA)) {
+    const off_t hole = lseek(from.get(), data, SEEK_HOLE);
+    if (hole < 0) throw_errno("disk", source, "SEEK_HOLE");
+    for (off_t in = data, out = data; in < hole;) {
+      const ssize_t n = copy_file_range(from.get(), &in, target, &out, static_cast<std::size_t>(hole - in), 0);
+      if (n <= 0) throw_errno("disk", target_path, "copy_file_range from the template");
+    }
+    data = hole;
+  }
+  if (errno != ENXIO) throw_errno("disk", source, "SEEK_DATA");
+}
+
+// Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open; the
+// device's path, with `held` keeping it open (closing it before the mount would detach it).
+std::string attach_loop(int image_fd, const std::string& image, UniqueFd& held) {
+  UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control) throw_errno("disk", "/dev/loop-control", "open");
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    const int number = ioctl(control.get(), LOOP_CTL_GET_FREE);
+    if (number < 0) throw_errno("disk", "/dev/loop-control", "LOOP_CTL_GET_FREE");
+    const std::string device = "/dev/loop" + std::to_string(number);
+    UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
+    if (!loop) throw_errno("disk", device, "open");
+    loop_config config{};
+    config.fd = static_cast<std::uint32_t>(image_fd);
+    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    if (ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) {
+      held = std::move(loop);
+      return device;
+    }
+    if (errno != EBUSY) throw_errno("disk", device, "LOOP_CONFIGURE " + image);
+    // Another thread or process took this device between GET_FREE and CONFIGURE: ask again.
+  }
+  throw_error("disk", image, "no free loop device after 32 attempts");
+}
+
+}  // namespace
+
+SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner)
+    : dir_(dir), image_(dir + "/disk.img"), root_(dir + "/disk") {
+  if (limits.bytes < kMinDiskBytes || limits.bytes > kMaxDiskBytes) throw_error("disk", dir, "limit outside 16 MiB to 1 PiB");
+  if (limits.inodes == 0) {
+    limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
+  }
+  if (limits.inodes < kMinDiskInodes || limits.inodes > kMaxDiskInodes) throw_error("disk", dir, "inode limit outside 64 to 2^32-1");
+  if (mkdir(root_.c_str(), 0700) != 0) throw_errno("disk", root_, "mkdir");
+  UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!image) throw_errno("disk", image_, "create image");
+  try {
+    if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", image_, "ftruncate");
+    const std::string parent = dir.substr(0, dir.rfind('/'));
+    copy_data(template_for(parent + "/.disk-templates", limits, owner), image.get(), image_);
+    UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
+    const std::string device = attach_loop(image.get(), image_, held);
+    image_fd_ = std::move(image);  // for its size at release
+    // The loop device holds the image open: unlinked now, its space goes back with the last mount of it,
+    // even when capsuled dies without cleaning up.
+    unlink(image_.c_str());
+    if (mount(device.c_str(), root_.c_str(), "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
+              "noinit_itable,nobarrier,errors=remount-ro") != 0) {
+      throw_errno("disk", root_, "mount " + device);
+    }
+    root_fd_.reset(open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root_fd_) {
+      umount2(root_.c_str(), MNT_DETACH);
+      throw_errno("disk", root_, "open");
+    }
+  } catch (...) {
+    unlink(image_.c_str());
+    throw;
+  }
+}
+
+SandboxDisk::~SandboxDisk() {
+  for (auto it = binds_.rbegin(); it != binds_.rend(); ++it) umount2(it->c_str(), MNT_DETACH);
+  umount2(root_.c_str(), MNT_DETACH);
+  unlink(image_.c_str());
+  // The last reference: closing it shuts the filesystem down and returns the image's space (20-70 ms). On a
+  // thread of its own while the host filesystem has room; here when it is short, so a caller on a full disk
+  // (capsuled's ledger) has the space back before its next write.
+  if (!root_fd_) return;
+  struct stat image {};
+  struct statvfs host {};
+  const bool measured = fstat(image_fd_.get(), &image) == 0 && statvfs(dir_.c_str(), &host) == 0;
+  const std::uint64_t in_image = measured ? static_cast<std::uint64_t>(image.st_blocks) * 512 : 0;
+  const std::uint64_t free = measured ? static_cast<std::uint64_t>(host.f_bavail) * host.f_frsize : 0;
+  image_fd_.reset();
+  if (!measured || free < kRoomForAsyncRelease + 2 * in_image) {
+    root_fd_.reset();
+    return;
+  }
+  std::thread([fd = root_fd_.release()] { close(fd); }).detach();
+}
+
+std::string SandboxDisk::make_dir(const std::string& relative, std::uint32_t owner) const {
+  std::string path = root_;
+  for (std::size_t start = 0; start < relative.size();) {
+    std::size_t end = relative.find('/', start);
+    if (end == std::string::npos) end = relative.size();
+    path += "/" + relative.substr(start, end - start);
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("disk", path, "mkdir");
+    if (chown(path.c_str(), owner, owner) != 0) throw_errno("disk", path, "chown");
+    start = end + 1;
+  }
+  return path;
+}
+
+void SandboxDisk::bind_to(const std::string& source, const std::string& target) {
+  if (mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    throw_errno("disk", target, "bind " + source);
+  }
+  binds_.push_back(target);
+}
+
+std::size_t detach_mounts_below(const std::string& dir) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::vector<std::string> found;
+  for (std::string line; std::getline(mountinfo, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    std::string decoded;  // mountinfo escapes space, tab, newline and backslash as \ooo
+    for (std::size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        decoded.push_back(static_cast<char>(std::stoi(point.substr(i + 1, 3), nullptr, 8)));
+        i += 3;
+      } else {
+        decoded.push_back(point[i]);
+      }
+    }
+    if (decoded == dir || decoded.starts_with(dir + "/")) found.push_back(decoded);
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::size_t detached = 0;
+  for (const auto& point : found) detached += umount2(point.c_str(), MNT_DETACH) == 0 ? 1 : 0;
+  return detached;
+}
+
+}  // namespace capsule::sandbox

@@ -1,0 +1,56 @@
+// SandboxDisk: a sandbox's disk and inode limit, as a filesystem of its own (a sparse image file, ext4 with a
+// fixed inode count, loop-mounted) that holds every writable layer; writes past it fail with ENOSPC inside.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sandbox/unique_fd.h"
+
+namespace capsule::sandbox {
+
+struct DiskLimits {
+  std::uint64_t bytes = 0;   // usable space of the sandbox's writable layers; 0: no disk of its own
+  std::uint64_t inodes = 0;  // files, dirs and links they may hold; 0: one per 16 KiB of `bytes`
+};
+
+// Accepted limits: below the floors ext4's own metadata dominates; the ceilings are ext4's (inodes) and far
+// beyond any host (bytes), keeping the image size arithmetic from overflowing.
+constexpr std::uint64_t kMinDiskBytes = 16ull << 20;
+constexpr std::uint64_t kMinDiskInodes = 64;
+constexpr std::uint64_t kMaxDiskBytes = 1ull << 50;
+constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
+
+class SandboxDisk {
+ public:
+  // Creates <dir>/disk.img, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by
+  // `owner` (the sandbox's root id). Throws SandboxError (step "disk") naming what failed.
+  SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner);
+  // Detaches the mount and any bind of it made with bind_to. The filesystem's shutdown (the loop device and
+  // the image's space) follows on a thread, or before returning when the host filesystem is short of space.
+  ~SandboxDisk();
+  SandboxDisk(const SandboxDisk&) = delete;
+  SandboxDisk& operator=(const SandboxDisk&) = delete;
+
+  const std::string& root() const { return root_; }
+  // A directory on the disk, owned by `owner`, created if missing (mode 0755).
+  std::string make_dir(const std::string& relative, std::uint32_t owner) const;
+  // Bind-mounts `source` (on the disk) at host dir `target`, so the caller sees the layer where it asked
+  // for it; undone by the destructor.
+  void bind_to(const std::string& source, const std::string& target);
+
+ private:
+  std::string dir_;
+  std::string image_;
+  std::string root_;
+  UniqueFd image_fd_;
+  UniqueFd root_fd_;  // the filesystem's root, open while it is in use
+  std::vector<std::string> binds_;
+};
+
+// Detaches (MNT_DETACH) every mount at or below `dir` in this mount namespace, deepest first; how many.
+// For a restart after a crash: a disk or bind a dead capsuled left mounted.
+std::size_t detach_mounts_below(const std::string& dir);
+
+}  // namespace capsule::sandbox

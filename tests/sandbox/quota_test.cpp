@@ -1,0 +1,163 @@
+// A sandbox's disk and inode limit (sandbox/quota.h): writes to the rootfs upper (/var) and to a
+// copy-on-write workspace fail with ENOSPC past it, and nothing (mounts, loop devices, files) is left after.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "sandbox/launcher.h"
+#include "sandbox/quota.h"
+#include "tests/sandbox/test_support.h"
+
+namespace capsule::sandbox {
+namespace {
+
+using capsule::testing::host_spec;
+using capsule::testing::shared_launcher;
+
+std::string describe(const Result& r) {
+  return std::string(status_name(r.status)) + " reason=" + r.reason + " exit=" + std::to_string(r.exit_code) +
+         " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
+}
+
+// Mount points whose path contains `part`.
+std::vector<std::string> mounts_containing(const std::string& part) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::vector<std::string> found;
+  for (std::string line; std::getline(mountinfo, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    if (point.find(part) != std::string::npos) found.push_back(point);
+  }
+  return found;
+}
+
+// Loop devices whose backing file lies below `dir`.
+std::vector<std::string> loops_backed_by(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/sys/block", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    std::ifstream backing(it->path() / "loop" / "backing_file");
+    std::string file;
+    if (backing && std::getline(backing, file) && file.starts_with(dir)) found.push_back(it->path().filename());
+  }
+  return found;
+}
+
+class SandboxDiskTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    const std::string scratch = shared_launcher().options().scratch_dir;
+    EXPECT_TRUE(mounts_containing(scratch).empty()) << "a sandbox disk is still mounted";
+    EXPECT_TRUE(mounts_containing(base_).empty()) << "a workspace bind is still mounted";
+    // A loop device is released by the kernel just after its last user lets go: allow it a moment.
+    bool released = false;
+    for (int i = 0; i < 1500 && !released; ++i) {
+      released = loops_backed_by(scratch).empty();
+      if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(released) << "a loop device is still attached";
+    std::error_code ignored;
+    std::filesystem::remove_all(base_, ignored);
+  }
+
+  Result run_sh(const std::string& script, std::uint64_t disk, std::uint64_t inodes = 0) {
+    SandboxSpec spec = host_spec({"/bin/sh", "-c", script});
+    spec.limits.disk_bytes = disk;
+    spec.limits.disk_inodes = inodes;
+    return shared_launcher().run(spec);
+  }
+
+  const std::string base_ = "/tmp/capsule-test/disk-" + std::to_string(getpid());
+};
+
+TEST_F(SandboxDiskTest, WritesPastTheLimitInTheRootfsFailWithEnospc) {
+  // 64 MiB of disk under no memory limit: /var is on the overlay's upper, so on the sandbox's disk.
+  Result r = run_sh("dd if=/dev/zero of=/var/big bs=1M count=200 2>&1; echo rc=$?; "
+                    "echo size=$(( $(stat -c %s /var/big) >> 20 ))", 64ull << 20);
+  ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+  const std::string out = r.stdout_capture.head;
+  EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
+  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+  // About the limit was written, not less (the limit is usable) and not the 200 MiB asked for.
+  const int size = std::stoi(out.substr(out.find("size=") + 5));
+  EXPECT_GE(size, 56) << out;
+  EXPECT_LE(size, 72) << out;
+}
+
+TEST_F(SandboxDiskTest, TheLimitIsSharedWithACopyOnWriteWorkspace) {
+  std::filesystem::create_directories(base_ + "/workspace");
+  std::ofstream(base_ + "/workspace/keep.txt") << "keep";
+  SandboxSpec spec = host_spec({"/bin/sh", "-c",
+                                "dd if=/dev/zero of=/var/a bs=1M count=40 2>&1 && echo first-ok; "
+                                "dd if=/dev/zero of=/workspace/b bs=1M count=40 2>&1; echo rc=$?; "
+                                "echo hello > /workspace/small.txt; cat /workspace/keep.txt"});
+  spec.limits.disk_bytes = 64ull << 20;
+  spec.overlays.push_back(OverlayMount{{base_ + "/workspace"}, base_ + "/upper", base_ + "/work", "/workspace"});
+  {
+    auto sandbox = shared_launcher().start(spec);
+    sandbox->supervisor().run();
+    Result r = sandbox->finish();
+    ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+    const std::string out = r.stdout_capture.head;
+    EXPECT_NE(out.find("first-ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("No space left on device"), std::string::npos) << out;
+    EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+    EXPECT_NE(out.find("keep"), std::string::npos) << out;
+    // Until the sandbox is destroyed, the caller reads the workspace's changes where it asked for them.
+    std::ifstream small(base_ + "/upper/small.txt");
+    std::string text;
+    std::getline(small, text);
+    EXPECT_EQ(text, "hello");
+    EXPECT_TRUE(std::filesystem::exists(base_ + "/upper/b"));
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(base_ + "/upper"));  // the disk went with the sandbox
+  EXPECT_FALSE(std::filesystem::exists(base_ + "/workspace/b"));
+}
+
+TEST_F(SandboxDiskTest, CreatingFilesPastTheInodeLimitFails) {
+  Result r = run_sh("mkdir /var/many && cd /var/many && i=0; "
+                    "while [ $i -lt 5000 ]; do touch f$i 2>/dev/null || break; i=$((i+1)); done; "
+                    "echo created=$i; touch one-more 2>&1 || true", 64ull << 20, 1000);
+  ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+  const std::string out = r.stdout_capture.head;
+  ASSERT_NE(out.find("created="), std::string::npos) << describe(r);
+  const int created = std::stoi(out.substr(out.find("created=") + 8));
+  // ext4 rounds the inode count up to whole groups (a few more than asked); far below the 5000 tried.
+  EXPECT_GE(created, 900) << out;
+  EXPECT_LT(created, 1100) << out;
+  EXPECT_NE(out.find("No space left on device"), std::string::npos) << describe(r);
+}
+
+TEST_F(SandboxDiskTest, LimitsBelowTheFloorAreSpecErrors) {
+  Result r = run_sh("true", 1ull << 20);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("limits.disk_bytes"), std::string::npos) << r.reason;
+  r = run_sh("true", 0, 1000);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("limits.disk_inodes"), std::string::npos) << r.reason;
+  r = run_sh("true", ~0ull, 0);  // the image size would overflow
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("limits.disk_bytes"), std::string::npos) << r.reason;
+  r = run_sh("true", 64ull << 20, 1ull << 40);
+  EXPECT_EQ(r.status, Status::kSetupFailed);
+  EXPECT_NE(r.reason.find("limits.disk_inodes"), std::string::npos) << r.reason;
+}
+
+TEST_F(SandboxDiskTest, LeftoverMountsAreDetached) {
+  const std::string dir = base_ + "/left";
+  std::filesystem::create_directories(dir);
+  auto* disk = new SandboxDisk(dir, {kMinDiskBytes, 0}, 100000);  // as if capsuled died with it mounted
+  ASSERT_EQ(mounts_containing(dir).size(), 1u);
+  EXPECT_EQ(detach_mounts_below(base_), 1u);
+  EXPECT_TRUE(mounts_containing(dir).empty());
+  delete disk;  // its own unmount now finds nothing; the loop device went with the last mount
+}
+
+}  // namespace
+}  // namespace capsule::sandbox
