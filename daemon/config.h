@@ -23,7 +23,11 @@ struct DaemonConfig {
   std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
   LimitPolicy limits = default_limit_policy();
-  nlohmann::json proxy = nlohmann::json::object();  // the package proxy's options (proxy/proxy_options.h)
+  nlohmann::json proxy = nlohmann::json::object();
+  std::uint64_t log_cap_bytes = 64ull << 20;       // stored log per stream (decompressed); 0: no cap
+  std::uint64_t retention_max_age_days = 0;        // finished runs older than this are removed; 0: kept
+  std::uint64_t retention_max_total_bytes = 0;     // logs + records beyond this: oldest finished removed; 0: no limit
+  std::uint64_t retention_interval_s = 3600;       // how often retention runs (also once at start)  // the package proxy's options (proxy/proxy_options.h)
 };
 
 // "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with
