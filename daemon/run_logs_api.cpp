@@ -13,7 +13,8 @@ namespace {
 
 using nlohmann::json;
 constexpr std::size_t kPieceBytes = 64 * 1024;
-constexpr auto kFollowFallback = std::chrono::seconds(1);
+constexpr auto kFollowFallback = std::chrono::milliseconds(1000);
+constexpr auto kRunEndRecheck = std::chrono::milliseconds(20);
 
 bool is_finished(const std::optional<RunRow>& row) {
   return !row || (row->state != "queued" && row->state != "running");
@@ -66,24 +67,38 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   void step() {
     if (done_ || awaiting_drain_) return;
     if (writer_->client_gone()) return stop();
+    std::chrono::milliseconds delay = kFollowFallback;
     try {
-      // The run's state is read before the log, so bytes written before it finished are not missed.
-      const bool run_finished = follow_ ? is_finished(ctx_.ledger.get(id_)) : true;
-      if (!reader_ && ctx_.logs.exists(id_, stream_)) reader_ = ctx_.logs.open_reader(id_, stream_);
-      std::string piece = reader_ ? reader_->read(kPieceBytes) : std::string();
+      std::string piece = read_piece();
       if (!piece.empty()) return send(std::move(piece));
-      if (!follow_ || run_finished || (reader_ && reader_->finished())) {
-        writer_->finish();
-        return stop();
-      }
+      if (!follow_) return end();
+      // At the end of what is written so far. The run's state is read before reading again: a run the ledger
+      // calls finished has closed its logs, so what that second read finds is all there is.
+      const bool run_finished = is_finished(ctx_.ledger.get(id_));
+      piece = read_piece();
+      if (!piece.empty()) return send(std::move(piece));
+      if (run_finished) return end();
+      // A closed log whose run is not yet marked finished (the manager closes logs just before): the stream
+      // ends with the run, which is a moment away.
+      if (reader_ && reader_->finished()) delay = kRunEndRecheck;
     } catch (const std::exception& e) {
       spdlog::warn("logs of run {}: {}; the stream is cut", id_, e.what());
       return stop();  // without finish(): the client sees a truncated body, not a clean end
     }
-    timer_.expires_after(kFollowFallback);
+    timer_.expires_after(delay);
     timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
       if (!ec) self->step();
     });
+  }
+
+  std::string read_piece() {
+    if (!reader_ && ctx_.logs.exists(id_, stream_)) reader_ = ctx_.logs.open_reader(id_, stream_);
+    return reader_ ? reader_->read(kPieceBytes) : std::string();
+  }
+
+  void end() {
+    writer_->finish();
+    stop();
   }
 
   void stop() {
