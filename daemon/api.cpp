@@ -152,9 +152,7 @@ void register_api(Router& router, ApiContext& ctx) {
   });
   router.add("GET", "/v1/runs", [&ctx](const Request& request) { return list_runs(ctx, request); });
   router.add("GET", "/v1/runs/{id}", [&ctx](const Request& request) {
-    json run = require_run(ctx, request.params.at("id")).to_json();
-    run["logs"] = log_summary(ctx.logs, run["id"].get<std::string>());
-    return json_response(200, run);
+    return json_response(200, require_run(ctx, request.params.at("id")).to_json());
   });
   router.add("DELETE", "/v1/runs/{id}", [&ctx](const Request& request) { return delete_run(ctx, request); });
   router.add("GET", "/v1/runs/{id}/logs", [&ctx](const Request& request, Responder responder) {

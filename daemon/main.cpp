@@ -92,7 +92,11 @@ int serve(daemon::DaemonConfig config) {
   daemon::LogStore logs(state + "/logs", daemon::LogStoreOptions{config.log_cap_bytes});
   const daemon::RetentionPolicy retention{config.retention_max_age_days, config.retention_max_total_bytes,
                                           std::chrono::seconds(config.retention_interval_s)};
-  daemon::apply_retention(ledger, logs, retention, daemon::unix_ms());
+  try {
+    daemon::apply_retention(ledger, logs, retention, daemon::unix_ms());
+  } catch (const std::exception& e) {
+    spdlog::warn("retention at start: {}", e.what());
+  }
   daemon::RetentionSweeper retention_sweeper(ledger, logs, retention);
   daemon::RunManagerOptions run_options;
   run_options.max_concurrent = config.max_concurrent;

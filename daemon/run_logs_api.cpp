@@ -151,12 +151,18 @@ void serve_run_logs(ApiContext& ctx, const Request& request, Responder responder
   } catch (const LogStoreError& e) {
     throw ApiError(500, "log_unreadable", e.what());
   }
+  // A log closed past the cap says so in a header too (the marker line is in the text).
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (auto cut = ctx.logs.truncation(id, stream)) {
+    headers.emplace_back("X-Capsule-Log-Dropped-Bytes", std::to_string(cut->dropped_bytes));
+    headers.emplace_back("X-Capsule-Log-Total-Bytes", std::to_string(cut->total_bytes));
+  }
   if (!follow && (!reader || reader->finished() || first.size() < kPieceBytes)) {
-    responder.respond(Response{200, "text/plain", std::move(first), {}});  // all of it fits in one piece
+    responder.respond(Response{200, "text/plain", std::move(first), std::move(headers)});  // all in one piece
     return;
   }
   auto sender = std::make_shared<LogSender>(ctx, id, stream, follow, std::move(reader));
-  sender->start(responder.start_stream(200, "text/plain"), std::move(first));
+  sender->start(responder.start_stream(200, "text/plain", std::move(headers)), std::move(first));
 }
 
 Response delete_run(ApiContext& ctx, const Request& request) {
@@ -182,18 +188,6 @@ Response delete_run(ApiContext& ctx, const Request& request) {
     spdlog::warn("run {} was deleted but its logs stay: {}", id, e.what());
   }
   return json_response(200, {{"id", id}, {"deleted", true}});
-}
-
-json log_summary(const LogStore& logs, const std::string& run_id) {
-  json summary = json::object();
-  for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
-    json entry = {{"truncated", false}};
-    if (auto cut = logs.truncation(run_id, stream)) {
-      entry = {{"truncated", true}, {"total_bytes", cut->total_bytes}, {"dropped_bytes", cut->dropped_bytes}};
-    }
-    summary[stream_name(stream)] = entry;
-  }
-  return summary;
 }
 
 }  // namespace capsule::daemon

@@ -8,7 +8,5 @@ namespace capsule::daemon {
 
 void serve_run_logs(ApiContext& ctx, const Request& request, Responder responder);
 Response delete_run(ApiContext& ctx, const Request& request);
-// "logs": {"stdout": {"truncated": bool[, "total_bytes", "dropped_bytes"]}, "stderr": {...}} for a run object.
-nlohmann::json log_summary(const LogStore& logs, const std::string& run_id);
 
 }  // namespace capsule::daemon
