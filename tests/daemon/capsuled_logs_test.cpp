@@ -170,6 +170,18 @@ TEST_F(CapsuledLogs, ALogPastTheCapKeepsHeadMarkerAndTail) {
   expect_healthy();
 }
 
+TEST_F(CapsuledLogs, ACorruptStoredLogIsAClearErrorNotACrash) {
+  start();
+  const json run = run_and_wait(sh("seq 1 1000"));
+  ASSERT_EQ(run["state"], "succeeded");
+  const std::string id = run["id"];
+  write_file(state_ / "logs" / (id + ".stdout.z"), std::string("\x1f\x8b\x08\x00garbage that is not deflate", 32));
+  expect_error(call("GET", "/v1/runs/" + id + "/logs"), 500, "log_unreadable", "corrupt log");
+  expect_error(call("GET", "/v1/runs/" + id + "/logs?follow=true"), 500, "log_unreadable", "corrupt log");
+  EXPECT_EQ(call("DELETE", "/v1/runs/" + id).status, 200) << "a corrupt log can still be deleted";
+  expect_healthy();
+}
+
 TEST_F(CapsuledLogs, DeleteRemovesAFinishedRunAndRefusesALiveOne) {
   start();
   const json done = run_and_wait(sh("echo bye; echo err >&2"));
