@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 
@@ -53,7 +54,14 @@ class CapsuledLogs : public Capsuled {
 };
 
 TEST_F(CapsuledLogs, AOneGibLogIsServedWithBoundedDaemonMemory) {
+  // Under AddressSanitizer freed memory is held in a quarantine (256 MiB by default) that would count as peak
+  // memory; a small one keeps the measure about the daemon. Other builds ignore the variable.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string saved = asan != nullptr ? asan : "";
+  ::setenv("ASAN_OPTIONS", (saved.empty() ? "" : saved + ":").append("quarantine_size_mb=8").c_str(), 1);
   start();
+  if (asan != nullptr) ::setenv("ASAN_OPTIONS", saved.c_str(), 1);
+  else ::unsetenv("ASAN_OPTIONS");
   const json run = run_and_wait(sh("echo small"));
   ASSERT_EQ(run["state"], "succeeded") << run;
   const std::string id = run["id"];
@@ -78,8 +86,8 @@ TEST_F(CapsuledLogs, AOneGibLogIsServedWithBoundedDaemonMemory) {
   EXPECT_EQ(received, kLogBytes);
   EXPECT_TRUE(only_zeros);
   const std::uint64_t after = peak_memory(daemon_);
-  EXPECT_LT(after, 256ull << 20) << "peak " << after << " bytes while serving a " << kLogBytes << "-byte log (before: "
-                                 << before << ")";
+  EXPECT_LT(after - before, 128ull << 20) << "peak " << after << " bytes while serving a " << kLogBytes
+                                         << "-byte log (before: " << before << ")";
   expect_healthy();
 }
 
