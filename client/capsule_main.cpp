@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   logs->add_flag("--follow,-f", follow, "keep printing until the run ends");
   CLI::App* cancel = runs->add_subcommand("cancel", "cancel a queued or running run");
   cancel->add_option("id", id, "run id")->required();
+  std::vector<std::string> rm_ids;
+  CLI::App* runs_rm = runs->add_subcommand("rm", "delete finished runs: their records and logs");
+  runs_rm->add_option("ids", rm_ids, "run ids")->required();
 
   CLI::App* images = app.add_subcommand("images", "import, list, inspect, remove, save and collect images");
   images->require_subcommand(1);
@@ -124,6 +127,7 @@ int main(int argc, char** argv) {
     if (show->parsed()) return cmd_runs_show(socket, id);
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
+    if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
     if (import->parsed()) return cmd_images_import(socket, import_options);
     if (images_ls->parsed()) return cmd_images_ls(socket, json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);

@@ -511,6 +511,21 @@ int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_
   return 0;
 }
 
+int cmd_runs_rm(const std::string& socket, const std::vector<std::string>& ids) {
+  const HttpClient client(socket);
+  int status = 0;
+  for (const std::string& id : ids) {
+    try {
+      throw_if_error(client.request("DELETE", run_path(id)));
+      std::cout << id << "\n";
+    } catch (const ApiError& e) {
+      std::cerr << "capsule: runs rm " << id << ": " << e.what() << "\n";
+      status = 1;
+    }
+  }
+  return status;
+}
+
 int cmd_runs_cancel(const std::string& socket, const std::string& id) {
   request_json(HttpClient(socket), "POST", run_path(id) + "/cancel");
   std::cout << id << "\n";

@@ -75,6 +75,9 @@ int cmd_runs_ls(const std::string& socket, const std::string& state, const std::
 int cmd_runs_show(const std::string& socket, const std::string& id);
 int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow);
 int cmd_runs_cancel(const std::string& socket, const std::string& id);
+// DELETE /v1/runs/{id} for each id (finished runs: record and logs); prints each removed id, reports each
+// failure on stderr and then exits 1.
+int cmd_runs_rm(const std::string& socket, const std::vector<std::string>& ids);
 int cmd_version(const std::string& socket);
 // Replaces this process with capsuled in the foreground; returns only by throwing.
 int cmd_daemon(const std::string& socket, const std::string& state_dir);

@@ -5,12 +5,12 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
 #include <charconv>
 #include <memory>
 #include <mutex>
 
 #include "daemon/metrics.h"
+#include "daemon/run_logs_api.h"
 
 namespace capsule::daemon {
 namespace {
@@ -128,61 +128,6 @@ RunRow require_run(ApiContext& ctx, const std::string& id) {
   return *row;
 }
 
-bool finished(const RunRow& row) { return row.state != "queued" && row.state != "running"; }
-
-// Follows a run's log: sends what is new every 200 ms until the run has finished and all is sent.
-struct LogFollower : std::enable_shared_from_this<LogFollower> {
-  ApiContext& ctx;
-  std::string id;
-  Stream stream;
-  std::shared_ptr<StreamWriter> writer;
-  boost::asio::steady_timer timer;
-  std::size_t sent = 0;
-
-  LogFollower(ApiContext& c, std::string run_id, Stream s, std::shared_ptr<StreamWriter> w)
-      : ctx(c), id(std::move(run_id)), stream(s), writer(std::move(w)), timer(c.io) {}
-
-  void poll() {
-    const bool done = finished(require_run(ctx, id));  // read before the log, so nothing is missed
-    std::string text = ctx.logs.exists(id, stream) ? ctx.logs.read_all(id, stream) : std::string();
-    if (text.size() > sent && !writer->write(text.substr(sent))) return;  // client gone
-    sent = std::max(sent, text.size());
-    if (done) {
-      writer->finish();
-      return;
-    }
-    timer.expires_after(std::chrono::milliseconds(200));
-    timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-      if (ec) return;
-      try {
-        self->poll();
-      } catch (const std::exception&) {
-        self->writer->finish();
-      }
-    });
-  }
-};
-
-void run_logs(ApiContext& ctx, const Request& request, Responder responder) {
-  const std::string& id = request.params.at("id");
-  RunRow row = require_run(ctx, id);
-  Stream stream = Stream::kStdout;
-  if (auto it = request.query.find("stream"); it != request.query.end()) {
-    if (it->second == "stderr") stream = Stream::kStderr;
-    else if (it->second != "stdout") throw ApiError(400, "invalid_query", "stream: expected stdout or stderr");
-  }
-  if (query_flag(request, "follow") && !finished(row)) {
-    auto follower = std::make_shared<LogFollower>(ctx, id, stream, responder.start_stream(200, "text/plain"));
-    follower->poll();
-    return;
-  }
-  if (!ctx.logs.exists(id, stream)) {
-    responder.respond(Response{200, "text/plain", "", {}});
-    return;
-  }
-  responder.respond(Response{200, "text/plain", ctx.logs.read_all(id, stream), {}});
-}
-
 }  // namespace
 
 void register_api(Router& router, ApiContext& ctx) {
@@ -209,8 +154,9 @@ void register_api(Router& router, ApiContext& ctx) {
   router.add("GET", "/v1/runs/{id}", [&ctx](const Request& request) {
     return json_response(200, require_run(ctx, request.params.at("id")).to_json());
   });
+  router.add("DELETE", "/v1/runs/{id}", [&ctx](const Request& request) { return delete_run(ctx, request); });
   router.add("GET", "/v1/runs/{id}/logs", [&ctx](const Request& request, Responder responder) {
-    run_logs(ctx, request, std::move(responder));
+    serve_run_logs(ctx, request, std::move(responder));
   });
   router.add("POST", "/v1/runs/{id}/cancel", [&ctx](const Request& request) {
     const std::string& id = request.params.at("id");

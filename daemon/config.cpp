@@ -90,9 +90,17 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "min_free_bytes") config.storage.min_free_bytes = size("min_free_bytes");
     else if (key == "min_free_inodes") config.storage.min_free_inodes = number("min_free_inodes");
     else if (key == "proxy") config.proxy = value;  // checked by parse_proxy_options when capsuled starts
+    else if (key == "log_cap_bytes") config.log_cap_bytes = number("log_cap_bytes");
+    else if (key == "retention_max_age_days") config.retention_max_age_days = number("retention_max_age_days");
+    else if (key == "retention_max_total_bytes") config.retention_max_total_bytes = number("retention_max_total_bytes");
+    else if (key == "retention_interval_s") config.retention_interval_s = number("retention_interval_s");
     else throw std::invalid_argument(path + ": unknown key '" + key + "'");
   }
   if (config.max_concurrent == 0) throw std::invalid_argument(path + ": max_concurrent must be at least 1");
+  if (config.log_cap_bytes != 0 && config.log_cap_bytes < 4096) {
+    throw std::invalid_argument(path + ": log_cap_bytes must be 0 (no cap) or at least 4096");
+  }
+  if (config.retention_interval_s == 0) throw std::invalid_argument(path + ": retention_interval_s must be at least 1");
 }
 
 }  // namespace capsule::daemon

@@ -26,6 +26,10 @@ struct DaemonConfig {
   LimitPolicy limits = default_limit_policy();
   StorageWatermark storage;              // "min_free_bytes" ("1g" or bytes), "min_free_inodes"
   nlohmann::json proxy = nlohmann::json::object();  // the package proxy's options (proxy/proxy_options.h)
+  std::uint64_t log_cap_bytes = 64ull << 20;       // stored log per stream (decompressed); 0: no cap
+  std::uint64_t retention_max_age_days = 0;        // finished runs older than this are removed; 0: kept
+  std::uint64_t retention_max_total_bytes = 0;     // logs + records beyond this: oldest finished removed; 0: no limit
+  std::uint64_t retention_interval_s = 3600;       // how often retention runs (also once at start)
 };
 
 // "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with

@@ -272,6 +272,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       self->pump();
     });
   }
+  void post_when_drained(std::function<void()> callback) {
+    net::post(executor(), [self = shared_from_this(), callback = std::move(callback)]() mutable {
+      if (self->phase_ != Phase::kStreaming || self->stream_finishing_) return;
+      self->stream_drained_ = std::move(callback);
+      self->pump();
+    });
+  }
   void post_abort() {
     gone_ = true;
     net::post(executor(), [self = shared_from_this()] {
@@ -473,6 +480,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
         self->stream_writing_ = self->stream_finishing_ = false;
         self->written(ec);
       });
+    } else if (stream_drained_) {
+      auto callback = std::move(stream_drained_);
+      stream_drained_ = nullptr;
+      callback();
     }
   }
 
@@ -495,6 +506,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     socket_.shutdown(net::socket_base::shutdown_both, ignored);
     socket_.close(ignored);
     stream_pending_.clear();
+    stream_drained_ = nullptr;  // may hold the producer, which holds this connection through its StreamWriter
   }
 
   Socket socket_;
@@ -518,6 +530,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string stream_inflight_;
   bool stream_writing_ = false;
   bool stream_finishing_ = false;
+  std::function<void()> stream_drained_;
 };
 
 // The shared state behind a request's Responder copies: answered at most once, 500 if never.
@@ -570,6 +583,10 @@ bool StreamWriter::write(std::string chunk) {
 
 void StreamWriter::finish() {
   if (connection_ && !finished_.exchange(true)) connection_->post_finish();
+}
+
+void StreamWriter::when_drained(std::function<void()> callback) {
+  if (connection_ && !finished_ && !connection_->gone()) connection_->post_when_drained(std::move(callback));
 }
 
 bool StreamWriter::client_gone() const { return !connection_ || connection_->gone(); }

@@ -65,6 +65,10 @@ class StreamWriter {
   bool write(std::string chunk);
   // Sends the terminating chunk once everything queued has been written. Idempotent.
   void finish();
+  // Calls `callback` once, on the connection's strand, when every chunk queued so far has been sent (soon, if
+  // none is queued): a producer writes its next piece then, holding at most one piece in the server. Dropped
+  // without being called once the connection closes (releasing what it holds). One callback at a time.
+  void when_drained(std::function<void()> callback);
   // True once the client disconnected or a write failed.
   bool client_gone() const;
 

@@ -346,4 +346,37 @@ std::map<std::string, std::uint64_t> Ledger::count_by_state() const {
   return counts;
 }
 
+Ledger::Removal Ledger::remove_finished(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  Statement remove(db_, "DELETE FROM runs WHERE id = ? AND state NOT IN ('queued', 'running')", "delete run " + id);
+  remove.bind(1, id).run();
+  if (sqlite3_changes(db_) > 0) return Removal::kRemoved;
+  Statement query(db_, "SELECT 1 FROM runs WHERE id = ?", "look up run " + id);
+  query.bind(1, id);
+  return query.step() ? Removal::kActive : Removal::kUnknown;
+}
+
+std::vector<FinishedRunSize> Ledger::finished_runs_oldest_first() const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_,
+                  "SELECT id, COALESCE(finished_ms, created_ms),"
+                  " LENGTH(CAST(spec AS BLOB)) + COALESCE(LENGTH(CAST(record AS BLOB)), 0) + LENGTH(CAST(labels AS BLOB))"
+                  " FROM runs WHERE state NOT IN ('queued', 'running') ORDER BY 2, id",
+                  "list finished runs for retention");
+  std::vector<FinishedRunSize> runs;
+  while (query.step()) {
+    runs.push_back({query.text(0), query.integer(1), static_cast<std::uint64_t>(query.integer(2))});
+  }
+  return runs;
+}
+
+std::uint64_t Ledger::record_bytes_total() const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_,
+                  "SELECT COALESCE(SUM(LENGTH(CAST(spec AS BLOB)) + COALESCE(LENGTH(CAST(record AS BLOB)), 0)"
+                  " + LENGTH(CAST(labels AS BLOB))), 0) FROM runs",
+                  "sum record sizes");
+  return query.step() ? static_cast<std::uint64_t>(query.integer(0)) : 0;
+}
+
 }  // namespace capsule::daemon

@@ -59,6 +59,13 @@ struct RunPage {
   std::optional<std::string> next;   // pass as RunFilter::after for the next page; empty on the last page
 };
 
+// A finished run as retention sees it: when it finished and what its row takes in the database.
+struct FinishedRunSize {
+  std::string id;
+  std::int64_t finished_ms = 0;
+  std::uint64_t record_bytes = 0;  // spec + record + labels, as stored
+};
+
 // Every state a run can be in; the schema rejects anything else.
 const std::vector<std::string>& run_states();
 
@@ -89,6 +96,14 @@ class Ledger {
   RunPage list(const RunFilter& filter) const;
   // Number of runs in each state; every state of run_states() is present (0 when none).
   std::map<std::string, std::uint64_t> count_by_state() const;
+
+  enum class Removal { kRemoved, kUnknown, kActive };
+  // Deletes a finished run's row; a queued or running run is left alone (kActive).
+  Removal remove_finished(const std::string& id);
+  // Every finished run, oldest finished first (finished_ms, then id).
+  std::vector<FinishedRunSize> finished_runs_oldest_first() const;
+  // Bytes of spec + record + labels over all rows (finished or not).
+  std::uint64_t record_bytes_total() const;
 
   const std::string& path() const { return path_; }
 

@@ -19,6 +19,7 @@
 #include "daemon/api.h"
 #include "daemon/config.h"
 #include "daemon/images_api.h"
+#include "daemon/retention.h"
 #include "images/host_image.h"
 #include "proxy/package_proxy.h"
 #include "proxy/proxy_options.h"
@@ -139,7 +140,15 @@ int serve(daemon::DaemonConfig config) {
   for (const std::string& id : ledger.mark_unfinished_interrupted(daemon::unix_ms())) {
     spdlog::warn("run {} was interrupted by a daemon restart", id);
   }
-  daemon::LogStore logs(state + "/logs");
+  daemon::LogStore logs(state + "/logs", daemon::LogStoreOptions{config.log_cap_bytes});
+  const daemon::RetentionPolicy retention{config.retention_max_age_days, config.retention_max_total_bytes,
+                                          std::chrono::seconds(config.retention_interval_s)};
+  try {
+    daemon::apply_retention(ledger, logs, retention, daemon::unix_ms());
+  } catch (const std::exception& e) {
+    spdlog::warn("retention at start: {}", e.what());
+  }
+  daemon::RetentionSweeper retention_sweeper(ledger, logs, retention);
   daemon::RunManagerOptions run_options;
   run_options.max_concurrent = config.max_concurrent;
   run_options.max_queue = config.max_queue;
@@ -231,6 +240,10 @@ int main(int argc, char** argv) {
       config.storage = from_file.storage;
       config.python_releases = from_file.python_releases;
       config.proxy = from_file.proxy;
+      config.log_cap_bytes = from_file.log_cap_bytes;
+      config.retention_max_age_days = from_file.retention_max_age_days;
+      config.retention_max_total_bytes = from_file.retention_max_total_bytes;
+      config.retention_interval_s = from_file.retention_interval_s;
     }
     return serve(config);
   } catch (const std::exception& e) {

@@ -63,3 +63,47 @@ TEST(CgroupParent, DefaultStateDirKeepsTheShortNameOthersGetAStableHash) {
 
 }  // namespace
 }  // namespace capsule::daemon
+
+namespace capsule::daemon {
+namespace {
+
+class LogRetentionConfigTest : public ::testing::Test {
+ protected:
+  void TearDown() override { std::filesystem::remove(path_); }
+  DaemonConfig load(const std::string& text) {
+    std::ofstream(path_) << text;
+    DaemonConfig config;
+    load_config_file(path_, config);
+    return config;
+  }
+  const std::string path_ = "/tmp/capsule-config-logs-" + std::to_string(::getpid()) + ".json";
+};
+
+TEST_F(LogRetentionConfigTest, KeysDefaultsAndBadValues) {
+  const DaemonConfig defaults = load("{}");
+  EXPECT_EQ(defaults.log_cap_bytes, 64ull << 20);
+  EXPECT_EQ(defaults.retention_max_age_days, 0u);
+  EXPECT_EQ(defaults.retention_max_total_bytes, 0u);
+  EXPECT_EQ(defaults.retention_interval_s, 3600u);
+  const DaemonConfig set = load(R"({"log_cap_bytes": 1048576, "retention_max_age_days": 30,
+      "retention_max_total_bytes": 10737418240, "retention_interval_s": 60})");
+  EXPECT_EQ(set.log_cap_bytes, 1u << 20);
+  EXPECT_EQ(set.retention_max_age_days, 30u);
+  EXPECT_EQ(set.retention_max_total_bytes, 10ull << 30);
+  EXPECT_EQ(set.retention_interval_s, 60u);
+  EXPECT_EQ(load(R"({"log_cap_bytes": 0})").log_cap_bytes, 0u) << "no cap";
+  for (const std::string bad : {R"({"log_cap_bytes": 100})", R"({"log_cap_bytes": -1})",
+                                R"({"retention_max_age_days": "30d"})", R"({"retention_interval_s": 0})",
+                                R"({"retention_max_total_bytes": 1.5})"}) {
+    try {
+      load(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      const std::string key = bad.substr(2, bad.find('"', 2) - 2);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace capsule::daemon

@@ -488,6 +488,51 @@ TEST_F(HttpServerTest, StreamWriteFailsOnceTheClientIsGone) {
   EXPECT_TRUE(result.get());
 }
 
+// A producer that writes its next piece only when the previous one was sent (StreamWriter::when_drained).
+struct PacedProducer : std::enable_shared_from_this<PacedProducer> {
+  std::shared_ptr<StreamWriter> writer;
+  int left = 0;
+  void next() {
+    if (left-- == 0) return writer->finish();
+    if (!writer->write(std::string(64 * 1024, static_cast<char>('a' + left % 26)))) return;
+    writer->when_drained([self = shared_from_this()] { self->next(); });
+  }
+};
+
+TEST_F(HttpServerTest, WhenDrainedPacesAProducerBelowTheBufferLimit) {
+  std::weak_ptr<PacedProducer> endless;
+  router_.add("GET", "/v1/paced", [](const Request& request, Responder responder) {
+    auto producer = std::make_shared<PacedProducer>();
+    producer->writer = responder.start_stream(200, "application/octet-stream");
+    producer->left = std::stoi(request.query.at("pieces"));
+    producer->next();
+  });
+  router_.add("GET", "/v1/endless", [&endless](const Request&, Responder responder) {
+    auto producer = std::make_shared<PacedProducer>();
+    producer->writer = responder.start_stream(200, "application/octet-stream");
+    producer->left = -1;  // never ends
+    endless = producer;
+    producer->next();
+  });
+  ServerOptions options;
+  options.max_stream_buffer_bytes = 256 * 1024;  // 4 pieces: 200 written at once would drop the client
+  start(options);
+  {
+    RawClient client(socket_path_);
+    client.send(get("/v1/paced?pieces=200"));
+    std::size_t received = 0;
+    auto reply = client.read([&](std::string_view data) { received += data.size(); }, 60s);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(received, 200u * 64 * 1024);
+  }
+  {
+    RawClient client(socket_path_);  // never reads: the pending callback holds the producer
+    client.send(get("/v1/endless"));
+    ASSERT_TRUE(eventually([&] { return !endless.expired(); }));
+  }  // gone: the connection closes and drops the callback, and with it the producer
+  EXPECT_TRUE(eventually([&] { return endless.expired(); }, 40s)) << "the producer was kept after the client left";
+}
+
 TEST_F(HttpServerTest, SixtyFourConcurrentClients) {
   start();
   std::atomic<int> ok{0};
