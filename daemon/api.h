@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <string>
 
+#include "daemon/auth.h"
 #include "daemon/http_server.h"
 #include "daemon/ledger.h"
 #include "daemon/log_store.h"
@@ -20,6 +21,7 @@ struct ApiContext {
   LogStore& logs;
   LimitPolicy limits;
   int cgroup_version = 0;
+  AccessPolicy access;  // who sees every run (auth.h)
 };
 
 void register_api(Router& router, ApiContext& context);
