@@ -2,10 +2,13 @@
 // their own host rights (workspaces, image imports and saves), their own runs only; outsiders cannot connect.
 #include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 
 #include "client/http_client.h"
 #include "tests/daemon/auth_users.h"
@@ -291,6 +294,62 @@ TEST_F(CapsuledAuth, ListPagesOnlyTheCallersRuns) {
   EXPECT_EQ(seen.size(), 3u);
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
+}
+
+TEST_F(CapsuledAuth, SpecialFilesAreNeverOpenedForIo) {
+  const fs::path own = owned_dir("alice-fifo", alice_, 0700);
+  ASSERT_EQ(::mkfifo((own / "pipe.tar").c_str(), 0600), 0);
+  ASSERT_EQ(::chown((own / "pipe.tar").c_str(), alice_.uid, alice_.gid), 0);
+  // Opening a fifo for reading would wait for a writer; it is refused without being opened.
+  expect_refusal(as(alice_, "POST", "/v1/images", {{"source", (own / "pipe.tar").string()}, {"format", "archive"}, {"ref", "t/f:1"}}),
+                 400, "invalid_request", {"not a regular file"});
+  ASSERT_EQ(call("POST", "/v1/images", {{"source", own.string()}, {"format", "rootfs"}, {"ref", "t/f:1"}}).status, 201);
+  expect_refusal(as(alice_, "POST", "/v1/images/" + client::url_encode("t/f:1") + "/save", {{"path", (own / "pipe.tar").string()}}),
+                 400, "invalid_request", {"not a regular file"});
+  expect_refusal(as(alice_, "POST", "/v1/images", {{"source", (own / "missing").string()}, {"format", "rootfs"}, {"ref", "t/f:2"}}),
+                 400, "invalid_request", {"does not exist"});
+}
+
+// The daemon attributes plain HTTP from any client to its peer: curl run as alice gets alice's rights.
+TEST_F(CapsuledAuth, PlainCurlGetsTheCallersRights) {
+  const fs::path own = owned_dir("alice-curl", alice_, 0700);
+  // The body, then a line with the status (curl runs as alice, so it writes nowhere but its stdout).
+  auto curl_as_alice = [&](const json& spec) {
+    const std::string command = "setpriv --reuid=" + std::to_string(alice_.uid) + " --regid=" + std::to_string(alice_.gid) +
+                                " --clear-groups curl -s -w '\\n%{http_code}' --unix-socket " + socket_ +
+                                " -X POST 'http://capsule/v1/runs?wait=true' -d '" + spec.dump() + "'";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    std::string output;
+    char buffer[4096];
+    while (pipe != nullptr && std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+    if (pipe != nullptr) ::pclose(pipe);
+    const std::size_t last = output.rfind('\n');
+    return last == std::string::npos ? std::pair<std::string, json>{output, json()}
+                                     : std::pair<std::string, json>{output.substr(last + 1),
+                                                                    json::parse(output.substr(0, last), nullptr, false)};
+  };
+  const auto [refused, refusal] = curl_as_alice(with_workspace("cat /workspace/shadow", "/etc", "ro"));
+  EXPECT_EQ(refused, "403");
+  EXPECT_EQ(refusal["error"]["code"], "forbidden") << refusal;
+  const auto [ran, run] = curl_as_alice(with_workspace("echo hi > /workspace/f", own, "rw"));
+  EXPECT_EQ(ran, "200") << run;
+  EXPECT_EQ(run["state"], "succeeded") << run;
+  struct stat st {};
+  ASSERT_EQ(::stat((own / "f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, alice_.uid);
+}
+
+TEST_F(CapsuledAuth, AnUnknownAdminGroupStopsTheDaemon) {
+  const fs::path config = dir_ / "bad.json";
+  write_file(config, json{{"admin_group", "capsule-t-no-such-group"}}.dump());
+  const std::string command = fs::path(CAPSULE_BIN_DIR).append("capsuled").string() + " --socket " + (dir_ / "b.sock").string() +
+                              " --state-dir " + (dir_ / "b-state").string() + " --config " + config.string() + " > " +
+                              (dir_ / "bad.log").string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_NE(slurp(dir_ / "bad.log").find("admin_group: no group named 'capsule-t-no-such-group'"), std::string::npos)
+      << slurp(dir_ / "bad.log");
 }
 
 }  // namespace
