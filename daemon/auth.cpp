@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -128,9 +129,14 @@ struct HelperAnswer {
                              const char* path, HostAccess access) {
   HelperAnswer answer;
   int fd = -1;
+  // The helper holds a copy of the daemon's memory and descriptors: once it runs as the caller, the caller
+  // must not be able to ptrace it or read its /proc entries, whatever fs.suid_dumpable says. Changing ids
+  // resets both settings (to suid_dumpable, and no death signal), so they are set again after.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   umask(022);
   if (syscall(SYS_setgroups, group_count, groups) != 0 || syscall(SYS_setresgid, caller.gid, caller.gid, caller.gid) != 0 ||
-      syscall(SYS_setresuid, caller.uid, caller.uid, caller.uid) != 0) {
+      syscall(SYS_setresuid, caller.uid, caller.uid, caller.uid) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 ||
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     answer.error = errno;
   } else {
     bool created = false;
