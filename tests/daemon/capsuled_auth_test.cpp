@@ -121,6 +121,18 @@ TEST_F(CapsuledAuth, MemberCannotUseSystemOrOtherUsersDirectoriesAsWorkspaces) {
 }
 
 TEST_F(CapsuledAuth, MemberUsesOwnDirectoryAndRwWritesLandAsTheMember) {
+  // The daemon's descriptors, except user namespaces (the launcher keeps one per rw owner for reuse).
+  auto daemon_fds = [&] {
+    std::vector<std::string> targets;
+    for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(daemon_) + "/fd")) {
+      std::error_code ec;
+      const std::string target = fs::read_symlink(entry.path(), ec).string();
+      if (target.rfind("user:[", 0) != 0) targets.push_back(target);
+    }
+    std::sort(targets.begin(), targets.end());
+    return targets;
+  };
+  const std::vector<std::string> fds_before = daemon_fds();
   const fs::path own = owned_dir("alice-ws", alice_, 0700);
   write_file(own / "input.txt", "alice's input\n");
   ASSERT_EQ(::chown((own / "input.txt").c_str(), alice_.uid, alice_.gid), 0);
@@ -156,6 +168,9 @@ TEST_F(CapsuledAuth, MemberUsesOwnDirectoryAndRwWritesLandAsTheMember) {
     EXPECT_EQ(st.st_gid, alice_.gid) << name;
   }
   EXPECT_EQ(slurp(own / "made-by-run"), "made\n");
+  EXPECT_TRUE(eventually([&] { return daemon_fds() == fds_before; }))
+      << "the opened workspaces are closed once their runs end: " << ::testing::PrintToString(daemon_fds()) << " vs "
+      << ::testing::PrintToString(fds_before);
 
   // Write access is the caller's: a directory of alice's she made read-only is not an rw workspace.
   const fs::path readonly = owned_dir("alice-ro", alice_, 0500);
