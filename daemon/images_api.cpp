@@ -12,7 +12,6 @@
 #include <set>
 
 #include "daemon/auth.h"
-
 #include "images/error.h"
 #include "images/image_ref.h"
 #include "images/image_stack.h"
@@ -100,7 +99,6 @@ ImportRequest parse_import(const std::string& text) {
   return request;
 }
 
-// `source` is the path the store reads: the caller's path for root, the opened object for anyone else.
 // True when `path` is a regular file as the caller sees it (the helper decides; no access: not a file).
 bool is_regular_for(const Caller& caller, const std::string& path) {
   try {
@@ -111,6 +109,7 @@ bool is_regular_for(const Caller& caller, const std::string& path) {
   }
 }
 
+// `source` is the path the store reads: the caller's path for root, the opened object for anyone else.
 images::Digest run_import(images::ImageStore& store, const ImportRequest& request, const std::string& source) {
   if (request.format == "layout") return store.import_layout(source, request.ref);
   if (request.format == "archive") return store.import_archive(source, request.ref);
@@ -234,6 +233,8 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const Request& reque
     } catch (const images::ImageError& e) {
       const ApiError error = image_error(e);
       responder.respond(error_response(error.status, error.code, error.what()));
+    } catch (const ApiError& e) {
+      responder.respond(error_response(e.status, e.code, e.what()));
     } catch (const std::exception& e) {
       responder.respond(error_response(500, "internal_error", e.what()));
     }
