@@ -125,6 +125,9 @@ struct HelperAnswer {
 
 // The helper: takes on the caller's ids (groups first, then gid, then uid: after setresuid it could not),
 // opens, sends the answer and the descriptor. Raw syscalls: only this thread exists after fork.
+// Only the effective (and so the filesystem) uid becomes the caller's: every access decision is the caller's,
+// and the effective capabilities are gone, while the real and saved uids stay root, so the caller can neither
+// signal (stop) nor ptrace the helper, and its own FUSE mounts (no allow_other) cannot hang it.
 [[noreturn]] void run_helper(int channel, const Caller& caller, const gid_t* groups, std::size_t group_count,
                              const char* path, HostAccess access) {
   HelperAnswer answer;
@@ -135,7 +138,7 @@ struct HelperAnswer {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   umask(022);
   if (syscall(SYS_setgroups, group_count, groups) != 0 || syscall(SYS_setresgid, caller.gid, caller.gid, caller.gid) != 0 ||
-      syscall(SYS_setresuid, caller.uid, caller.uid, caller.uid) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 ||
+      syscall(SYS_setresuid, 0, caller.uid, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 ||
       prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     answer.error = errno;
   } else {
