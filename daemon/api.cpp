@@ -72,6 +72,7 @@ struct EventLines {
 // POST /v1/runs: 202 with the id, or the finished run (?wait=true), or a stream of events (ndjson).
 void submit_run(ApiContext& ctx, const Request& request, Responder responder) {
   RunSpec spec = parse_run_spec(parse_body(request), ctx.limits);
+  authorize_workspace(spec, caller_of(request.peer));
   Peer peer{request.peer.uid, request.peer.pid};
   if (wants_ndjson(request)) {
     auto lines = std::make_shared<EventLines>();
@@ -87,6 +88,28 @@ void submit_run(ApiContext& ctx, const Request& request, Responder responder) {
   }
   const std::string id = ctx.runs.submit(spec, peer);
   responder.respond(json_response(202, {{"id", id}, {"state", "queued"}}));
+}
+
+// A page of the runs `caller` may see: the ledger's pages, filtered to the caller's own runs unless it sees
+// all, read on until `filter.limit` runs are found or the ledger has no more. `next` is the last run returned.
+RunPage visible_runs(ApiContext& ctx, const Caller& caller, RunFilter filter) {
+  if (sees_all_runs(caller, ctx.access)) return ctx.ledger.list(filter);
+  const std::size_t wanted = std::clamp<std::size_t>(filter.limit, 1, Ledger::kMaxListLimit);
+  filter.limit = Ledger::kMaxListLimit;
+  RunPage visible;
+  for (;;) {
+    RunPage page = ctx.ledger.list(filter);
+    for (auto& row : page.runs) {
+      if (!may_see_run(caller, ctx.access, row.peer_uid)) continue;
+      if (visible.runs.size() == wanted) {
+        visible.next = visible.runs.back().id;  // there is more after the last one returned
+        return visible;
+      }
+      visible.runs.push_back(std::move(row));
+    }
+    if (!page.next) return visible;
+    filter.after = page.next;
+  }
 }
 
 Response list_runs(ApiContext& ctx, const Request& request) {
@@ -113,7 +136,7 @@ Response list_runs(ApiContext& ctx, const Request& request) {
   if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
   RunPage page;
   try {
-    page = ctx.ledger.list(filter);
+    page = visible_runs(ctx, caller_of(request.peer), filter);
   } catch (const LedgerCursorError& e) {
     throw ApiError(400, "invalid_query", std::string("after: ") + e.what());
   }
@@ -122,13 +145,14 @@ Response list_runs(ApiContext& ctx, const Request& request) {
   return json_response(200, {{"runs", runs}, {"next", page.next ? json(*page.next) : json(nullptr)}});
 }
 
-RunRow require_run(ApiContext& ctx, const std::string& id) {
+}  // namespace
+
+RunRow require_visible_run(ApiContext& ctx, const Request& request, const std::string& id) {
   std::optional<RunRow> row = ctx.ledger.get(id);
   if (!row) throw ApiError(404, "not_found", "no run with id " + id);
+  require_run_visible(caller_of(request.peer), ctx.access, row->peer_uid, id);
   return *row;
 }
-
-}  // namespace
 
 void register_api(Router& router, ApiContext& ctx) {
   router.add("GET", "/v1/version", [&ctx](const Request&) {
@@ -152,7 +176,7 @@ void register_api(Router& router, ApiContext& ctx) {
   });
   router.add("GET", "/v1/runs", [&ctx](const Request& request) { return list_runs(ctx, request); });
   router.add("GET", "/v1/runs/{id}", [&ctx](const Request& request) {
-    return json_response(200, require_run(ctx, request.params.at("id")).to_json());
+    return json_response(200, require_visible_run(ctx, request, request.params.at("id")).to_json());
   });
   router.add("DELETE", "/v1/runs/{id}", [&ctx](const Request& request) { return delete_run(ctx, request); });
   router.add("GET", "/v1/runs/{id}/logs", [&ctx](const Request& request, Responder responder) {
@@ -160,8 +184,9 @@ void register_api(Router& router, ApiContext& ctx) {
   });
   router.add("POST", "/v1/runs/{id}/cancel", [&ctx](const Request& request) {
     const std::string& id = request.params.at("id");
+    require_visible_run(ctx, request, id);
     ctx.runs.cancel(id);
-    return json_response(202, {{"id", id}, {"state", require_run(ctx, id).state}});
+    return json_response(202, {{"id", id}, {"state", require_visible_run(ctx, request, id).state}});
   });
 }
 

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <string>
 
+#include "daemon/auth.h"
 #include "daemon/http_server.h"
 #include "daemon/ledger.h"
 #include "daemon/log_store.h"
@@ -20,9 +21,14 @@ struct ApiContext {
   LogStore& logs;
   LimitPolicy limits;
   int cgroup_version = 0;
+  AccessPolicy access;  // who sees every run (auth.h)
 };
 
 void register_api(Router& router, ApiContext& context);
+
+// The run `id` if the caller may see it (its own; any for root and the admin group), else 404 not_found with the
+// message an unknown id gets, so other users' run ids are not revealed.
+RunRow require_visible_run(ApiContext& ctx, const Request& request, const std::string& id);
 
 inline constexpr const char* kCapsuleVersion = "0.1.0";
 

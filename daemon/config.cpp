@@ -77,6 +77,7 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
   for (const auto& [key, value] : j.items()) {
     if (key == "socket") config.socket_path = text("socket");
     else if (key == "socket_group") config.socket_group = text("socket_group");
+    else if (key == "admin_group") config.admin_group = text("admin_group");
     else if (key == "state_dir") config.state_dir = text("state_dir");
     else if (key == "policies_dir") config.policies_dir = text("policies_dir");
     else if (key == "python_releases") config.python_releases = text("python_releases");

@@ -15,6 +15,7 @@ namespace capsule::daemon {
 struct DaemonConfig {
   std::string socket_path = "/run/capsule/capsule.sock";
   std::string socket_group = "capsule";  // used when the group exists; else root's group
+  std::string admin_group;               // members see and cancel every run, as root; empty: none (docs/security.md)
   std::string state_dir = "/var/lib/capsule";
   std::string policies_dir;              // empty: the install's policies/
   std::string python_releases;           // empty: the install's images/data/python-releases.json

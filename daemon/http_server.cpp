@@ -300,7 +300,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ucred cred{};
     socklen_t length = sizeof cred;
     if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0) {
-      peer_ = PeerCredentials{true, cred.pid, cred.uid, cred.gid};
+      peer_ = PeerCredentials{true, cred.pid, cred.uid, cred.gid, {}};
+      // Supplementary groups as the kernel recorded them at connect(); a failure leaves none (fewer rights).
+      // ERANGE reports the size needed, so a second call with that much room gets them all.
+      std::vector<gid_t> groups(64);
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        socklen_t size = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+        if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERGROUPS, groups.data(), &size) == 0) {
+          groups.resize(size / sizeof(gid_t));
+          peer_.groups = std::move(groups);
+          break;
+        }
+        if (errno != ERANGE || size / sizeof(gid_t) > 65536) break;
+        groups.resize(size / sizeof(gid_t));
+      }
     }
   }
 

@@ -26,12 +26,14 @@ struct CaseInsensitiveLess {
   bool operator()(std::string_view a, std::string_view b) const;
 };
 
-// The connecting process as the kernel saw it (SO_PEERCRED); `known` is false on TCP connections.
+// The connecting process as the kernel saw it at connect time (SO_PEERCRED, and SO_PEERGROUPS for its
+// supplementary groups); `known` is false on TCP connections.
 struct PeerCredentials {
   bool known = false;
   pid_t pid = 0;
   uid_t uid = static_cast<uid_t>(-1);
   gid_t gid = static_cast<gid_t>(-1);
+  std::vector<gid_t> groups;
 };
 
 struct Request {

@@ -2,8 +2,16 @@
 // failures (ImageError) become 4xx answers that carry the store's step and detail.
 #include "daemon/images_api.h"
 
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <set>
 
+#include "daemon/auth.h"
 #include "images/error.h"
 #include "images/image_ref.h"
 #include "images/image_stack.h"
@@ -91,10 +99,36 @@ ImportRequest parse_import(const std::string& text) {
   return request;
 }
 
-images::Digest run_import(images::ImageStore& store, const ImportRequest& request) {
-  if (request.format == "layout") return store.import_layout(request.source, request.ref);
-  if (request.format == "archive") return store.import_archive(request.source, request.ref);
-  return store.import_rootfs(request.source, request.ref, request.rootfs);
+// True when `path` is a regular file as the caller sees it (the helper decides; no access: not a file).
+bool is_regular_for(const Caller& caller, const std::string& path) {
+  try {
+    open_as_caller(caller, path, HostAccess::kReadFile, "source", "invalid_request");
+    return true;
+  } catch (const ApiError&) {
+    return false;
+  }
+}
+
+// `source` is the path the store reads: the caller's path for root, the opened object for anyone else.
+images::Digest run_import(images::ImageStore& store, const ImportRequest& request, const std::string& source) {
+  if (request.format == "layout") return store.import_layout(source, request.ref);
+  if (request.format == "archive") return store.import_archive(source, request.ref);
+  return store.import_rootfs(source, request.ref, request.rootfs);
+}
+
+// A non-root caller's import source, opened with its credentials: an archive (or a rootfs tarball) is one
+// file it can read; a directory must be its own, because the store reads the whole tree.
+std::shared_ptr<const OpenedHostPath> open_import_source(const Caller& caller, const ImportRequest& request) {
+  if (caller.is_root()) return nullptr;
+  const bool directory = request.format == "layout" || (request.format == "rootfs" && !is_regular_for(caller, request.source));
+  auto opened = std::make_shared<OpenedHostPath>(open_as_caller(
+      caller, request.source, directory ? HostAccess::kReadDir : HostAccess::kReadFile, "source", "invalid_request"));
+  if (directory && opened->st.st_uid != caller.uid) {
+    throw ApiError(403, "forbidden", "source: '" + request.source + "' is owned by uid " +
+                                         std::to_string(opened->st.st_uid) + "; " + caller.describe() +
+                                         " may only import a directory it owns (or an archive it can read)");
+  }
+  return opened;
 }
 
 bool wants_ndjson(const Request& request) {
@@ -106,16 +140,18 @@ bool wants_ndjson(const Request& request) {
 // with the image or "error" with {"code", "message"}.
 void import_image(images::ImageStore& store, ImageJobs& jobs, const Request& request, Responder responder) {
   ImportRequest import = parse_import(request.body);
+  const std::shared_ptr<const OpenedHostPath> source = open_import_source(caller_of(request.peer), import);
   std::shared_ptr<StreamWriter> stream;
   if (wants_ndjson(request)) {
     stream = responder.start_stream(200, "application/x-ndjson");
     stream->write(dump_line({{"event", "importing"}, {"source", import.source}, {"format", import.format}, {"ref", import.ref}}));
   }
-  jobs.post([&store, import = std::move(import), responder, stream] {
+  jobs.post([&store, import = std::move(import), source, responder, stream] {
     Response answer;
     json event;
     try {
-      const json image = image_to_json(store.inspect(run_import(store, import).str()));
+      const std::string path = source ? source->proc_path() : import.source;
+      const json image = image_to_json(store.inspect(run_import(store, import, path).str()));
       answer = json_response(201, image);
       event = {{"event", "imported"}, {"image", image}};
     } catch (const images::ImageError& e) {
@@ -135,6 +171,41 @@ void import_image(images::ImageStore& store, ImageJobs& jobs, const Request& req
   });
 }
 
+// Saves for a non-root caller: the archive is written privately by the store, then copied into the file the
+// caller opened (created by it, so owned by it); the old content is replaced only once the archive is whole.
+void save_into(images::ImageStore& store, const std::string& ref, OpenedHostPath& target) {
+  namespace fs = std::filesystem;
+  std::string staging_name = (store.root().parent_path() / ".save-XXXXXX").string();
+  if (mkdtemp(staging_name.data()) == nullptr) {
+    throw ApiError(500, "internal_error", "save: creating a staging dir: " + std::string(std::strerror(errno)));
+  }
+  const fs::path staging = staging_name;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{staging};
+  const fs::path archive = staging / "image.tar";
+  store.save(ref, archive);
+  sandbox::UniqueFd in(open(archive.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!in || fstat(in.get(), &st) != 0) throw ApiError(500, "internal_error", "save: reading the staged archive: " + std::string(std::strerror(errno)));
+  auto fail = [&](const char* what) {
+    throw ApiError(500, "image_save_failed", "path: " + std::string(what) + " '" + target.path + "': " + std::strerror(errno));
+  };
+  if (ftruncate(target.fd.get(), 0) != 0) fail("truncating");
+  if (lseek(target.fd.get(), 0, SEEK_SET) < 0) fail("seeking");
+  off_t offset = 0;
+  while (offset < st.st_size) {
+    const ssize_t sent = sendfile(target.fd.get(), in.get(), &offset, static_cast<std::size_t>(st.st_size - offset));
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) fail("writing");
+  }
+  if (fsync(target.fd.get()) != 0) fail("syncing");
+}
+
 // POST /v1/images/{ref}/save {"path": "/out.tar" | "/out-dir"}.
 void save_image(images::ImageStore& store, ImageJobs& jobs, const Request& request, Responder responder) {
   const json body = json::parse(request.body, nullptr, false);
@@ -145,13 +216,25 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const Request& reque
   const std::string ref = request.params.at("ref");
   const std::string path = body["path"].get<std::string>();
   store.resolve(ref);  // unknown refs are a 404 now, not a failed job
-  jobs.post([&store, ref, path, responder] {
+  const Caller caller = caller_of(request.peer);
+  std::shared_ptr<OpenedHostPath> target;
+  if (!caller.is_root()) {
+    if (std::filesystem::path(path).extension() != ".tar") {
+      throw ApiError(403, "forbidden", "path: " + caller.describe() + " may save an oci-archive (a path ending in "
+                                           ".tar) only; layout directories are saved by root");
+    }
+    target = std::make_shared<OpenedHostPath>(open_as_caller(caller, path, HostAccess::kCreateFile, "path", "invalid_request"));
+  }
+  jobs.post([&store, ref, path, target, responder] {
     try {
-      store.save(ref, path);
+      if (target) save_into(store, ref, *target);
+      else store.save(ref, path);
       responder.respond(json_response(200, {{"ref", ref}, {"path", path}}));
     } catch (const images::ImageError& e) {
       const ApiError error = image_error(e);
       responder.respond(error_response(error.status, error.code, error.what()));
+    } catch (const ApiError& e) {
+      responder.respond(error_response(e.status, e.code, e.what()));
     } catch (const std::exception& e) {
       responder.respond(error_response(500, "internal_error", e.what()));
     }

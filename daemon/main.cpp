@@ -167,7 +167,11 @@ int serve(daemon::DaemonConfig config) {
   daemon::ImageJobs image_jobs;
 
   daemon::Router router;
-  daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version()};
+  daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}};
+  if (!config.admin_group.empty()) {
+    context.access.admin_gid = group_id(config.admin_group);
+    if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");
+  }
   daemon::register_api(router, context);
   daemon::register_images_api(router, store, image_jobs);
   daemon::HttpServer server(io, router);
@@ -234,6 +238,7 @@ int main(int argc, char** argv) {
       if (!*policies) config.policies_dir = from_file.policies_dir;
       if (!*grace) config.drain_grace_ms = from_file.drain_grace_ms;
       config.socket_group = from_file.socket_group;
+      config.admin_group = from_file.admin_group;
       config.host_id_base = from_file.host_id_base;
       if (!*cgroup_parent) config.cgroup_parent = from_file.cgroup_parent;
       config.limits = from_file.limits;

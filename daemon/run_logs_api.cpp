@@ -122,17 +122,11 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   bool done_ = false;
 };
 
-RunRow require_run(ApiContext& ctx, const std::string& id) {
-  std::optional<RunRow> row = ctx.ledger.get(id);
-  if (!row) throw ApiError(404, "not_found", "no run with id " + id);
-  return *row;
-}
-
 }  // namespace
 
 void serve_run_logs(ApiContext& ctx, const Request& request, Responder responder) {
   const std::string& id = request.params.at("id");
-  const RunRow row = require_run(ctx, id);
+  const RunRow row = require_visible_run(ctx, request, id);
   Stream stream = Stream::kStdout;
   if (auto it = request.query.find("stream"); it != request.query.end()) {
     if (it->second == "stderr") stream = Stream::kStderr;
@@ -167,10 +161,7 @@ void serve_run_logs(ApiContext& ctx, const Request& request, Responder responder
 
 Response delete_run(ApiContext& ctx, const Request& request) {
   const std::string& id = request.params.at("id");
-  const RunRow row = require_run(ctx, id);
-  if (!request.peer.known || (request.peer.uid != 0 && request.peer.uid != row.peer_uid)) {
-    throw ApiError(403, "forbidden", "run " + id + " belongs to another user");
-  }
+  const RunRow row = require_visible_run(ctx, request, id);
   if (!is_finished(row)) {
     throw ApiError(409, "run_active", "run " + id + " is " + row.state + "; cancel it and wait until it has finished");
   }

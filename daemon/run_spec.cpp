@@ -17,6 +17,7 @@
 #include "images/image_stack.h"
 #include "images/image_user.h"
 #include "sandbox/quota.h"
+#include "sandbox/userns.h"
 
 namespace capsule::daemon {
 namespace {
@@ -384,6 +385,39 @@ json RunSpec::to_json() const {
   return j;
 }
 
+void authorize_workspace(RunSpec& spec, const Caller& caller) {
+  spec.caller = caller;
+  spec.workspace_dir.reset();
+  if (caller.is_root() || !spec.workspace_path) return;
+  const bool writable = spec.workspace_mode == WorkspaceMode::kReadWrite;
+  auto opened = std::make_shared<OpenedHostPath>(open_as_caller(
+      caller, *spec.workspace_path, writable ? HostAccess::kWriteDir : HostAccess::kReadDir, "workspace.path",
+      "invalid_spec"));
+  const std::string& path = *spec.workspace_path;
+  if (opened->st.st_uid != caller.uid) {
+    throw ApiError(403, "forbidden", "workspace.path: '" + path + "' is owned by uid " + std::to_string(opened->st.st_uid) +
+                                         "; " + caller.describe() + " may only use a directory it owns as a workspace "
+                                         "(the sandbox sees the tree with its owners' ids)");
+  }
+  // ro and rw show the tree with sandbox root standing for the directory's owner and group (the launcher's
+  // owner mapping): both must be the caller's, or the run would get a group's rights the caller lacks.
+  if (spec.workspace_mode != WorkspaceMode::kCow && !caller.in_group(opened->st.st_gid)) {
+    throw ApiError(403, "forbidden", "workspace.path: '" + path + "' has group " + std::to_string(opened->st.st_gid) +
+                                         ", which " + caller.describe() + " is not in; an ro or rw workspace acts with "
+                                         "the directory's group (use cow, or chgrp it)");
+  }
+  if (spec.workspace_mode == WorkspaceMode::kReadOnly) {
+    // A read-only copy of the mount tree at the opened directory: the launcher binds it as it binds an rw
+    // workspace (sandbox root mapped to the caller), and the copy keeps it read-only.
+    try {
+      opened->fd.reset(sandbox::make_detached_mount(opened->proc_path(), -1, false, true, true));
+    } catch (const std::exception& e) {
+      throw ApiError(500, "internal_error", "workspace.path: a read-only view of '" + path + "': " + e.what());
+    }
+  }
+  spec.workspace_dir = std::move(opened);
+}
+
 sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext& context) {
   sandbox::SandboxSpec out;
   std::vector<std::string> image_env;
@@ -430,20 +464,32 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
   if (image_home && !env.count("HOME")) env["HOME"] = *image_home;  // as Docker: the user's passwd entry
   for (const auto& [key, value] : env) out.env.push_back(key + "=" + value);
   if (spec.workspace_path) {
+    // Root: the path, as always. Anyone else: the directory authorize_workspace opened as the caller.
+    std::string source = *spec.workspace_path;
+    if (!spec.caller.is_root()) {
+      if (!spec.workspace_dir) {
+        throw ApiError(403, "forbidden", "workspace.path: '" + source + "' was not opened as " + spec.caller.describe());
+      }
+      source = spec.workspace_dir->proc_path();
+    }
     struct stat st;
-    if (stat(spec.workspace_path->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (stat(source.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       invalid("workspace.path", "'" + *spec.workspace_path + "' is not a directory on the host");
     }
     switch (spec.workspace_mode) {
       case WorkspaceMode::kCow:
-        out.overlays.push_back(sandbox::OverlayMount{
-            {*spec.workspace_path}, context.run_dir + "/upper", context.run_dir + "/work", "/workspace"});
+        out.overlays.push_back(
+            sandbox::OverlayMount{{source}, context.run_dir + "/upper", context.run_dir + "/work", "/workspace"});
         break;
       case WorkspaceMode::kReadOnly:
-        out.mounts.push_back(sandbox::BindMount{*spec.workspace_path, "/workspace", true, true});
+        // A non-root caller's source is already a read-only mount: bound like an rw one, it is shown with
+        // sandbox root as the caller, not with host ids as they are (host root's files as sandbox root's).
+        out.mounts.push_back(sandbox::BindMount{source, "/workspace", spec.caller.is_root(), true});
         break;
       case WorkspaceMode::kReadWrite:
-        out.mounts.push_back(sandbox::BindMount{*spec.workspace_path, "/workspace", false, true});
+        // The launcher maps sandbox root to the directory's owner: for a non-root caller, the caller itself
+        // (authorize_workspace made sure), so what the run creates is the caller's on the host.
+        out.mounts.push_back(sandbox::BindMount{source, "/workspace", false, true});
         break;
     }
   }

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/auth.h"
 #include "images/error.h"
 #include "images/image_store.h"
 #include "images/toolchain_select.h"
@@ -49,6 +51,12 @@ struct RunSpec {
   std::vector<std::string> junit_globs;
   std::optional<std::string> stdin_data;
 
+  // Who submitted it: a non-root caller's workspace is opened with its credentials (authorize_workspace).
+  Caller caller = root_caller();
+  // The workspace directory as the caller opened it; the sandbox mounts this exact directory through
+  // /proc/self/fd (it stays open as long as the spec), so a path swapped after the check changes nothing.
+  std::shared_ptr<const OpenedHostPath> workspace_dir;
+
   // Set by pin_image at submission, so the run uses the images it was accepted with even if a ref moves.
   std::string image_digest;                // the base; empty: the built-in host image
   std::vector<std::string> layer_digests;  // stacked on it, in order: a toolchain layer picked, then `layers`
@@ -84,6 +92,14 @@ struct ImageCatalog {
 // image and the layer as the first of layer_digests. Throws ApiError 404 (image_not_found naming image or
 // layers[i], no_matching_image) or 400 naming the field.
 void pin_image(RunSpec& spec, const ImageCatalog& catalog);
+
+// Sets spec.caller and, for a non-root caller with a workspace, opens it as that caller into
+// spec.workspace_dir: ro and cow need the directory readable and searchable, rw writable as well. The
+// directory must be the caller's own: ro and rw show it with sandbox root as its owner and group (so its
+// group must be one of the caller's too), and cow shows the tree with host ids as they are. ro gets a
+// read-only copy of the mount. Throws ApiError 403 forbidden naming the path and the caller's uid, or 400
+// invalid_spec. Root: nothing opened, the path is used as before.
+void authorize_workspace(RunSpec& spec, const Caller& caller);
 
 struct ResolveContext {
   std::string images_dir;    // host image cache
