@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/base64.h"
 #include "client/http_client.h"
 
 #ifndef CAPSULE_VERSION
@@ -453,7 +454,13 @@ int cmd_run(const std::string& socket, RunOptions options) {
           id = text(event, "id");
           watcher.set_id(id);
         } else if ((kind == "stdout" || kind == "stderr") && !options.json) {
-          write_all(kind == "stdout" ? STDOUT_FILENO : STDERR_FILENO, text(event, "data"));
+          const std::optional<std::string> bytes = base64_decode(text(event, "data_b64"));
+          if (!bytes) throw std::runtime_error("capsuled sent a " + kind + " event whose data_b64 is not base64");
+          write_all(kind == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
+        } else if (kind == "dropped") {
+          std::cerr << "capsule: " << number(event, "bytes") << " bytes of " << text(event, "stream")
+                    << " were not relayed (this client fell behind); `capsule runs logs " << id
+                    << "` has the whole output\n";
         } else if (kind == "finished" && !member(event, "run").empty()) {
           run = member(event, "run");
         } else if (kind == "error") {

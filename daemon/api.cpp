@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -42,21 +43,52 @@ std::string kernel_release() {
 }
 
 // The ndjson answer to POST /v1/runs. The stream starts only once submit() accepted the run (a refusal must
-// be an error status, not a 200 stream), but events may come before that; they wait in `pending`.
+// be an error status, not a 200 stream), but events may come before that; they wait in `pending`. A client
+// that falls behind loses output events, never the stream: while more than kOutputBacklog bytes wait for it,
+// stdout/stderr events are counted instead of queued and a {"event": "dropped", "stream", "bytes"} tells it
+// how many bytes it missed (GET /v1/runs/{id}/logs has them); "finished" is always sent.
 struct EventLines {
+  static constexpr std::size_t kOutputBacklog = 2u << 20;
+
   std::mutex mutex;
   std::shared_ptr<StreamWriter> writer;
   std::string pending;
   bool finished = false;
+  std::map<std::string, std::uint64_t> dropped;  // output bytes not sent, by stream, since the last notice
+  std::string id;
+
+  static std::uint64_t output_bytes(const json& event) {
+    const auto it = event.find("data_b64");
+    if (it == event.end() || !it->is_string()) return 0;
+    const std::string& text = it->get_ref<const std::string&>();
+    const std::size_t padding = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
+    return text.size() / 4 * 3 - padding;
+  }
+
+  void send_dropped_locked() {
+    for (auto& [stream, bytes] : dropped) {
+      if (bytes == 0) continue;
+      writer->write(dump({{"event", "dropped"}, {"id", id}, {"stream", stream}, {"bytes", bytes}}) + "\n");
+      bytes = 0;
+    }
+  }
 
   void add(const json& event) {
-    const bool last = event.value("event", "") == "finished";
+    const std::string kind = event.value("event", "");
+    const bool last = kind == "finished";
+    const bool output = kind == "stdout" || kind == "stderr";
     std::lock_guard lock(mutex);
+    if (id.empty()) id = event.value("id", "");
     if (!writer) {
       pending += dump(event) + "\n";
       finished = finished || last;
       return;
     }
+    if (output && writer->backlog() > kOutputBacklog) {
+      dropped[kind] += output_bytes(event);
+      return;
+    }
+    if (output || last) send_dropped_locked();
     writer->write(dump(event) + "\n");
     if (last) writer->finish();
   }

@@ -231,6 +231,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
     return true;
   }
+  std::size_t backlog() const { return stream_backlog_.load(); }
   void post_finish() {
     net::post(executor(), [self = shared_from_this()] {
       if (self->phase_ != Phase::kStreaming) return;
@@ -530,6 +531,8 @@ bool StreamWriter::write(std::string chunk) {
 void StreamWriter::finish() {
   if (connection_ && !finished_.exchange(true)) connection_->post_finish();
 }
+
+std::size_t StreamWriter::backlog() const { return connection_ ? connection_->backlog() : 0; }
 
 bool StreamWriter::client_gone() const { return !connection_ || connection_->gone(); }
 

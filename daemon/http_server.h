@@ -67,6 +67,8 @@ class StreamWriter {
   void finish();
   // True once the client disconnected or a write failed.
   bool client_gone() const;
+  // Bytes queued and not yet written to the client (what counts against max_stream_buffer_bytes).
+  std::size_t backlog() const;
 
  private:
   std::shared_ptr<detail::Connection> connection_;
