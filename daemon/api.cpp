@@ -48,7 +48,8 @@ std::string kernel_release() {
 // stdout/stderr events are counted instead of queued and a {"event": "dropped", "stream", "bytes"} tells it
 // how many bytes it missed (GET /v1/runs/{id}/logs has them); "finished" is always sent.
 struct EventLines {
-  static constexpr std::size_t kOutputBacklog = 2u << 20;
+  // Leaves room below the server's 16 MiB limit for "finished" (a record is at most 4 MiB).
+  static constexpr std::size_t kOutputBacklog = 6u << 20;
 
   std::mutex mutex;
   std::shared_ptr<StreamWriter> writer;
@@ -63,6 +64,24 @@ struct EventLines {
     const std::string& text = it->get_ref<const std::string&>();
     const std::size_t padding = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
     return text.size() / 4 * 3 - padding;
+  }
+
+  // An output event's line, rendered without scanning the large string: base64 needs no JSON escaping.
+  // The field order is fixed ({"event","id","data_b64"}) so clients can read it without a full parse.
+  static std::string output_line(const std::string& kind, const json& event) {
+    const auto it = event.find("data_b64");
+    if (it == event.end() || !it->is_string()) return dump(event) + "\n";
+    const std::string& data = it->get_ref<const std::string&>();
+    std::string line;
+    line.reserve(data.size() + 96);
+    line += "{\"event\":";
+    line += dump(kind);
+    line += ",\"id\":";
+    line += dump(event.value("id", ""));
+    line += ",\"data_b64\":\"";
+    line += data;
+    line += "\"}\n";
+    return line;
   }
 
   void send_dropped_locked() {
@@ -80,7 +99,7 @@ struct EventLines {
     std::lock_guard lock(mutex);
     if (id.empty()) id = event.value("id", "");
     if (!writer) {
-      pending += dump(event) + "\n";
+      pending += output ? output_line(kind, event) : dump(event) + "\n";
       finished = finished || last;
       return;
     }
@@ -89,7 +108,7 @@ struct EventLines {
       return;
     }
     if (output || last) send_dropped_locked();
-    writer->write(dump(event) + "\n");
+    writer->write(output ? output_line(kind, event) : dump(event) + "\n");
     if (last) writer->finish();
   }
 

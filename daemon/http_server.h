@@ -146,7 +146,7 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout{60000};    // between requests on a kept-alive connection
   std::chrono::milliseconds write_timeout{30000};   // for each write (a response, or one streamed chunk)
   std::size_t max_connections = 256;               // beyond it a new connection gets 503 and is closed
-  std::size_t max_stream_buffer_bytes = 8 * 1024 * 1024;  // unsent streamed bytes before the client is dropped
+  std::size_t max_stream_buffer_bytes = 16 * 1024 * 1024;  // unsent streamed bytes before the client is dropped
 };
 
 // What the server does with one request's bytes before calling a handler, without a socket: the Beast parser
