@@ -324,80 +324,78 @@ void RunManager::supervise_loop() {
 }
 
 bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
+  std::vector<std::shared_ptr<Run>> to_start;
+  std::vector<std::shared_ptr<Run>> cancelled_in_queue;
   {
-    std::vector<std::shared_ptr<Run>> to_start;
-    std::vector<std::shared_ptr<Run>> cancelled_in_queue;
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_ && live_.empty()) return false;
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        if ((*it)->cancel_requested) {
-          cancelled_in_queue.push_back(*it);
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
+    std::lock_guard lock(mutex_);
+    if (stopping_ && live_.empty()) return false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancel_requested) {
+        cancelled_in_queue.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
       }
-      start_queued_locked(to_start);
     }
-    for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
-    for (auto& run : to_start) {
-      start_run(run);
-      if (run->sandbox) active.push_back(run);
-    }
+    start_queued_locked(to_start);
+  }
+  for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
+  for (auto& run : to_start) {
+    start_run(run);
+    if (run->sandbox) active.push_back(run);
+  }
 
-    std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
-    std::vector<Run*> owners{nullptr};
-    std::int64_t deadline = 0;
-    for (auto& run : active) {
+  std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+  std::vector<Run*> owners{nullptr};
+  std::int64_t deadline = 0;
+  for (auto& run : active) {
+    sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+    if (run->cancel_requested) supervisor.cancel();
+    for (const pollfd& p : supervisor.interest()) {
+      fds.push_back(p);
+      owners.push_back(run.get());
+    }
+    std::int64_t d = supervisor.next_deadline();
+    if (d != 0 && (deadline == 0 || d < deadline)) deadline = d;
+  }
+  const std::int64_t now = sandbox::monotonic_ns();
+  int timeout_ms = deadline == 0 ? -1 : static_cast<int>(std::max<std::int64_t>(0, (deadline - now) / 1000000 + 1));
+  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return true;
+  if (fds[0].revents != 0) {
+    std::uint64_t count;
+    (void)!read(wake_fd_, &count, sizeof count);
+  }
+  std::set<Run*> broken;  // a supervisor that threw: its sandbox is torn down and recorded as an error
+  std::map<Run*, std::string> errors;
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents == 0 || broken.count(owners[i])) continue;
+    try {
+      owners[i]->sandbox->supervisor().handle(fds[i].fd, fds[i].revents);
+    } catch (const std::exception& e) {
+      broken.insert(owners[i]);
+      errors[owners[i]] = e.what();
+    }
+  }
+  const std::int64_t after = sandbox::monotonic_ns();
+  for (auto it = active.begin(); it != active.end();) {
+    auto run = *it;
+    sandbox::Result result;
+    try {
       sandbox::Supervisor& supervisor = run->sandbox->supervisor();
-      if (run->cancel_requested) supervisor.cancel();
-      for (const pollfd& p : supervisor.interest()) {
-        fds.push_back(p);
-        owners.push_back(run.get());
+      if (!broken.count(run.get())) supervisor.tick(after);
+      if (!broken.count(run.get()) && !supervisor.finished()) {
+        ++it;
+        continue;
       }
-      std::int64_t d = supervisor.next_deadline();
-      if (d != 0 && (deadline == 0 || d < deadline)) deadline = d;
+      if (broken.count(run.get())) throw std::runtime_error(errors[run.get()]);
+      result = run->sandbox->finish();
+    } catch (const std::exception& e) {
+      result = sandbox::Result{};
+      result.status = sandbox::Status::kInternalError;
+      result.reason = std::string("supervision failed: ") + e.what();
     }
-    const std::int64_t now = sandbox::monotonic_ns();
-    int timeout_ms = deadline == 0 ? -1 : static_cast<int>(std::max<std::int64_t>(0, (deadline - now) / 1000000 + 1));
-    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return true;
-    if (fds[0].revents != 0) {
-      std::uint64_t count;
-      (void)!read(wake_fd_, &count, sizeof count);
-    }
-    std::set<Run*> broken;  // a supervisor that threw: its sandbox is torn down and recorded as an error
-    std::map<Run*, std::string> errors;
-    for (std::size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0 || broken.count(owners[i])) continue;
-      try {
-        owners[i]->sandbox->supervisor().handle(fds[i].fd, fds[i].revents);
-      } catch (const std::exception& e) {
-        broken.insert(owners[i]);
-        errors[owners[i]] = e.what();
-      }
-    }
-    const std::int64_t after = sandbox::monotonic_ns();
-    for (auto it = active.begin(); it != active.end();) {
-      auto run = *it;
-      sandbox::Result result;
-      try {
-        sandbox::Supervisor& supervisor = run->sandbox->supervisor();
-        if (!broken.count(run.get())) supervisor.tick(after);
-        if (!broken.count(run.get()) && !supervisor.finished()) {
-          ++it;
-          continue;
-        }
-        if (broken.count(run.get())) throw std::runtime_error(errors[run.get()]);
-        result = run->sandbox->finish();
-      } catch (const std::exception& e) {
-        result = sandbox::Result{};
-        result.status = sandbox::Status::kInternalError;
-        result.reason = std::string("supervision failed: ") + e.what();
-      }
-      it = active.erase(it);
-      finish_run(run, std::move(result));
-    }
+    it = active.erase(it);
+    finish_run(run, std::move(result));
   }
   return true;
 }
