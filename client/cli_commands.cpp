@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/base64.h"
 #include "client/http_client.h"
 
 #ifndef CAPSULE_VERSION
@@ -261,6 +262,29 @@ class InterruptWatcher {
   std::thread thread_;
 };
 
+// capsuled writes output events as {"event":"stdout"|"stderr","id":"...","data_b64":"..."} (docs/api.md):
+// those are read here without a JSON parse of the large string. Anything else: nullopt (parse it as JSON).
+struct OutputEvent {
+  bool is_stdout = true;
+  std::string_view data_b64;
+};
+std::optional<OutputEvent> quick_output_event(std::string_view line) {
+  OutputEvent out;
+  for (const std::string_view prefix : {R"({"event":"stdout","id":")", R"({"event":"stderr","id":")"}) {
+    if (!line.starts_with(prefix)) continue;
+    out.is_stdout = prefix[13] == 'o';  // std[o]ut, std[e]rr
+    const std::size_t field = line.find(R"(","data_b64":")", prefix.size());
+    if (field == std::string_view::npos || !line.ends_with("\"}")) return std::nullopt;
+    const std::string_view id = line.substr(prefix.size(), field - prefix.size());
+    if (id.find_first_of("\"\\") != std::string_view::npos) return std::nullopt;
+    const std::size_t start = field + 14;
+    if (start > line.size() - 2) return std::nullopt;
+    out.data_b64 = line.substr(start, line.size() - 2 - start);
+    return out;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* client_version() { return CAPSULE_VERSION; }
@@ -447,13 +471,26 @@ int cmd_run(const std::string& socket, RunOptions options) {
   std::string id, stream_error;
   const HttpResponse response = client.stream_lines(
       "POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
+        if (const auto output = quick_output_event(line)) {
+          if (options.json) return;
+          const std::optional<std::string> bytes = base64_decode(output->data_b64);
+          if (!bytes) throw std::runtime_error("capsuled sent an output event whose data_b64 is not base64");
+          write_all(output->is_stdout ? STDOUT_FILENO : STDERR_FILENO, *bytes);
+          return;
+        }
         const json event = json::parse(line, nullptr, false);
         const std::string kind = text(event, "event");
         if (kind == "queued") {
           id = text(event, "id");
           watcher.set_id(id);
         } else if ((kind == "stdout" || kind == "stderr") && !options.json) {
-          write_all(kind == "stdout" ? STDOUT_FILENO : STDERR_FILENO, text(event, "data"));
+          const std::optional<std::string> bytes = base64_decode(text(event, "data_b64"));
+          if (!bytes) throw std::runtime_error("capsuled sent a " + kind + " event whose data_b64 is not base64");
+          write_all(kind == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
+        } else if (kind == "dropped") {
+          std::cerr << "capsule: " << number(event, "bytes") << " bytes of " << text(event, "stream")
+                    << " were not relayed (this client fell behind); `capsule runs logs " << id
+                    << "` has the whole output\n";
         } else if (kind == "finished" && !member(event, "run").empty()) {
           run = member(event, "run");
         } else if (kind == "error") {

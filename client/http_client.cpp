@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #ifndef CAPSULE_VERSION
 #define CAPSULE_VERSION "unknown"
@@ -108,14 +109,16 @@ HttpResponse HttpClient::stream(const std::string& method, const std::string& ta
   copy_head(parser.get(), out);
   const bool collect = out.status >= 300;
 
-  char piece[16384];
+  std::vector<char> buffer_storage(1 << 16);
+  char* piece = buffer_storage.data();
+  const std::size_t piece_size = buffer_storage.size();
   while (!parser.is_done()) {
     parser.get().body().data = piece;
-    parser.get().body().size = sizeof piece;
+    parser.get().body().size = piece_size;
     http::read_some(socket, buffer, parser, ec);  // returns as soon as some body bytes are parsed
     if (ec == http::error::need_buffer) ec = {};
     if (ec) transport_failure(socket_path_, "reading the body of " + method + " " + target, ec);
-    const std::size_t n = sizeof piece - parser.get().body().size;
+    const std::size_t n = piece_size - parser.get().body().size;
     if (n == 0) continue;
     if (collect) out.body.append(piece, n);
     else on_data(std::string_view(piece, n));
@@ -126,14 +129,24 @@ HttpResponse HttpClient::stream(const std::string& method, const std::string& ta
 HttpResponse HttpClient::stream_lines(const std::string& method, const std::string& target,
                                       const nlohmann::json& body, const Headers& headers,
                                       const ChunkCallback& on_line) const {
-  std::string pending;
+  std::string pending;  // the start of a line whose '\n' has not arrived yet
   HttpResponse out = stream(method, target, body, headers, [&](std::string_view data) {
-    pending.append(data);
-    std::size_t start = 0;
-    for (std::size_t newline; (newline = pending.find('\n', start)) != std::string::npos; start = newline + 1) {
-      on_line(std::string_view(pending).substr(start, newline - start));
+    // Lines wholly inside `data` are handed on without copying; only a partial line is kept.
+    for (std::size_t newline; (newline = data.find('\n')) != std::string_view::npos;) {
+      if (pending.empty()) {
+        on_line(data.substr(0, newline));
+      } else {
+        pending.append(data.substr(0, newline));
+        on_line(pending);
+        pending.clear();
+      }
+      data.remove_prefix(newline + 1);
     }
-    pending.erase(0, start);
+    if (pending.size() + data.size() > kMaxLineBytes) {
+      throw std::runtime_error("capsuled sent a line of more than " + std::to_string(kMaxLineBytes >> 20) +
+                               " MiB without a newline in the answer to " + method + " " + target);
+    }
+    pending.append(data);
   });
   if (!pending.empty()) on_line(pending);
   return out;

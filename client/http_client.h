@@ -59,7 +59,9 @@ class HttpClient {
   HttpResponse stream(const std::string& method, const std::string& target, const nlohmann::json& body,
                       const Headers& headers, const ChunkCallback& on_data) const;
 
-  // stream(), split into lines without their '\n'; a last line without '\n' is delivered too.
+  // stream(), split into lines without their '\n'; a last line without '\n' is delivered too. A line longer
+  // than kMaxLineBytes throws std::runtime_error naming the limit (the daemon's events stay far below it).
+  static constexpr std::size_t kMaxLineBytes = 64u << 20;
   HttpResponse stream_lines(const std::string& method, const std::string& target, const nlohmann::json& body,
                             const Headers& headers, const ChunkCallback& on_line) const;
 

@@ -265,6 +265,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
     return true;
   }
+  std::size_t backlog() const { return stream_backlog_.load(); }
   void post_finish() {
     net::post(executor(), [self = shared_from_this()] {
       if (self->phase_ != Phase::kStreaming) return;
@@ -601,6 +602,8 @@ void StreamWriter::finish() {
 void StreamWriter::when_drained(std::function<void()> callback) {
   if (connection_ && !finished_ && !connection_->gone()) connection_->post_when_drained(std::move(callback));
 }
+
+std::size_t StreamWriter::backlog() const { return connection_ ? connection_->backlog() : 0; }
 
 bool StreamWriter::client_gone() const { return !connection_ || connection_->gone(); }
 

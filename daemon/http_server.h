@@ -73,6 +73,8 @@ class StreamWriter {
   void when_drained(std::function<void()> callback);
   // True once the client disconnected or a write failed.
   bool client_gone() const;
+  // Bytes queued and not yet written to the client (what counts against max_stream_buffer_bytes).
+  std::size_t backlog() const;
 
  private:
   std::shared_ptr<detail::Connection> connection_;
@@ -153,7 +155,7 @@ struct ServerOptions {
   std::size_t max_connections = 256;
   // Open connections of one non-root Unix-socket peer uid; beyond it 503. 0: unlimited.
   std::size_t max_connections_per_uid = 64;
-  std::size_t max_stream_buffer_bytes = 8 * 1024 * 1024;  // unsent streamed bytes before the client is dropped
+  std::size_t max_stream_buffer_bytes = 16 * 1024 * 1024;  // unsent streamed bytes before the client is dropped
 };
 
 // What the server does with one request's bytes before calling a handler, without a socket: the Beast parser

@@ -2,6 +2,7 @@
 // matcher (*, ?, [..] per path segment, ** for any depth) that finds the reports inside a workspace.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -26,26 +27,45 @@ class JunitError : public std::runtime_error {
 struct TestCounts {
   std::uint64_t total = 0, failed = 0, errors = 0, skipped = 0;
   std::vector<std::string> files;       // reports counted (relative to the root for collect_junit)
-  std::vector<std::string> unreadable;  // "<relative path>: <reason>" for matched files that could not be counted
+  // "<relative path>: <reason>" for matched files that could not be counted or were not read (limits), and
+  // for directories the search could not enter; at most JunitLimits::max_listed.
+  std::vector<std::string> unreadable;
+  bool truncated = false;       // a limit stopped the collection: some matching reports were not counted
+  std::uint64_t not_read = 0;   // matched reports (or problems) beyond what `unreadable` lists or counts
 
-  // {"total","failed","errors","skipped","files","unreadable"}
+  // {"total","failed","errors","skipped","files","unreadable"}, plus "truncated": true and "not_read" when
+  // a limit was hit.
   nlohmann::json to_json() const;
   TestCounts& operator+=(const TestCounts& other);
+};
+
+// What a sandbox's reports may cost the daemon: they are collected after the run, from untrusted files.
+struct JunitLimits {
+  std::size_t max_files = 1000;                 // reports parsed
+  std::uint64_t max_file_bytes = 16ull << 20;   // apparent size (st_size) of one report; larger ones are not read
+  std::uint64_t max_total_bytes = 128ull << 20; // bytes parsed over all reports
+  std::uint64_t max_visited = 1000000;          // directory entries looked at while matching globs
+  std::chrono::milliseconds time_budget{20000}; // for matching and parsing together
+  std::size_t max_listed = 100;                 // entries in TestCounts::unreadable
 };
 
 // Counts one report. A <testsuite> with a `tests` attribute is taken at its word (tests, failures, errors,
 // skipped; nested suites are then not counted again); one without is counted from its <testcase> children
 // (a <failure>, <error> or <skipped> child each count once) and nested <testsuite>s. A <testsuites> root
 // sums its suites and ignores its own totals. Throws JunitError for unreadable, malformed, oversized
-// (> 64 MiB) or non-JUnit files. pugixml expands no DTD entities, so hostile XML cannot blow up.
-TestCounts parse_junit_file(const std::string& path);
+// (> max_bytes) or non-JUnit files. pugixml expands no DTD entities, so hostile XML cannot blow up.
+// Only a regular file is opened (O_NOFOLLOW | O_NONBLOCK, type and size checked on the descriptor before
+// any read), and only up to `max_bytes`.
+TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes = 64ull << 20);
 
 // Regular files below `root` (symlinks are never followed) matching any of the relative globs, as sorted,
 // de-duplicated "/"-separated relative paths. `**` matches zero or more directories; wildcards do not match
 // a leading '.' (so `**` skips hidden directories). Throws JunitError for an absolute glob or one with "..".
 std::vector<std::string> glob_files(const std::string& root, const std::vector<std::string>& globs);
 
-// Sum of parse_junit_file over glob_files(root, globs); malformed reports go to `unreadable`.
-TestCounts collect_junit(const std::string& root, const std::vector<std::string>& globs);
+// Sum of parse_junit_file over glob_files(root, globs) within `limits`; malformed reports, reports not
+// read because of a limit and directories that could not be searched go to `unreadable`.
+TestCounts collect_junit(const std::string& root, const std::vector<std::string>& globs,
+                         const JunitLimits& limits = {});
 
 }  // namespace capsule::daemon

@@ -1,5 +1,5 @@
 // The daemon's run lifecycle: queue -> start (resolve, launch) -> supervise (one poll loop for all live
-// sandboxes) -> record (result, diff, JUnit counts) -> ledger, with events for streaming clients.
+// sandboxes) -> hand off to a finisher: record (result, diff, JUnit counts) -> ledger -> "finished".
 #include "daemon/run_manager.h"
 
 #include <poll.h>
@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
+#include "client/base64.h"
 #include "daemon/api_error.h"
-#include "daemon/junit.h"
-#include "daemon/workspace_diff.h"
+#include "daemon/run_record.h"
 #include "sandbox/command.h"
 #include "sandbox/result_json.h"
 #include "sandbox/scratch.h"
@@ -38,7 +40,7 @@ struct RunManager::Run {
   std::vector<Listener> listeners;  // guarded by RunManager::mutex_
   std::atomic<bool> cancel_requested{false};
   bool started = false;             // guarded by mutex_
-  // Supervision thread only:
+  // Supervision thread only, then (after the hand-off) the finisher's:
   std::unique_ptr<sandbox::StartedSandbox> sandbox;
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
@@ -75,6 +77,7 @@ RunManager::~RunManager() {
   }
   wake();
   thread_.join();
+  finisher_.stop();  // every run handed off is recorded before the manager goes away
   close(wake_fd_);
 }
 
@@ -185,19 +188,24 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     finish_run(run, result);
     return;
   }
-  ledger_.mark_running(run->id, unix_ms());
-  notify(run, {{"event", "started"}, {"id", run->id}});
   try {
+    ledger_.mark_running(run->id, unix_ms());
+    notify(run, {{"event", "started"}, {"id", run->id}});
     std::filesystem::create_directories(run->run_dir);
     run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
     run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
     sandbox::RunHooks hooks;
     Run* raw = run.get();
+    // The relay: exact bytes, base64 in the event (JSON strings cannot carry arbitrary bytes); no re-encoding.
     hooks.on_output = [this, raw, run_ref = std::weak_ptr<Run>(run)](sandbox::OutputStream stream, std::string_view chunk) {
       const bool is_stdout = stream == sandbox::OutputStream::kStdout;
       (is_stdout ? raw->stdout_log : raw->stderr_log)->append(chunk);
       if (auto self = run_ref.lock()) {
-        notify(self, {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id}, {"data", sandbox::to_valid_utf8(chunk)}});
+        {
+          std::lock_guard lock(mutex_);
+          if (self->listeners.empty()) return;
+        }
+        notify(self, {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id}, {"data_b64", client::base64_encode(chunk)}});
       }
     };
     sandbox::SandboxSpec sandbox_spec = run->sandbox_spec;
@@ -214,48 +222,70 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
                                               run->sandbox->take_listeners());
     }
   } catch (const sandbox::SandboxError& e) {
+    run->sandbox.reset();
     finish_run(run, sandbox::Launcher::setup_failure(e));
   } catch (const std::exception& e) {
+    run->sandbox.reset();
     sandbox::Result result;
     result.status = sandbox::Status::kInternalError;
-    result.reason = e.what();
+    result.reason = std::string("starting the run failed: ") + e.what();
     finish_run(run, result);
   }
 }
 
 void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
-  run->sandbox.reset();
-  nlohmann::json record = sandbox::result_to_json(result);
-  if (run->proxy) {
-    record["proxy"] = run->proxy->record();
-    run->proxy.reset();
-  }
-  const RunSpec& spec = run->spec;
+  finisher_.post([this, run, result = std::move(result)]() mutable { complete_run(run, std::move(result)); });
+}
+
+void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::string& state,
+                                 const nlohmann::json& record) {
   try {
-    if (spec.workspace_path && spec.workspace_mode == WorkspaceMode::kCow &&
-        std::filesystem::exists(run->run_dir + "/upper")) {
-      record["diff"] = diff_upper(run->run_dir + "/upper", *spec.workspace_path).to_json();
-    }
-    if (!spec.junit_globs.empty() && spec.workspace_path) {
-      const std::string root =
-          spec.workspace_mode == WorkspaceMode::kCow ? run->run_dir + "/upper" : *spec.workspace_path;
-      record["tests"] = collect_junit(root, spec.junit_globs).to_json();
-    }
+    ledger_.mark_finished(run->id, state, record, unix_ms());
+    return;
   } catch (const std::exception& e) {
-    record["collect_error"] = e.what();
+    spdlog::error("run {}: recording it as {} failed: {}", run->id, state, e.what());
+    try {
+      sandbox::Result none;
+      none.wall_ms = record.value("wall_ms", 0.0);
+      ledger_.mark_finished(run->id, "internal_error",
+                            failure_record(std::string("recording the run failed: ") + e.what(), none), unix_ms());
+    } catch (const std::exception& again) {
+      spdlog::error("run {}: recording it as internal_error failed too: {}", run->id, again.what());
+    }
   }
-  record["manifest"] = {{"image", spec.image}, {"image_digest", spec.image_digest.empty() ? nlohmann::json() : nlohmann::json(spec.image_digest)},
-                        {"layers", spec.layers}, {"image_digests", spec.image_digests()}, {"policy", spec.policy},
-                        {"workspace", spec.workspace_path ? nlohmann::json(*spec.workspace_path) : nlohmann::json()}};
-  for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
-    if (log != nullptr) log->close();
+}
+
+void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
+  std::string state = sandbox::status_name(result.status);
+  nlohmann::json record;
+  try {
+    run->sandbox.reset();  // releases the rootfs scratch (may be many files): here, not on the loop
+    RecordSources sources;
+    sources.upper_dir = run->run_dir + "/upper";
+    if (run->proxy) {
+      sources.proxy = run->proxy->record();
+      run->proxy.reset();
+    }
+    for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
+      if (log != nullptr) log->close();
+    }
+    record = build_record(run->spec, result, sources);
+  } catch (const std::exception& e) {
+    state = "internal_error";
+    record = failure_record(std::string("finishing the run failed: ") + e.what(), result);
   }
-  const std::string state = sandbox::status_name(result.status);
-  ledger_.mark_finished(run->id, state, record, unix_ms());
+  record_finished(run, state, record);
   std::error_code ignored;
   std::filesystem::remove_all(run->run_dir, ignored);
 
-  std::optional<RunRow> row = ledger_.get(run->id);
+  std::optional<RunRow> row;
+  try {
+    row = ledger_.get(run->id);
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: reading its final row failed: {}", run->id, e.what());
+  }
+  nlohmann::json run_json = row ? row->to_json() : nlohmann::json{{"id", run->id}, {"state", state}, {"record", record}};
+  if (row) state = row->state;
   {
     // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.
     std::lock_guard lock(mutex_);
@@ -271,87 +301,103 @@ void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result res
       }
     }
   }
-  notify(run, {{"event", "finished"}, {"id", run->id}, {"run", row ? row->to_json() : nlohmann::json()}});
+  try {
+    notify(run, {{"event", "finished"}, {"id", run->id}, {"run", std::move(run_json)}});
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: sending \"finished\" failed: {}", run->id, e.what());
+  }
   idle_.notify_all();  // after the answers are on their way, so drain() does not return before them
+  wake();              // a free slot for the queue; a stopping loop may now end
 }
 
 void RunManager::supervise_loop() {
   std::vector<std::shared_ptr<Run>> active;
   for (;;) {
-    std::vector<std::shared_ptr<Run>> to_start;
-    std::vector<std::shared_ptr<Run>> cancelled_in_queue;
-    {
-      std::lock_guard lock(mutex_);
-      if (stopping_ && live_.empty()) break;
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        if ((*it)->cancel_requested) {
-          cancelled_in_queue.push_back(*it);
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      start_queued_locked(to_start);
-    }
-    for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
-    for (auto& run : to_start) {
-      start_run(run);
-      if (run->sandbox) active.push_back(run);
-    }
-
-    std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
-    std::vector<Run*> owners{nullptr};
-    std::int64_t deadline = 0;
-    for (auto& run : active) {
-      sandbox::Supervisor& supervisor = run->sandbox->supervisor();
-      if (run->cancel_requested) supervisor.cancel();
-      for (const pollfd& p : supervisor.interest()) {
-        fds.push_back(p);
-        owners.push_back(run.get());
-      }
-      std::int64_t d = supervisor.next_deadline();
-      if (d != 0 && (deadline == 0 || d < deadline)) deadline = d;
-    }
-    const std::int64_t now = sandbox::monotonic_ns();
-    int timeout_ms = deadline == 0 ? -1 : static_cast<int>(std::max<std::int64_t>(0, (deadline - now) / 1000000 + 1));
-    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) continue;
-    if (fds[0].revents != 0) {
-      std::uint64_t count;
-      (void)!read(wake_fd_, &count, sizeof count);
-    }
-    std::set<Run*> broken;  // a supervisor that threw: its sandbox is torn down and recorded as an error
-    std::map<Run*, std::string> errors;
-    for (std::size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0 || broken.count(owners[i])) continue;
-      try {
-        owners[i]->sandbox->supervisor().handle(fds[i].fd, fds[i].revents);
-      } catch (const std::exception& e) {
-        broken.insert(owners[i]);
-        errors[owners[i]] = e.what();
-      }
-    }
-    const std::int64_t after = sandbox::monotonic_ns();
-    for (auto it = active.begin(); it != active.end();) {
-      auto run = *it;
-      sandbox::Result result;
-      try {
-        sandbox::Supervisor& supervisor = run->sandbox->supervisor();
-        if (!broken.count(run.get())) supervisor.tick(after);
-        if (!broken.count(run.get()) && !supervisor.finished()) {
-          ++it;
-          continue;
-        }
-        if (broken.count(run.get())) throw std::runtime_error(errors[run.get()]);
-        result = run->sandbox->finish();
-      } catch (const std::exception& e) {
-        result = sandbox::Result{};
-        result.status = sandbox::Status::kInternalError;
-        result.reason = std::string("supervision failed: ") + e.what();
-      }
-      it = active.erase(it);
-      finish_run(run, std::move(result));
+    try {
+      if (!supervise_once(active)) return;
+    } catch (const std::exception& e) {
+      // A backstop: whatever went wrong is logged and the loop goes on supervising the others.
+      spdlog::error("supervision loop: {}", e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
+}
+
+bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
+  std::vector<std::shared_ptr<Run>> to_start;
+  std::vector<std::shared_ptr<Run>> cancelled_in_queue;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && live_.empty()) return false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancel_requested) {
+        cancelled_in_queue.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    start_queued_locked(to_start);
+  }
+  for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
+  for (auto& run : to_start) {
+    start_run(run);
+    if (run->sandbox) active.push_back(run);
+  }
+
+  std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+  std::vector<Run*> owners{nullptr};
+  std::int64_t deadline = 0;
+  for (auto& run : active) {
+    sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+    if (run->cancel_requested) supervisor.cancel();
+    for (const pollfd& p : supervisor.interest()) {
+      fds.push_back(p);
+      owners.push_back(run.get());
+    }
+    std::int64_t d = supervisor.next_deadline();
+    if (d != 0 && (deadline == 0 || d < deadline)) deadline = d;
+  }
+  const std::int64_t now = sandbox::monotonic_ns();
+  int timeout_ms = deadline == 0 ? -1 : static_cast<int>(std::max<std::int64_t>(0, (deadline - now) / 1000000 + 1));
+  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return true;
+  if (fds[0].revents != 0) {
+    std::uint64_t count;
+    (void)!read(wake_fd_, &count, sizeof count);
+  }
+  std::set<Run*> broken;  // a supervisor that threw: its sandbox is torn down and recorded as an error
+  std::map<Run*, std::string> errors;
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents == 0 || broken.count(owners[i])) continue;
+    try {
+      owners[i]->sandbox->supervisor().handle(fds[i].fd, fds[i].revents);
+    } catch (const std::exception& e) {
+      broken.insert(owners[i]);
+      errors[owners[i]] = e.what();
+    }
+  }
+  const std::int64_t after = sandbox::monotonic_ns();
+  for (auto it = active.begin(); it != active.end();) {
+    auto run = *it;
+    sandbox::Result result;
+    try {
+      sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+      if (!broken.count(run.get())) supervisor.tick(after);
+      if (!broken.count(run.get()) && !supervisor.finished()) {
+        ++it;
+        continue;
+      }
+      if (broken.count(run.get())) throw std::runtime_error(errors[run.get()]);
+      result = run->sandbox->finish();
+    } catch (const std::exception& e) {
+      result = sandbox::Result{};
+      result.status = sandbox::Status::kInternalError;
+      result.reason = std::string("supervision failed: ") + e.what();
+    }
+    it = active.erase(it);
+    finish_run(run, std::move(result));
+  }
+  return true;
 }
 
 }  // namespace capsule::daemon

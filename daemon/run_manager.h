@@ -1,5 +1,5 @@
 // RunManager: admits runs (bounded queue, maximum concurrency), starts them through the launcher and
-// supervises every running sandbox from ONE thread (a poll loop over all of them), then records results.
+// supervises every running sandbox from ONE thread (a poll loop over all of them); finishers record results.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +18,7 @@
 
 #include "daemon/ledger.h"
 #include "daemon/log_store.h"
+#include "daemon/run_finisher.h"
 #include "daemon/run_proxy.h"
 #include "daemon/run_spec.h"
 #include "sandbox/launcher.h"
@@ -53,12 +54,14 @@ struct RunStats {
 
 class RunManager {
  public:
-  // Called with one event object: "queued" on the submitting thread under the manager's lock, the rest on
-  // the supervision thread. Must not block or call back into the manager.
+  // Called with one event object: "queued" on the submitting thread under the manager's lock, "started",
+  // "stdout" and "stderr" on the supervision thread, "finished" on a finisher thread once the ledger holds
+  // the final row. Output events carry the exact bytes as base64: {"event","id","data_b64"}. Must not block
+  // or call back into the manager.
   using Listener = std::function<void(const nlohmann::json& event)>;
 
   RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options);
-  ~RunManager();  // cancels what still runs and joins the supervision thread
+  ~RunManager();  // cancels what still runs, waits for it to be recorded and joins the threads
   RunManager(const RunManager&) = delete;
   RunManager& operator=(const RunManager&) = delete;
 
@@ -71,15 +74,22 @@ class RunManager {
   // Attaches a listener to a live run; false when the run is not live (read the ledger instead).
   bool subscribe(const std::string& id, Listener listener);
   RunStats stats() const;
-  // Stops admitting runs, waits up to `grace` for live runs to finish, then cancels the rest and waits.
+  // Stops admitting runs, waits up to `grace` for live runs to finish (recorded, "finished" sent), then
+  // cancels the rest and waits.
   void drain(std::chrono::milliseconds grace);
 
  private:
   struct Run;
   void supervise_loop();
+  // One poll round over the live sandboxes; false once stopping and nothing is live.
+  bool supervise_once(std::vector<std::shared_ptr<Run>>& active);
   void start_queued_locked(std::vector<std::shared_ptr<Run>>& started);
   void start_run(const std::shared_ptr<Run>& run);
+  // Supervision thread: hands the run to a finisher; never blocks on collection or the ledger.
   void finish_run(const std::shared_ptr<Run>& run, sandbox::Result result);
+  // Finisher thread: record, ledger, run dir, stats, "finished". Never throws.
+  void complete_run(const std::shared_ptr<Run>& run, sandbox::Result result);
+  void record_finished(const std::shared_ptr<Run>& run, const std::string& state, const nlohmann::json& record);
   void notify(const std::shared_ptr<Run>& run, const nlohmann::json& event);
   void wake();
 
@@ -97,7 +107,8 @@ class RunManager {
   bool stopping_ = false;
   RunStats stats_;
 
-  int wake_fd_ = -1;  // eventfd: submissions, cancels and stop interrupt the poll
+  int wake_fd_ = -1;  // eventfd: submissions, cancels, finished runs and stop interrupt the poll
+  RunFinisher finisher_;
   std::thread thread_;
 };
 

@@ -10,7 +10,7 @@
 
 namespace capsule::daemon {
 
-// An unreadable directory or file (path + errno text), or an upper dir this reader cannot interpret.
+// The upper or lower root itself cannot be read or is not a directory (path + errno text).
 class WorkspaceDiffError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -22,9 +22,25 @@ struct DiffEntry {
   bool operator==(const DiffEntry&) const = default;
 };
 
+// What a sandbox can make the diff hold is bounded: the listing stops at these, the totals go on.
+struct DiffLimits {
+  std::size_t max_entries = 10000;        // listed entries, all three lists together
+  std::size_t max_listed_bytes = 1 << 20; // sum of the listed paths' lengths
+  std::size_t max_path_bytes = 4096;      // a longer path is listed cut, ending in "..."
+  std::size_t max_depth = 128;            // directories below this depth are not walked (an error says so)
+  std::size_t max_errors = 100;           // errors listed (all are counted)
+};
+
 struct WorkspaceDiff {
-  std::vector<DiffEntry> added, modified, deleted;  // each sorted by path
-  // {"added": [{"path", "size"}...], "modified": [...], "deleted": [...]}
+  std::vector<DiffEntry> added, modified, deleted;  // each sorted by path; at most DiffLimits allow
+  std::uint64_t total_added = 0, total_modified = 0, total_deleted = 0;  // every entry found, listed or not
+  // True when a list is shorter than its total, a path was cut, or an entry could not be read.
+  bool truncated = false;
+  std::vector<std::string> errors;  // "<path>: <cause>" for entries that could not be read (not walked below)
+  std::uint64_t error_count = 0;
+  // {"added": [{"path", "size"}...], "modified": [...], "deleted": [...], "truncated",
+  //  "totals": {"added", "modified", "deleted"}} and, when there were any, "errors".
+  // Paths that are not UTF-8 are listed with U+FFFD for each invalid byte.
   nlohmann::json to_json() const;
 };
 
@@ -34,9 +50,10 @@ struct WorkspaceDiff {
 //    it in lower when it hides a directory;
 //  - directory with overlay.opaque = "y" -> whatever lower has below it and upper does not is deleted;
 //  - file or symlink in upper -> modified if lower has a non-directory there, else added.
-// Both user.overlay.* and trusted.overlay.* xattrs are understood. Symlinks are never followed and other
-// filesystems mounted below either root are not entered. Renamed directories (overlay.redirect, only with
-// redirect_dir=on) are rejected with WorkspaceDiffError rather than misreported.
-WorkspaceDiff diff_upper(const std::string& upper_dir, const std::string& lower_dir);
+// Both user.overlay.* and trusted.overlay.* xattrs are understood. The walk is relative to open directory
+// descriptors (deep trees past PATH_MAX work), never follows symlinks and does not enter other filesystems
+// mounted below either root. An entry that cannot be read, or a renamed directory (overlay.redirect), is an
+// error of that entry only. Throws WorkspaceDiffError only when a root cannot be opened.
+WorkspaceDiff diff_upper(const std::string& upper_dir, const std::string& lower_dir, const DiffLimits& limits = {});
 
 }  // namespace capsule::daemon

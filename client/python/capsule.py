@@ -6,6 +6,7 @@ Spec keyword arguments are the RunSpec fields of POST /v1/runs, passed through u
 (image, env, cwd, workspace, limits, network, policy, labels, collect, stdin).
 """
 
+import base64
 import http.client
 import json
 import os
@@ -96,15 +97,19 @@ class Client:
         return self._json("POST", "/v1/runs" + ("?wait=true" if wait else ""), self._spec(argv, spec))
 
     def run_stream(self, argv, **spec):
-        """Submits a run and yields its events as dicts: queued, started, stdout/stderr {"data"}, finished
-        {"run"}. Closing the generator early closes the connection (the run keeps going)."""
+        """Submits a run and yields its events as dicts: queued, started, stdout/stderr, finished {"run"}.
+        stdout/stderr events carry the exact output bytes as base64 in "data_b64"; this adds them decoded
+        as "bytes". Closing the generator early closes the connection (the run keeps going)."""
         response, connection = self._open("POST", "/v1/runs", self._spec(argv, spec),
                                           {"Accept": "application/x-ndjson"})
         try:
             for line in response:
                 line = line.strip()
                 if line:
-                    yield json.loads(line)
+                    event = json.loads(line)
+                    if "data_b64" in event:
+                        event["bytes"] = base64.b64decode(event["data_b64"], validate=True)
+                    yield event
         except (OSError, http.client.HTTPException) as e:
             raise DaemonUnavailable(0, "unavailable", f"lost the event stream from {self.socket_path}: {e}") from e
         finally:

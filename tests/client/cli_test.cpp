@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/base64.h"
 #include "client/cli_commands.h"
 #include "client/http_client.h"
 
@@ -254,6 +255,56 @@ TEST(HttpClient, StreamDeliversChunkedLinesAsTheyArrive) {
   EXPECT_NE(server.request().find("Accept: application/x-ndjson"), std::string::npos);
 }
 
+TEST(Base64, RoundTripsEveryByteValueAndEveryPadding) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (std::size_t n = 0; n <= all.size(); ++n) {
+    const std::string bytes = all.substr(all.size() - n);
+    const std::string text = base64_encode(bytes);
+    EXPECT_EQ(text.size(), (n + 2) / 3 * 4);
+    EXPECT_EQ(base64_decode(text), bytes) << n;
+  }
+  EXPECT_EQ(base64_encode("\xF0\x9F\x98\x80"), "8J+YgA==");
+  EXPECT_EQ(base64_decode("8J+YgA=="), "\xF0\x9F\x98\x80");
+}
+
+TEST(Base64, RejectsWhatIsNotBase64) {
+  EXPECT_FALSE(base64_decode("abc"));
+  EXPECT_FALSE(base64_decode("ab!d"));
+  EXPECT_FALSE(base64_decode("a=bc"));
+  EXPECT_FALSE(base64_decode("\"QQ==\""));
+}
+
+// Sends `size` bytes of 'x' (then "\n" when `newline`) as chunks of 1 MiB, ignoring a client that left.
+void send_long_line(int fd, std::size_t size, bool newline) {
+  ScriptedServer::send(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n");
+  const std::string piece = ScriptedServer::chunk(std::string(1 << 20, 'x'));
+  for (std::size_t sent = 0; sent < size; sent += 1 << 20) {
+    const std::string& data = size - sent >= (1u << 20) ? piece : ScriptedServer::chunk(std::string(size - sent, 'x'));
+    if (::send(fd, data.data(), data.size(), MSG_NOSIGNAL) != ssize_t(data.size())) return;
+  }
+  const std::string end = (newline ? ScriptedServer::chunk("\n") : "") + "0\r\n\r\n";
+  (void)!::send(fd, end.data(), end.size(), MSG_NOSIGNAL);
+}
+
+TEST(HttpClient, StreamLinesDeliversLongLinesWholeAndRefusesOnesPastTheLimit) {
+  {
+    ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, 20u << 20, true); });
+    std::vector<std::size_t> sizes;
+    HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [&](std::string_view line) {
+      sizes.push_back(line.find_first_not_of('x') == std::string_view::npos ? line.size() : 0);
+    });
+    EXPECT_EQ(sizes, std::vector<std::size_t>{20u << 20});
+  }
+  ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, HttpClient::kMaxLineBytes + 1, false); });
+  try {
+    HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [](std::string_view) {});
+    ADD_FAILURE() << "a line past the limit was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 64 MiB"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HttpClient, ErrorBodiesBecomeApiErrors) {
   ScriptedServer server([](int fd, const std::string&) {
     const std::string body = R"({"error":{"code":"invalid_spec","message":"limits.memory: bad"}})";
@@ -424,6 +475,34 @@ TEST_F(CliWithDaemon, RunStreamsOutputAndExitsWithTheCommandsCode) {
   EXPECT_NE(o.err.find("oops\n"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find(" failed in "), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("(exit 3)"), std::string::npos) << o.err;
+}
+
+// Every byte value, then a 4-byte UTF-8 character split across two writes: the CLI's stdout is exactly that.
+TEST_F(CliWithDaemon, RunRelaysOutputBytesExactly) {
+  const std::string script =
+      "i=0; while [ $i -lt 256 ]; do printf \"\\\\$(printf %o $i)\"; i=$((i+1)); done; "
+      "printf '\\360\\237'; sleep 0.2; printf '\\230\\200'; printf '\\377' >&2";
+  const Outcome o = capsule({"run", "--", "sh", "-c", script});
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::string expected;
+  for (int i = 0; i < 256; ++i) expected += static_cast<char>(i);
+  expected += "\xF0\x9F\x98\x80";
+  EXPECT_EQ(o.out, expected);
+  EXPECT_EQ(o.err.substr(0, 1), "\xFF");
+}
+
+// 1 MiB of control bytes read by a slow consumer: the events and the finished run object stay small enough
+// that the daemon keeps the stream (it used to fall 8 MiB behind and drop it: exit 125).
+TEST_F(CliWithDaemon, MebibyteOfControlBytesToASlowReaderExitsZero) {
+  const std::string capsule_bin = (fs::path(CAPSULE_BIN_DIR) / "capsule").string();
+  const std::string pipeline = capsule_bin + " --socket " + socket_.string() +
+                               " run -- sh -c 'head -c 1048576 /dev/zero | tr \"\\0\" \"\\1\"'"
+                               " 2>" + (dir_ / "slow.err").string() + "; echo $? >" + (dir_ / "slow.code").string();
+  const pid_t pid = spawn({"/bin/sh", "-c", "(" + pipeline + ") | (sleep 3; cat > " + (dir_ / "slow.out").string() + ")"},
+                          dir_ / "out", dir_ / "err");
+  ASSERT_EQ(wait_exit(pid, std::chrono::seconds(120)), 0);
+  EXPECT_EQ(slurp(dir_ / "slow.code"), "0\n") << slurp(dir_ / "slow.err");
+  EXPECT_EQ(slurp(dir_ / "slow.out"), std::string(1 << 20, '\1'));
 }
 
 TEST_F(CliWithDaemon, TimeoutExits124) {

@@ -129,8 +129,18 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(kinds[0], "queued")
         self.assertIn("started", kinds)
         self.assertEqual(kinds[-1], "finished")
-        self.assertEqual("".join(e["data"] for e in events if e["event"] == "stdout"), "out\n")
-        self.assertEqual("".join(e["data"] for e in events if e["event"] == "stderr"), "err\n")
+        self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stdout"), b"out\n")
+        self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stderr"), b"err\n")
+        self.assertFalse(any("data" in e for e in events))
+        self.assertEqual(events[-1]["run"]["state"], "succeeded")
+
+    def test_run_stream_bytes_are_exact(self):
+        # Every byte value, then a 4-byte UTF-8 character split across two writes.
+        script = ("i=0; while [ $i -lt 256 ]; do printf \"\\\\$(printf %o $i)\"; i=$((i+1)); done; "
+                  "printf '\\360\\237'; sleep 0.2; printf '\\230\\200'")
+        events = list(self.client.run_stream(["sh", "-c", script]))
+        out = b"".join(e["bytes"] for e in events if e["event"] == "stdout")
+        self.assertEqual(out, bytes(range(256)) + "\U0001F600".encode())
         self.assertEqual(events[-1]["run"]["state"], "succeeded")
 
     def test_stdin_is_fed(self):

@@ -140,7 +140,9 @@ TEST_F(Capsuled, CowWorkspaceLeavesTheHostUntouchedAndReportsTheDiff) {
   EXPECT_EQ(run["record"]["diff"], json::parse(R"({
     "added": [{"path": "added.txt", "size": 6}],
     "modified": [{"path": "src/edit.txt", "size": 12}],
-    "deleted": [{"path": "gone.txt", "size": 10}]
+    "deleted": [{"path": "gone.txt", "size": 10}],
+    "truncated": false,
+    "totals": {"added": 1, "modified": 1, "deleted": 1}
   })"));
   EXPECT_EQ(snapshot_tree(workspace), before) << "the host directory changed";
 }

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "client/base64.h"
 #include "tests/daemon/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -132,8 +133,11 @@ TEST_F(Capsuled, SubmitWithNdjsonStreamsEventsInOrder) {
   std::string out, err;
   for (std::size_t i = 2; i + 1 < events.size(); ++i) {
     EXPECT_EQ(events[i]["id"], id);
-    if (events[i]["event"] == "stdout") out += events[i]["data"].get<std::string>();
-    else if (events[i]["event"] == "stderr") err += events[i]["data"].get<std::string>();
+    EXPECT_FALSE(events[i].contains("data")) << events[i];
+    const std::optional<std::string> bytes = client::base64_decode(events[i].value("data_b64", "?"));
+    ASSERT_TRUE(bytes) << events[i];
+    if (events[i]["event"] == "stdout") out += *bytes;
+    else if (events[i]["event"] == "stderr") err += *bytes;
     else ADD_FAILURE() << "unexpected event in the middle: " << events[i];
   }
   EXPECT_EQ(out, "one\nthree\n");

@@ -2,7 +2,10 @@
 // attributes, nested suites, malformed files, and the report globs (*, ?, **) over a workspace tree.
 #include "daemon/junit.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -197,6 +200,79 @@ TEST_F(JunitTest, GlobSyntax) {
   EXPECT_THROW(glob_files(dir_, {"a/../../*.xml"}), JunitError);
   EXPECT_THROW(glob_files(dir_, {""}), JunitError);
   EXPECT_THROW(glob_files(dir_ + "/missing", {"*.xml"}), JunitError);
+}
+
+// Hostile "reports": a sparse file far past the per-report limit is skipped without being read, a FIFO is
+// never opened, symlinks are not followed, and the count and total-size limits say what they left out.
+TEST_F(JunitTest, CollectionIsBoundedAndSaysWhatItSkipped) {
+  write("r/TEST-a.xml", kSurefireSmall);
+  write("r/TEST-b.xml", kSurefireSmall);
+  write("r/TEST-c.xml", kSurefireSmall);
+  const std::string sparse = dir_ + "/r/TEST-sparse.xml";
+  {
+    std::ofstream(sparse) << "<testsuite tests=\"1000\"/>";
+  }
+  ASSERT_EQ(::truncate(sparse.c_str(), 63ll << 20), 0);
+  ASSERT_EQ(::mkfifo((dir_ + "/r/TEST-fifo.xml").c_str(), 0644), 0);
+  fs::create_symlink("/etc/passwd", dir_ + "/r/TEST-link.xml");
+
+  const TestCounts counts = collect_junit(dir_, {"r/*.xml"});
+  EXPECT_EQ(counts.files, (std::vector<std::string>{"r/TEST-a.xml", "r/TEST-b.xml", "r/TEST-c.xml"}));
+  EXPECT_EQ(counts.total, 3u * 2u);
+  ASSERT_EQ(counts.unreadable.size(), 1u) << nlohmann::json(counts.unreadable);
+  EXPECT_EQ(counts.unreadable[0],
+            "r/TEST-sparse.xml: report of 66060288 bytes is larger than the 16 MiB limit; not read");
+  EXPECT_FALSE(counts.truncated);
+
+  try {  // asked directly, a FIFO is refused without blocking
+    parse_junit_file(dir_ + "/r/TEST-fifo.xml");
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_EQ(e.reason(), "not a regular file");
+  }
+
+  JunitLimits limits;
+  limits.max_files = 2;
+  const TestCounts capped = collect_junit(dir_, {"r/*.xml"}, limits);
+  EXPECT_EQ(capped.files.size(), 2u);
+  EXPECT_TRUE(capped.truncated);
+  EXPECT_EQ(capped.to_json()["truncated"], true);
+  EXPECT_NE(nlohmann::json(capped.unreadable).dump().find("r/TEST-c.xml: not read: more than 2 reports"),
+            std::string::npos)
+      << nlohmann::json(capped.unreadable);
+
+  limits = JunitLimits{};
+  limits.max_total_bytes = fs::file_size(dir_ + "/r/TEST-a.xml") + 1;
+  const TestCounts by_size = collect_junit(dir_, {"r/*.xml"}, limits);
+  EXPECT_EQ(by_size.files, std::vector<std::string>{"r/TEST-a.xml"});
+  EXPECT_TRUE(by_size.truncated);
+
+  limits = JunitLimits{};
+  limits.max_visited = 3;
+  const TestCounts by_visits = collect_junit(dir_, {"**/*.xml"}, limits);
+  EXPECT_TRUE(by_visits.truncated);
+  EXPECT_NE(nlohmann::json(by_visits.unreadable).dump().find("search stopped here (too many directory entries)"),
+            std::string::npos)
+      << nlohmann::json(by_visits.unreadable);
+}
+
+// A directory chain past PATH_MAX does not stop the counting of the reports elsewhere.
+TEST_F(JunitTest, DeepTreeDoesNotStopCounting) {
+  write("target/TEST-a.xml", kSurefireSmall);
+  const std::string name(200, 'd');
+  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+  for (int depth = 0; depth < 30; ++depth) {
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0755), 0);
+    const int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY);
+    ::close(fd);
+    fd = next;
+  }
+  ::close(fd);
+  const TestCounts counts = collect_junit(dir_, {"**/TEST-*.xml"});
+  EXPECT_EQ(counts.files, std::vector<std::string>{"target/TEST-a.xml"});
+  EXPECT_EQ(counts.total, 2u);
+  ASSERT_FALSE(counts.unreadable.empty());
+  EXPECT_NE(counts.unreadable[0].find("File name too long"), std::string::npos) << counts.unreadable[0];
 }
 
 TEST(JunitCounts, AddAndJson) {

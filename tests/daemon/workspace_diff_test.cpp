@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -141,7 +142,8 @@ TEST_F(WorkspaceDiffTest, EmptyUpperAndErrors) {
   write(lower_ + "/a", "a");
   const WorkspaceDiff empty = diff_upper(upper_, lower_);
   EXPECT_TRUE(empty.added.empty() && empty.modified.empty() && empty.deleted.empty());
-  EXPECT_EQ(empty.to_json(), nlohmann::json::parse(R"({"added":[],"modified":[],"deleted":[]})"));
+  EXPECT_EQ(empty.to_json(), nlohmann::json::parse(R"({"added":[],"modified":[],"deleted":[],"truncated":false,
+                                                        "totals":{"added":0,"modified":0,"deleted":0}})"));
 
   try {
     diff_upper(dir_ + "/nope", lower_);
@@ -151,14 +153,80 @@ TEST_F(WorkspaceDiffTest, EmptyUpperAndErrors) {
   }
   EXPECT_THROW(diff_upper(upper_, lower_ + "/a"), WorkspaceDiffError);  // lower is a file
 
+  // A renamed directory is an error of that entry only: the rest of the diff is still there.
   fs::create_directories(upper_ + "/moved");
   set_xattr(upper_ + "/moved", "trusted.overlay.redirect", "/orig");
-  try {
-    diff_upper(upper_, lower_);
-    FAIL();
-  } catch (const WorkspaceDiffError& e) {
-    EXPECT_NE(std::string(e.what()).find(upper_ + "/moved: renamed directory"), std::string::npos) << e.what();
+  write(upper_ + "/new.txt", "n");
+  const WorkspaceDiff diff = diff_upper(upper_, lower_);
+  EXPECT_EQ(show(diff.added), (Lines{"new.txt=1"}));
+  EXPECT_TRUE(diff.truncated);
+  ASSERT_EQ(diff.errors.size(), 1u);
+  EXPECT_EQ(diff.errors[0], "moved: renamed directory (overlay redirect xattr) is not supported");
+  EXPECT_EQ(diff.to_json()["errors"], nlohmann::json({diff.errors[0]}));
+}
+
+// A chain of directories whose path is far past PATH_MAX: walked through descriptors, listed with its path
+// cut, and the entries past the depth limit are one error, not the end of the diff.
+TEST_F(WorkspaceDiffTest, DirectoryChainPastPathMax) {
+  write(upper_ + "/first.txt", "1");
+  const std::string name(200, 'd');
+  int fd = ::open(upper_.c_str(), O_RDONLY | O_DIRECTORY);
+  for (int depth = 0; depth < 60; ++depth) {  // 60 * 201 bytes: three times PATH_MAX
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0755), 0) << depth << ": " << strerror(errno);
+    const int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY);
+    ::close(fd);
+    fd = next;
   }
+  const int file = ::openat(fd, "deep.txt", O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(::write(file, "deep", 4), 4);
+  ::close(file);
+  ::close(fd);
+  write(upper_ + "/zlast.txt", "22");
+
+  const WorkspaceDiff diff = diff_upper(upper_, lower_);
+  ASSERT_EQ(diff.added.size(), 3u) << nlohmann::json(show(diff.added));
+  EXPECT_EQ(diff.total_added, 3u);
+  EXPECT_TRUE(diff.errors.empty()) << nlohmann::json(diff.errors);
+  const auto deep = std::find_if(diff.added.begin(), diff.added.end(),
+                                 [](const DiffEntry& e) { return e.path.starts_with("dddd"); });
+  ASSERT_NE(deep, diff.added.end());
+  EXPECT_EQ(deep->size, 4u);
+  EXPECT_EQ(deep->path.size(), DiffLimits{}.max_path_bytes + 3) << "cut, ending in ...";
+  EXPECT_TRUE(deep->path.ends_with("..."));
+  EXPECT_TRUE(diff.truncated);
+
+  DiffLimits shallow;
+  shallow.max_depth = 10;
+  const WorkspaceDiff limited = diff_upper(upper_, lower_, shallow);
+  EXPECT_EQ(show(limited.added), (Lines{"first.txt=1", "zlast.txt=2"}));
+  ASSERT_EQ(limited.errors.size(), 1u);
+  EXPECT_NE(limited.errors[0].find("deeper than 10 directories; not walked"), std::string::npos) << limited.errors[0];
+  EXPECT_TRUE(limited.truncated);
+}
+
+// Lists stop at the limits; totals count everything; names that are not UTF-8 stay valid JSON.
+TEST_F(WorkspaceDiffTest, ListsAreBoundedTotalsAreNotAndNamesAreValidJson) {
+  for (int i = 0; i < 50; ++i) write(upper_ + "/f" + std::to_string(100 + i), "x");
+  for (int i = 0; i < 5; ++i) write(lower_ + "/gone" + std::to_string(i), "yy");
+  for (int i = 0; i < 5; ++i) whiteout(upper_ + "/gone" + std::to_string(i));
+  write(upper_ + "/bad\xff\x01name", "z");
+  DiffLimits limits;
+  limits.max_entries = 20;
+  const WorkspaceDiff diff = diff_upper(upper_, lower_, limits);
+  EXPECT_EQ(diff.total_added, 51u);
+  EXPECT_EQ(diff.total_deleted, 5u);
+  EXPECT_EQ(diff.added.size() + diff.modified.size() + diff.deleted.size(), 20u);
+  EXPECT_TRUE(diff.truncated);
+  const nlohmann::json j = diff.to_json();
+  EXPECT_EQ(j["totals"], nlohmann::json({{"added", 51}, {"modified", 0}, {"deleted", 5}}));
+  EXPECT_EQ(j["truncated"], true);
+  EXPECT_NO_THROW(j.dump());  // strict dump: every path is valid UTF-8
+  EXPECT_EQ(j["added"][0]["path"], "bad\xEF\xBF\xBD\x01name");
+
+  limits = DiffLimits{};
+  limits.max_listed_bytes = 40;  // the 9-byte bad name and seven 4-byte names
+  EXPECT_EQ(diff_upper(upper_, lower_, limits).added.size(), 8u);
 }
 
 TEST_F(WorkspaceDiffTest, DoesNotEnterOtherFilesystems) {

@@ -1,0 +1,69 @@
+// The record's size ceiling: output parts cut at character boundaries by their JSON size, lists shortened
+// before anything else, and a minimal record with the reason as the last resort.
+#include "daemon/run_record.h"
+
+#include <gtest/gtest.h>
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+TEST(RunRecord, StreamPartsAreCutByTheirJsonSizeAtCharacterBoundaries) {
+  json record = {{"stdout", {{"bytes", 5000}, {"truncated", false}, {"head", std::string(300, '\x01')},
+                             {"tail", "\xC3\xA9" + std::string(100, 'x')}}},
+                 {"stderr", {{"bytes", 2}, {"truncated", false}, {"head", "ok"}, {"tail", ""}}}};
+  bound_stream_parts(record, 61);
+  EXPECT_EQ(record["stdout"]["head"], std::string(10, '\x01')) << "6 JSON bytes each";
+  EXPECT_LE(json_size(record["stdout"]["head"]), 61u + 2u);
+  EXPECT_EQ(record["stdout"]["tail"], std::string(61, 'x')) << "never half a character";
+  EXPECT_EQ(record["stdout"]["truncated"], true);
+  EXPECT_EQ(record["stderr"]["head"], "ok");
+  EXPECT_EQ(record["stderr"]["truncated"], false);
+
+  json small = {{"stdout", {{"head", "\xC3\xA9\xC3\xA9"}, {"tail", ""}, {"truncated", false}}}};
+  bound_stream_parts(small, 3);
+  EXPECT_EQ(small["stdout"]["head"], "\xC3\xA9");
+}
+
+TEST(RunRecord, ListsAreShortenedFirstAndTotalsKept) {
+  json added = json::array();
+  for (int i = 0; i < 5000; ++i) added.push_back({{"path", "file-" + std::to_string(i)}, {"size", 1}});
+  json record = {{"status", "succeeded"},
+                 {"stdout", {{"head", "hello"}, {"tail", ""}, {"truncated", false}}},
+                 {"diff", {{"added", added}, {"modified", json::array()}, {"deleted", json::array()},
+                           {"truncated", false}, {"totals", {{"added", 5000}}}}}};
+  const json bounded = bound_record(record, 20000);
+  EXPECT_LE(json_size(bounded), 20000u);
+  EXPECT_EQ(bounded["diff"]["truncated"], true);
+  EXPECT_EQ(bounded["diff"]["totals"]["added"], 5000);
+  EXPECT_GT(bounded["diff"]["added"].size(), 0u);
+  EXPECT_EQ(bounded["diff"]["added"][0]["path"], "file-0");
+  EXPECT_EQ(bounded["stdout"]["head"], "hello") << "output parts stay while lists can give way";
+  EXPECT_EQ(bound_record(record, 1 << 20), record) << "a record under the ceiling is untouched";
+}
+
+TEST(RunRecord, LastResortIsAMinimalRecordWithTheReason) {
+  json record = {{"status", "failed"}, {"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""},
+                 {"manifest", {{"image", std::string(100000, 'i')}}}};
+  const json bounded = bound_record(record, 1000);
+  EXPECT_LE(json_size(bounded), 1000u);
+  EXPECT_EQ(bounded["status"], "failed");
+  EXPECT_EQ(bounded["exit_code"], 2);
+  EXPECT_EQ(bounded["wall_ms"], 12.5);
+  EXPECT_NE(bounded["record_error"].get<std::string>().find("exceeded the 1000-byte ceiling"), std::string::npos)
+      << bounded;
+  EXPECT_FALSE(bounded.contains("manifest"));
+}
+
+TEST(RunRecord, FailureRecordSaysInternalErrorWithTheCause) {
+  sandbox::Result result;
+  result.exit_code = 3;
+  const json record = failure_record("finishing the run failed: disk I/O error", result);
+  EXPECT_EQ(record["status"], "internal_error");
+  EXPECT_EQ(record["reason"], "finishing the run failed: disk I/O error");
+  EXPECT_EQ(record["exit_code"], 3);
+}
+
+}  // namespace
+}  // namespace capsule::daemon
