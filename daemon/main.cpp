@@ -152,6 +152,8 @@ int serve(daemon::DaemonConfig config) {
   daemon::RunManagerOptions run_options;
   run_options.max_concurrent = config.max_concurrent;
   run_options.max_queue = config.max_queue;
+  run_options.state_dir = state;
+  run_options.storage = config.storage;
   run_options.runs_dir = state + "/runs";
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir.empty() ? std::string(CAPSULE_POLICIES_DIR) : config.policies_dir;

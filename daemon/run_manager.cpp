@@ -15,6 +15,7 @@
 
 #include "client/base64.h"
 #include "daemon/api_error.h"
+#include "daemon/disk_guard.h"
 #include "daemon/run_record.h"
 #include "sandbox/command.h"
 #include "sandbox/result_json.h"
@@ -87,6 +88,8 @@ void RunManager::wake() {
 }
 
 std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener listener) {
+  // Before anything is written for it: below the watermark the ledger and the logs keep their room.
+  if (!options_.state_dir.empty()) require_storage(options_.state_dir, options_.storage);
   auto run = std::make_shared<Run>();
   run->id = sandbox::new_sandbox_id();
   run->spec = spec;
@@ -259,7 +262,6 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
   std::string state = sandbox::status_name(result.status);
   nlohmann::json record;
   try {
-    run->sandbox.reset();  // releases the rootfs scratch (may be many files): here, not on the loop
     RecordSources sources;
     sources.upper_dir = run->run_dir + "/upper";
     if (run->proxy) {
@@ -274,6 +276,9 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     state = "internal_error";
     record = failure_record(std::string("finishing the run failed: ") + e.what(), result);
   }
+  // After the record: a sandbox disk holds the cow upper the diff and JUnit read until the sandbox goes. Its
+  // release (the rootfs scratch, maybe many files, and the disk) happens here, not on the supervision loop.
+  run->sandbox.reset();
   record_finished(run, state, record);
   std::error_code ignored;
   std::filesystem::remove_all(run->run_dir, ignored);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/disk_guard.h"
 #include "daemon/ledger.h"
 #include "daemon/log_store.h"
 #include "daemon/run_finisher.h"
@@ -28,6 +29,8 @@ namespace capsule::daemon {
 struct RunManagerOptions {
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
+  std::string state_dir;           // its filesystem's free space is checked against `storage` at each submit
+  StorageWatermark storage;        // below it new runs get 507 insufficient_storage
   std::string runs_dir;      // per-run scratch (workspace upper/work), removed after the record is written
   std::string images_dir;    // the host image's cache
   std::string policies_dir;

@@ -52,8 +52,16 @@ class CapsuledDisk : public Capsuled {
                               " && mount -o loop " + image.string() + " " + state_.string());
     ASSERT_EQ(made.status, 0) << made.output;
     small_fs_ = state_.string();
+    // The default watermark (1 GiB free) is more than this filesystem has: one it can cross instead.
+    small_config_ = (dir_ / "small-fs.json").string();
+    write_file(small_config_, R"({"min_free_bytes": "16m", "min_free_inodes": 100})");
+  }
+  void start_on_small_state_fs() {
+    mount_small_state_fs();
+    start({"--config", small_config_});
   }
 
+  std::string small_config_;
   std::string small_fs_;
   std::string user_;
 };
@@ -106,8 +114,7 @@ TEST_F(CapsuledDisk, InodeLimitStopsCreatingFiles) {
 }
 
 TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnIt) {
-  mount_small_state_fs();
-  start();
+  start_on_small_state_fs();
   // A disk limit above what the state filesystem has: the sandbox's disk image fills the filesystem itself.
   json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; echo rc=$?; sync; sleep 600");
   spec["limits"] = {{"disk", "1g"}};
@@ -134,8 +141,7 @@ TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnI
 // Output arriving when the state filesystem is full ends that run (its log cannot be written), with the cause;
 // the daemon records it (the sandbox's disk is released first) and goes on.
 TEST_F(CapsuledDisk, OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon) {
-  mount_small_state_fs();
-  start();
+  start_on_small_state_fs();
   json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; sync; sleep 3; yes log-line | head -c 4000000; "
                  "sleep 600");
   spec["limits"] = {{"disk", "1g"}};
@@ -152,11 +158,8 @@ TEST_F(CapsuledDisk, OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon) {
 }
 
 // Below the free-space watermark a new run is refused with 507 before anything is written for it.
-// DISABLED until RunManager::submit (or POST /v1/runs) calls daemon::require_storage(state_dir, config.storage):
-// today such a run reaches the ledger, whose "database or disk is full" error terminates capsuled.
-TEST_F(CapsuledDisk, DISABLED_NewRunsBelowTheWatermarkAre507) {
-  mount_small_state_fs();
-  start();
+TEST_F(CapsuledDisk, NewRunsBelowTheWatermarkAre507) {
+  start_on_small_state_fs();
   const std::string filler = submit(sh("dd if=/dev/zero of=/var/fill bs=1M count=400; sleep 600"));
   ASSERT_TRUE(eventually([&] {
     const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
