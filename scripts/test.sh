@@ -5,13 +5,23 @@
 # packages meanwhile (CAPSULE_RECIPES=0 skips them). Exits non-zero on any failure.
 set -eu
 cd "$(dirname "$0")/.."
+started=$(date +%s)
+stage_started=""
+# stage NAME: prints how long the previous stage took, then NAME.
+stage() {
+  now=$(date +%s)
+  [ -z "$stage_started" ] || echo "   ($((now - stage_started)) s)"
+  stage_started=$now
+  echo "== $1"
+}
+stage "dependencies"
 ./scripts/install-deps.sh
 
 recipes_out=${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}
 recipes=""
 if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
   mkdir -p "$recipes_out"
-  echo "== recipe images (in the background; log: $recipes_out/all.log)"
+  stage "recipe images (in the background; log: $recipes_out/all.log)"
   # Its own session, so that an early exit stops the whole build, debootstrap and apt included.
   setsid ./images/recipes/all.sh --out "$recipes_out" > "$recipes_out/all.log" 2>&1 &
   recipes=$!
@@ -20,16 +30,16 @@ if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
 fi
 
 for preset in default asan; do
-  echo "== build ($preset)"
+  stage "build ($preset)"
   ./scripts/build.sh "$preset"
-  echo "== test ($preset)"
+  stage "test ($preset)"
   ctest --preset "$preset" -j 2 --timeout 900
 done
-echo "== fuzz smoke"
+stage "fuzz smoke"
 ./scripts/fuzz-smoke.sh
 
 if [ -n "$recipes" ]; then
-  echo "== recipe images: waiting for the build"
+  stage "recipe images: waiting for the build"
   if ! wait "$recipes"; then
     recipes=""
     tail -n 40 "$recipes_out/all.log"
@@ -38,7 +48,9 @@ if [ -n "$recipes" ]; then
   fi
   recipes=""
   grep -h -e '^recipe ' -e '^layer ' -e '^total ' "$recipes_out"/*/build-info.txt || true
-  echo "== test (default, inside the recipe images)"
+  stage "test (default, inside the recipe images)"
   # One process for the suite, so each image is imported once into its shared store.
   CAPSULE_RECIPE_DIR=$recipes_out ./build/bin/daemon_tests --gtest_filter='CapsuledRecipes.*'
 fi
+stage "done"
+echo "total: $(( $(date +%s) - started )) s"
