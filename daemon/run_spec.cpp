@@ -478,8 +478,13 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
     }
     switch (spec.workspace_mode) {
       case WorkspaceMode::kCow:
-        out.overlays.push_back(
-            sandbox::OverlayMount{{source}, context.run_dir + "/upper", context.run_dir + "/work", "/workspace"});
+      {
+        // A non-root caller's tree is read with the caller's rights (sandbox root as the caller, other ids
+        // unmapped), as its ro and rw workspaces are; root's shows host owners as they are.
+        sandbox::OverlayMount view{{source}, context.run_dir + "/upper", context.run_dir + "/work", "/workspace"};
+        if (!spec.caller.is_root()) view.layers_owner = std::make_pair(spec.caller.uid, spec.caller.gid);
+        out.overlays.push_back(std::move(view));
+      }
         break;
       case WorkspaceMode::kReadOnly:
         // A non-root caller's source is already a read-only mount: bound like an rw one, it is shown with

@@ -42,6 +42,9 @@ struct Launcher::State {
 
   const std::vector<std::uint8_t>& seccomp_program(const std::string& profile);
   UniqueFd writable_bind(const BindMount& bind);
+  UniqueFd owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner);
+  // The user namespace mapping `uid`:`gid` to sandbox root and nothing else (kept for reuse). Under cache_mutex.
+  int owner_namespace_locked(std::uint32_t uid, std::uint32_t gid);
 };
 
 const std::vector<std::uint8_t>& Launcher::State::seccomp_program(const std::string& profile) {
@@ -63,9 +66,18 @@ UniqueFd Launcher::State::writable_bind(const BindMount& bind) {
     return UniqueFd(make_detached_mount(bind.source, -1, false, false, true));
   }
   std::lock_guard lock(cache_mutex);
-  UniqueFd& userns = owner_namespaces[{st.st_uid, st.st_gid}];
-  if (!userns) userns.reset(make_owner_mapping_namespace(st.st_uid, st.st_gid, options.host_id_base));
-  return UniqueFd(make_detached_mount(bind.source, userns.get(), true, false, true));
+  return UniqueFd(make_detached_mount(bind.source, owner_namespace_locked(st.st_uid, st.st_gid), true, false, true));
+}
+
+UniqueFd Launcher::State::owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner) {
+  std::lock_guard lock(cache_mutex);
+  return UniqueFd(make_detached_mount(layer, owner_namespace_locked(owner.first, owner.second), true, true, false));
+}
+
+int Launcher::State::owner_namespace_locked(std::uint32_t uid, std::uint32_t gid) {
+  UniqueFd& userns = owner_namespaces[{uid, gid}];
+  if (!userns) userns.reset(make_owner_mapping_namespace(uid, gid, options.host_id_base));
+  return userns.get();
 }
 
 namespace {
@@ -303,8 +315,11 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
   const std::string id = new_sandbox_id();
   const std::uint32_t root_id = state_->options.host_id_base;
   std::vector<std::string> layers = spec.rootfs_layers;
+  // Whose rights each layer is read with: host owners as they are, or an overlay's layers_owner.
+  std::vector<std::optional<std::pair<std::uint32_t, std::uint32_t>>> layer_owners(layers.size());
   for (const auto& overlay : spec.overlays) {
     layers.insert(layers.end(), overlay.layers.begin(), overlay.layers.end());
+    layer_owners.insert(layer_owners.end(), overlay.layers.size(), overlay.layers_owner);
     prepare_overlay_dirs(overlay, root_id);
   }
   parts->scratch = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
@@ -342,7 +357,10 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
   parts->listeners = listen_in_network_namespace(child.pid, spec.loopback_listeners);
   UniqueFd userns(open_user_namespace(child.pid));
   std::vector<UniqueFd> mounts;
-  for (const auto& layer : layers) mounts.emplace_back(make_detached_mount(layer, userns.get(), true, true, false));
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    mounts.push_back(layer_owners[i] ? state_->owner_mapped_layer(layers[i], *layer_owners[i])
+                                     : UniqueFd(make_detached_mount(layers[i], userns.get(), true, true, false)));
+  }
   for (const auto& bind : spec.mounts) {
     mounts.push_back(bind.read_only ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct OverlayMount {
   std::string upper_dir;            // host dir, created if missing, owned by sandbox root afterwards
   std::string work_dir;             // host dir on the same filesystem as upper_dir, emptied by overlayfs
   std::string target;               // absolute path inside the sandbox
+  // Unset: the layers show host owners as they are (host root as sandbox root). Set (uid, gid): they are
+  // idmapped as a writable bind is, this host owner as sandbox root and every other id unmapped, so the
+  // sandbox reads them with that owner's rights (a non-root caller's own tree).
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> layers_owner{};
 };
 
 enum class NetworkMode { kNone };  // a new network namespace with only loopback

@@ -140,16 +140,19 @@ TEST_F(CapsuledAuth, MemberUsesOwnDirectoryAndRwWritesLandAsTheMember) {
   const fs::path own = owned_dir("alice-ws", alice_, 0700);
   write_file(own / "input.txt", "alice's input\n");
   ASSERT_EQ(::chown((own / "input.txt").c_str(), alice_.uid, alice_.gid), 0);
-  const UserCall cow = as(alice_, "POST", "/v1/runs?wait=true", with_workspace("cat /workspace/input.txt", own, "cow"));
-  ASSERT_EQ(cow.status, 200) << cow.body;
-  EXPECT_EQ(cow.json()["state"], "succeeded") << cow.body;
-  EXPECT_EQ(cow.json()["record"]["stdout"]["head"], "alice's input\n") << cow.body;
-  // ro shows the tree with sandbox root as alice: her private files are readable, root's are not.
+  // cow and ro show the tree with sandbox root as alice: her private files are readable, root's are not.
   write_file(own / "private.txt", "alice's private\n");
   ASSERT_EQ(::chown((own / "private.txt").c_str(), alice_.uid, alice_.gid), 0);
   ASSERT_EQ(::chmod((own / "private.txt").c_str(), 0600), 0);
   write_file(own / "root-secret", "root's\n");
   ASSERT_EQ(::chmod((own / "root-secret").c_str(), 0600), 0);
+  const UserCall cow = as(alice_, "POST", "/v1/runs?wait=true",
+                          with_workspace("cat /workspace/input.txt /workspace/private.txt; cat /workspace/root-secret",
+                                         own, "cow"));
+  ASSERT_EQ(cow.status, 200) << cow.body;
+  EXPECT_EQ(cow.json()["record"]["stdout"]["head"], "alice's input\nalice's private\n") << cow.body;
+  EXPECT_NE(cow.json()["record"]["stderr"]["head"].get<std::string>().find("Permission denied"), std::string::npos)
+      << "root's 0600 file in alice's tree stays root's: " << cow.body;
   const UserCall ro = as(alice_, "POST", "/v1/runs?wait=true",
                          with_workspace("cat /workspace/input.txt /workspace/private.txt; cat /workspace/root-secret; "
                                         "touch /workspace/new 2>/dev/null && echo wrote; ls -ln /workspace/private.txt",
