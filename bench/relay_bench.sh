@@ -2,6 +2,8 @@
 # Output relay benchmark: bytes per second from a sandboxed command's stdout to its caller, through capsuled
 # (`capsule run` streaming to a reader; `?wait=true` with nobody reading), beside the same command in bwrap and
 # natively piped, measured in the same run; then N runs at once (aggregate). Prints MB/s and the ratios.
+# Last, head-of-line blocking: how far past its 3 s wall-time limit a neighbour ends while 4 runs flood stdout
+# and 4 leave 150 sparse 63 MiB "JUnit reports" each for the daemon to collect.
 # Usage: bench/relay_bench.sh [BUILD_DIR] [MIB] [N]   (default build, 1024 MiB per run, 4 concurrent runs)
 set -eu
 cd "$(dirname "$0")/.."
@@ -26,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-"$build/bin/capsuled" --socket "$socket" --state-dir "$work/state" >"$work/capsuled.log" 2>&1 &
+"$build/bin/capsuled" --socket "$socket" --state-dir "$work/state" --max-concurrent 9 >"$work/capsuled.log" 2>&1 &
 daemon=$!
 until [ -S "$socket" ]; do sleep 0.1; done
 
@@ -72,4 +74,20 @@ rate "capsuled ?wait=true (logged, not streamed)" "$unread" "$bytes"
 rate "$concurrent x capsule run, aggregate" "$together" $((bytes * concurrent))
 rate "$concurrent x native pipe, aggregate" "$native_together" $((bytes * concurrent))
 awk -v a="$streamed" -v b="$bwrap_s" -v n="$native" 'BEGIN { printf "ratio capsule run / bwrap throughput: %.2f, / native: %.2f\n", b / a, n / a }'
-echo "{\"mib\": $mib, \"native_s\": $native, \"bwrap_s\": $bwrap_s, \"capsule_run_s\": $streamed, \"wait_s\": $unread, \"concurrent\": $concurrent, \"concurrent_s\": $together, \"native_concurrent_s\": $native_together}"
+# Head-of-line blocking: 8 hostile neighbours, then a run with a 3 s limit; its recorded wall time.
+mkdir -p "$work/ws"
+chmod 0755 "$work/ws"
+post() { curl -sf --unix-socket "$socket" -H 'Content-Type: application/json' -d "$1" "http://capsule/v1/runs$2"; }
+i=0
+while [ "$i" -lt 4 ]; do
+  post '{"argv": ["sh", "-c", "yes flood | head -c 2000000000"]}' "" >/dev/null
+  post "{\"argv\": [\"sh\", \"-c\", \"mkdir -p r && for n in \$(seq 150); do truncate -s 63M r/\$n.xml; done\"],
+         \"workspace\": \"$work/ws\", \"collect\": {\"junit\": [\"r/*.xml\"]}}" "" >/dev/null
+  i=$((i + 1))
+done
+sleep 1
+neighbour=$(post '{"argv": ["sleep", "60"], "limits": {"wall_time": "3s"}}' '?wait=true')
+wall_ms=$(printf '%s' "$neighbour" | python3 -c 'import json, sys; print(json.load(sys.stdin)["record"]["wall_ms"])')
+echo "neighbour with a 3 s limit beside 4 flooders and 4 report spammers: ended after $wall_ms ms (overshoot $(awk -v w="$wall_ms" 'BEGIN { printf "%.0f", w - 3000 }') ms)"
+
+echo "{\"mib\": $mib, \"native_s\": $native, \"bwrap_s\": $bwrap_s, \"capsule_run_s\": $streamed, \"wait_s\": $unread, \"concurrent\": $concurrent, \"concurrent_s\": $together, \"native_concurrent_s\": $native_together, \"neighbour_wall_ms\": $wall_ms}"
