@@ -293,7 +293,8 @@ const char* const kExitCodeHelp =
     "Exit status of `capsule run`: the command's own exit status; 124 when it hit the wall-time limit\n"
     "(--timeout); 137 when it was OOM-killed, cancelled or killed by SIGKILL; 128+N when killed by signal N;\n"
     "126/127 when the command could not be executed/found; 125 when the sandbox could not be set up, the\n"
-    "daemon failed or rejected the request, or the flags are wrong. Other subcommands exit 1 on errors and\n"
+    "daemon failed or rejected the request, the flags are wrong, or this client fell so far behind the\n"
+    "command's output that some was not relayed (`capsule runs logs ID` has it all). Other subcommands exit 1 on errors and\n"
     "2 on usage errors.";
 
 void add_run_flags(CLI::App& command, RunOptions& o) {
@@ -469,6 +470,7 @@ int cmd_run(const std::string& socket, RunOptions options) {
   InterruptWatcher watcher(client);
   json run;
   std::string id, stream_error;
+  std::uint64_t not_relayed = 0;  // output bytes this client fell too far behind to receive
   const HttpResponse response = client.stream_lines(
       "POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
         if (const auto output = quick_output_event(line)) {
@@ -487,10 +489,8 @@ int cmd_run(const std::string& socket, RunOptions options) {
           const std::optional<std::string> bytes = base64_decode(text(event, "data_b64"));
           if (!bytes) throw std::runtime_error("capsuled sent a " + kind + " event whose data_b64 is not base64");
           write_all(kind == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
-        } else if (kind == "dropped") {
-          std::cerr << "capsule: " << number(event, "bytes") << " bytes of " << text(event, "stream")
-                    << " were not relayed (this client fell behind); `capsule runs logs " << id
-                    << "` has the whole output\n";
+        } else if (kind == "dropped" && !options.json) {
+          not_relayed += static_cast<std::uint64_t>(number(event, "bytes"));
         } else if (kind == "finished" && !member(event, "run").empty()) {
           run = member(event, "run");
         } else if (kind == "error") {
@@ -504,6 +504,12 @@ int cmd_run(const std::string& socket, RunOptions options) {
   }
   if (options.json) std::cout << run.dump(2) << "\n";
   else std::cerr << summary_line(run) << "\n";
+  if (not_relayed > 0) {
+    // What this process printed is not the command's whole output: never let it pass for it.
+    std::cerr << "capsule: " << not_relayed << " bytes of the command's output were not relayed (this client fell "
+              << "behind the command); `capsule runs logs " << id << "` has all of it\n";
+    return kRunErrorExit;
+  }
   return exit_code_for(run);
 }
 

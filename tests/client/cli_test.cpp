@@ -505,6 +505,27 @@ TEST_F(CliWithDaemon, MebibyteOfControlBytesToASlowReaderExitsZero) {
   EXPECT_EQ(slurp(dir_ / "slow.out"), std::string(1 << 20, '\1'));
 }
 
+// A reader that stalls while the command floods: whatever the daemon could relay, `capsule run` never passes
+// an incomplete stdout off as the command's: either every byte arrived (exit 0) or it exits 125 and says so.
+TEST_F(CliWithDaemon, OutputItCouldNotRelayWholeIsNeverPassedOffAsWhole) {
+  const std::string capsule_bin = (fs::path(CAPSULE_BIN_DIR) / "capsule").string();
+  const std::string pipeline = capsule_bin + " --socket " + socket_.string() +
+                               " run -- sh -c 'head -c 268435456 /dev/zero'"
+                               " 2>" + (dir_ / "flood.err").string() + "; echo $? >" + (dir_ / "flood.code").string();
+  const pid_t pid = spawn({"/bin/sh", "-c", "(" + pipeline + ") | (sleep 2; wc -c > " + (dir_ / "flood.count").string() + ")"},
+                          dir_ / "out", dir_ / "err");
+  ASSERT_EQ(wait_exit(pid, std::chrono::seconds(300)), 0);
+  const std::string code = slurp(dir_ / "flood.code");
+  const std::string err = slurp(dir_ / "flood.err");
+  if (code == "0\n") {
+    EXPECT_EQ(slurp(dir_ / "flood.count"), "268435456\n") << err;
+  } else {
+    EXPECT_EQ(code, "125\n") << err;
+    EXPECT_NE(err.find("were not relayed"), std::string::npos) << err;
+    EXPECT_NE(slurp(dir_ / "flood.count"), "268435456\n") << err;
+  }
+}
+
 TEST_F(CliWithDaemon, TimeoutExits124) {
   const auto start = std::chrono::steady_clock::now();
   const Outcome o = capsule({"run", "--timeout", "1s", "--", "sleep", "30"});
