@@ -225,7 +225,7 @@ void SandboxDisk::bind_to(const std::string& source, const std::string& target) 
   binds_.push_back(target);
 }
 
-std::size_t detach_mounts_below(const std::string& dir) {
+std::vector<std::string> mount_points_below(const std::string& dir) {
   std::ifstream mountinfo("/proc/self/mountinfo");
   std::vector<std::string> found;
   for (std::string line; std::getline(mountinfo, line);) {
@@ -243,6 +243,11 @@ std::size_t detach_mounts_below(const std::string& dir) {
     }
     if (decoded == dir || decoded.starts_with(dir + "/")) found.push_back(decoded);
   }
+  return found;
+}
+
+std::size_t detach_mounts_below(const std::string& dir) {
+  std::vector<std::string> found = mount_points_below(dir);
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
   std::size_t detached = 0;
   for (const auto& point : found) detached += umount2(point.c_str(), MNT_DETACH) == 0 ? 1 : 0;

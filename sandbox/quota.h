@@ -49,6 +49,9 @@ class SandboxDisk {
   std::vector<std::string> binds_;
 };
 
+// Mount points at or below `dir` in this mount namespace (from /proc/self/mountinfo, escapes decoded).
+std::vector<std::string> mount_points_below(const std::string& dir);
+
 // Detaches (MNT_DETACH) every mount at or below `dir` in this mount namespace, deepest first; how many.
 // For a restart after a crash: a disk or bind a dead capsuled left mounted.
 std::size_t detach_mounts_below(const std::string& dir);

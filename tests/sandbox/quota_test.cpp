@@ -23,19 +23,6 @@ std::string describe(const Result& r) {
          " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
 }
 
-// Mount points whose path contains `part`.
-std::vector<std::string> mounts_containing(const std::string& part) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::vector<std::string> found;
-  for (std::string line; std::getline(mountinfo, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, device, root, point;
-    fields >> id >> parent >> device >> root >> point;
-    if (point.find(part) != std::string::npos) found.push_back(point);
-  }
-  return found;
-}
-
 // Loop devices whose backing file lies below `dir`.
 std::vector<std::string> loops_backed_by(const std::string& dir) {
   std::vector<std::string> found;
@@ -53,8 +40,8 @@ class SandboxDiskTest : public ::testing::Test {
  protected:
   void TearDown() override {
     const std::string scratch = shared_launcher().options().scratch_dir;
-    EXPECT_TRUE(mounts_containing(scratch).empty()) << "a sandbox disk is still mounted";
-    EXPECT_TRUE(mounts_containing(base_).empty()) << "a workspace bind is still mounted";
+    EXPECT_TRUE(mount_points_below(scratch).empty()) << "a sandbox disk is still mounted";
+    EXPECT_TRUE(mount_points_below(base_).empty()) << "a workspace bind is still mounted";
     // A loop device is released by the kernel just after its last user lets go: allow it a moment.
     bool released = false;
     for (int i = 0; i < 1500 && !released; ++i) {
@@ -153,9 +140,9 @@ TEST_F(SandboxDiskTest, LeftoverMountsAreDetached) {
   const std::string dir = base_ + "/left";
   std::filesystem::create_directories(dir);
   auto* disk = new SandboxDisk(dir, {kMinDiskBytes, 0}, 100000);  // as if capsuled died with it mounted
-  ASSERT_EQ(mounts_containing(dir).size(), 1u);
+  ASSERT_EQ(mount_points_below(dir).size(), 1u);
   EXPECT_EQ(detach_mounts_below(base_), 1u);
-  EXPECT_TRUE(mounts_containing(dir).empty());
+  EXPECT_TRUE(mount_points_below(dir).empty());
   delete disk;  // its own unmount now finds nothing; the loop device went with the last mount
 }
 
