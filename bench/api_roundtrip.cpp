@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "client/http_client.h"
+#include "http/unix_client.h"
 
 namespace {
 
@@ -269,7 +269,7 @@ class Daemon {
   // Polls GET /v1/health until it answers 200; dies if the daemon exits or 30 s pass.
   double wait_healthy() {
     const auto start = Clock::now();
-    capsule::client::HttpClient client(socket_);
+    capsule::http::HttpClient client(socket_);
     for (;;) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -323,7 +323,7 @@ class Daemon {
 };
 
 // One POST /v1/runs?wait=true of `true` on a new connection (as the CLI does); returns the run row.
-json capsule_true(const capsule::client::HttpClient& client) {
+json capsule_true(const capsule::http::HttpClient& client) {
   static const json body = {{"argv", {"true"}}};
   const auto response = client.request("POST", "/v1/runs?wait=true", body);
   if (response.status != 200) throw std::runtime_error("POST /v1/runs?wait=true: " + std::to_string(response.status) + " " + response.body);
@@ -372,7 +372,7 @@ Load run_load(int clients, int total, const std::function<void(int)>& one) {
 }
 
 // Runs `true` through the daemon `count` times from `clients` threads, no measurement kept.
-void capsule_batch(const capsule::client::HttpClient& client, int clients, int count) {
+void capsule_batch(const capsule::http::HttpClient& client, int clients, int count) {
   if (count > 0) run_load(clients, count, [&](int) { capsule_true(client); });
 }
 
@@ -415,7 +415,7 @@ int main(int argc, char** argv) {
     if (!o.keep_tmp) fs::remove_all(tmp, ec);
   };
   const double startup_ms = daemon.wait_healthy();
-  const capsule::client::HttpClient client(daemon.socket());
+  const capsule::http::HttpClient client(daemon.socket());
   long runs_done = 0;
 
   const Spawner bwrap({o.bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr", "--symlink",
@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
   const std::string state_mount = mount_of(tmp);
   std::printf("daemon: %s\n", daemon.describe().c_str());
   std::printf("state dir file system: %s\n", state_mount.c_str());
-  std::printf("client: client/http_client.h HttpClient, one connection per request (it sends Connection: close)\n");
+  std::printf("client: client/http_client.h http::HttpClient, one connection per request (it sends Connection: close)\n");
   std::printf("capsule: POST /v1/runs?wait=true {\"argv\":[\"true\"]} (host image, default policy and limits)\n");
   std::printf("bwrap:   %s (posix_spawn + waitpid)\n", bwrap.describe().c_str());
   const std::string load_before = load_average();

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "images/blob_store.h"
+#include "store/blob_store.h"
 #include "images/host_image.h"
 #include "images/image_store.h"
 #include "images/layer_unpack.h"
@@ -48,6 +48,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace images = capsule::images;
 namespace sandbox = capsule::sandbox;
+namespace store = capsule::store;
+namespace base = capsule::base;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -164,7 +166,7 @@ class Content {
 
 struct LayerBlob {
   images::Descriptor descriptor;  // the gzip'd blob
-  images::Digest diff_id;         // sha256 of the uncompressed tar
+  store::Digest diff_id;         // sha256 of the uncompressed tar
   std::uint64_t tar_bytes = 0;
 };
 
@@ -250,7 +252,7 @@ class LayerFile {
     archive_entry_free(entry);
   }
 
-  static std::pair<images::Digest, std::uint64_t> uncompressed_digest(const fs::path& blob) {
+  static std::pair<store::Digest, std::uint64_t> uncompressed_digest(const fs::path& blob) {
     struct archive* a = archive_read_new();
     archive_read_support_filter_gzip(a);
     archive_read_support_format_raw(a);
@@ -259,7 +261,7 @@ class LayerFile {
         archive_read_next_header(a, &entry) != ARCHIVE_OK) {
       die("read back " + blob.string() + ": " + archive_error_string(a));
     }
-    images::Sha256 hash;
+    store::Sha256 hash;
     std::uint64_t total = 0;
     std::vector<char> buffer(1 << 20);
     for (la_ssize_t n; (n = archive_read_data(a, buffer.data(), buffer.size())) != 0;) {
@@ -274,7 +276,7 @@ class LayerFile {
   fs::path temp_;
   int fd_ = -1;
   struct archive* archive_ = nullptr;
-  images::Sha256 hash_;
+  store::Sha256 hash_;
   std::uint64_t bytes_ = 0;
   std::set<std::string> dirs_;
 };
@@ -287,7 +289,7 @@ std::vector<LayerBlob> write_layout(const fs::path& dir, int count, const std::f
   auto add_blob = [&](const std::string& bytes, std::string_view media_type) {
     images::Descriptor descriptor;
     descriptor.media_type = std::string(media_type);
-    descriptor.digest = images::sha256_of(bytes);
+    descriptor.digest = store::sha256_of(bytes);
     descriptor.size = bytes.size();
     write_file(blobs / descriptor.digest.hex(), bytes);
     return descriptor;
@@ -647,7 +649,7 @@ json import_bench(const Options& options, const fs::path& tmp) {
                      }, {}, {}});
   // The other half of import_layout: blobs copied into a BlobStore, hashed and verified, fdatasync'd.
   methods.push_back({"blobs only", [&] {
-                       images::BlobStore store(out);
+                       store::BlobStore store(out);
                        for (const auto& blob : blobs) {
                          store.put_file(layout / "blobs/sha256" / blob.descriptor.digest.hex(),
                                         blob.descriptor.digest, blob.descriptor.size);

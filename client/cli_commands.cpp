@@ -21,8 +21,8 @@
 #include <sstream>
 #include <thread>
 
-#include "client/base64.h"
-#include "client/http_client.h"
+#include "base/base64.h"
+#include "http/unix_client.h"
 
 #ifndef CAPSULE_VERSION
 #define CAPSULE_VERSION "unknown"
@@ -111,7 +111,7 @@ std::string command_text(const json& run) {
 
 bool is_live(const std::string& state) { return state == "queued" || state == "running"; }
 
-std::string run_path(const std::string& id) { return "/v1/runs/" + url_encode(id); }
+std::string run_path(const std::string& id) { return "/v1/runs/" + http::url_encode(id); }
 
 std::string file_tail(const std::string& path, std::size_t bytes) {
   std::ifstream file(path, std::ios::binary);
@@ -125,7 +125,7 @@ void make_parent_dir(const std::string& path) {
 }
 
 // Starts capsuled detached (own session, stdio to a log in its state dir) and waits until it answers.
-void start_daemon(const HttpClient& client) {
+void start_daemon(const http::HttpClient& client) {
   const std::string binary = capsuled_path();
   if (::access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error("no daemon answers at " + client.socket_path() + " and capsuled cannot be started: " +
@@ -187,11 +187,11 @@ void start_daemon(const HttpClient& client) {
             << ")\n";
 }
 
-void ensure_daemon(const HttpClient& client) {
+void ensure_daemon(const http::HttpClient& client) {
   try {
     client.request("GET", "/v1/health");
     return;
-  } catch (const ConnectError& e) {
+  } catch (const http::ConnectError& e) {
     if (!e.nobody_listening()) throw;
   }
   start_daemon(client);
@@ -201,7 +201,7 @@ void ensure_daemon(const HttpClient& client) {
 // as its id is known), the second exits without waiting.
 class InterruptWatcher {
  public:
-  explicit InterruptWatcher(const HttpClient& client) : client_(client) {
+  explicit InterruptWatcher(const http::HttpClient& client) : client_(client) {
     sigemptyset(&signals_);
     sigaddset(&signals_, SIGINT);
     sigaddset(&signals_, SIGTERM);
@@ -245,14 +245,14 @@ class InterruptWatcher {
   void cancel_locked() {
     std::cerr << "capsule: cancelling run " << id_ << " (interrupt again to stop waiting)\n";
     try {
-      const HttpResponse response = client_.request("POST", run_path(id_) + "/cancel");
-      if (response.status != 409) throw_if_error(response);
+      const http::HttpResponse response = client_.request("POST", run_path(id_) + "/cancel");
+      if (response.status != 409) http::throw_if_error(response);
     } catch (const std::exception& e) {
       std::cerr << "capsule: cancel failed: " << e.what() << "\n";
     }
   }
 
-  const HttpClient& client_;
+  const http::HttpClient& client_;
   sigset_t signals_{};
   sigset_t old_mask_{};
   std::mutex mutex_;
@@ -461,21 +461,21 @@ int cmd_run(const std::string& socket, RunOptions options) {
     options.stdin_data = std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
   const json body = build_run_body(options);
-  const HttpClient client(socket);
+  const http::HttpClient client(socket);
   ensure_daemon(client);
   if (options.detach) {
-    std::cout << text(request_json(client, "POST", "/v1/runs", body), "id") << "\n";
+    std::cout << text(http::request_json(client, "POST", "/v1/runs", body), "id") << "\n";
     return 0;
   }
   InterruptWatcher watcher(client);
   json run;
   std::string id, stream_error;
   std::uint64_t not_relayed = 0;  // output bytes this client fell too far behind to receive
-  const HttpResponse response = client.stream_lines(
+  const http::HttpResponse response = client.stream_lines(
       "POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
         if (const auto output = quick_output_event(line)) {
           if (options.json) return;
-          const std::optional<std::string> bytes = base64_decode(output->data_b64);
+          const std::optional<std::string> bytes = base::base64_decode(output->data_b64);
           if (!bytes) throw std::runtime_error("capsuled sent an output event whose data_b64 is not base64");
           write_all(output->is_stdout ? STDOUT_FILENO : STDERR_FILENO, *bytes);
           return;
@@ -486,7 +486,7 @@ int cmd_run(const std::string& socket, RunOptions options) {
           id = text(event, "id");
           watcher.set_id(id);
         } else if ((kind == "stdout" || kind == "stderr") && !options.json) {
-          const std::optional<std::string> bytes = base64_decode(text(event, "data_b64"));
+          const std::optional<std::string> bytes = base::base64_decode(text(event, "data_b64"));
           if (!bytes) throw std::runtime_error("capsuled sent a " + kind + " event whose data_b64 is not base64");
           write_all(kind == "stdout" ? STDOUT_FILENO : STDERR_FILENO, *bytes);
         } else if (kind == "dropped" && !options.json) {
@@ -497,7 +497,7 @@ int cmd_run(const std::string& socket, RunOptions options) {
           stream_error = text(member(event, "error"), "message");
         }
       });
-  throw_if_error(response);
+  http::throw_if_error(response);
   if (!run.is_object()) {
     throw std::runtime_error("the event stream of run " + (id.empty() ? "?" : id) + " ended before it finished" +
                              (stream_error.empty() ? "" : ": " + stream_error));
@@ -519,14 +519,14 @@ int cmd_runs_ls(const std::string& socket, const std::string& state, const std::
   char separator = '?';
   const auto add = [&](const std::string& name, const std::string& value) {
     if (value.empty()) return;
-    target += separator + name + "=" + url_encode(value);
+    target += separator + name + "=" + http::url_encode(value);
     separator = '&';
   };
   add("state", state);
   add("label", label);
   add("limit", limit ? std::to_string(*limit) : "");
   add("after", after);
-  const json page = request_json(HttpClient(socket), "GET", target);
+  const json page = http::request_json(http::HttpClient(socket), "GET", target);
   if (json_output) {
     std::cout << page.dump(2) << "\n";
     return 0;
@@ -541,27 +541,27 @@ int cmd_runs_ls(const std::string& socket, const std::string& state, const std::
 }
 
 int cmd_runs_show(const std::string& socket, const std::string& id) {
-  std::cout << request_json(HttpClient(socket), "GET", run_path(id)).dump(2) << "\n";
+  std::cout << http::request_json(http::HttpClient(socket), "GET", run_path(id)).dump(2) << "\n";
   return 0;
 }
 
 int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow) {
   const std::string target =
       run_path(id) + "/logs?stream=" + (stderr_stream ? "stderr" : "stdout") + (follow ? "&follow=true" : "");
-  const HttpResponse response = HttpClient(socket).stream(
+  const http::HttpResponse response = http::HttpClient(socket).stream(
       "GET", target, nullptr, {}, [](std::string_view data) { write_all(STDOUT_FILENO, data); });
-  throw_if_error(response);
+  http::throw_if_error(response);
   return 0;
 }
 
 int cmd_runs_rm(const std::string& socket, const std::vector<std::string>& ids) {
-  const HttpClient client(socket);
+  const http::HttpClient client(socket);
   int status = 0;
   for (const std::string& id : ids) {
     try {
-      throw_if_error(client.request("DELETE", run_path(id)));
+      http::throw_if_error(client.request("DELETE", run_path(id)));
       std::cout << id << "\n";
-    } catch (const ApiError& e) {
+    } catch (const http::ResponseError& e) {
       std::cerr << "capsule: runs rm " << id << ": " << e.what() << "\n";
       status = 1;
     }
@@ -570,14 +570,14 @@ int cmd_runs_rm(const std::string& socket, const std::vector<std::string>& ids) 
 }
 
 int cmd_runs_cancel(const std::string& socket, const std::string& id) {
-  request_json(HttpClient(socket), "POST", run_path(id) + "/cancel");
+  http::request_json(http::HttpClient(socket), "POST", run_path(id) + "/cancel");
   std::cout << id << "\n";
   return 0;
 }
 
 int cmd_version(const std::string& socket) {
   std::cout << "capsule " << client_version() << "\n";
-  const json version = request_json(HttpClient(socket), "GET", "/v1/version");
+  const json version = http::request_json(http::HttpClient(socket), "GET", "/v1/version");
   std::string features;
   const json listed = version.value("features", json::array());
   for (const auto& [key, value] : listed.items()) {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "client/cli_commands.h"
-#include "client/http_client.h"
+#include "http/unix_client.h"
 
 namespace capsule::client {
 namespace {
@@ -34,7 +34,7 @@ std::string human_size(std::uint64_t bytes) {
   return out.str();
 }
 
-std::string image_path(const std::string& ref) { return "/v1/images/" + url_encode(ref); }
+std::string image_path(const std::string& ref) { return "/v1/images/" + http::url_encode(ref); }
 
 // Redraws "importing SOURCE ... 12s" on stderr every 200 ms while an import runs (terminals only).
 class ProgressLine {
@@ -117,14 +117,14 @@ int cmd_images_import(const std::string& socket, ImageImportOptions options) {
   {
     ProgressLine progress("importing " + body["source"].get<std::string>() + " (" + body["format"].get<std::string>() + ")",
                           !options.quiet);
-    const HttpResponse response = HttpClient(socket).stream_lines(
+    const http::HttpResponse response = http::HttpClient(socket).stream_lines(
         "POST", "/v1/images", body, {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
           const json event = json::parse(line, nullptr, false);
           if (!event.is_object()) return;
           if (event.value("event", "") == "imported") image = event["image"];
           if (event.value("event", "") == "error") error = event["error"].value("message", "import failed");
         });
-    throw_if_error(response);
+    http::throw_if_error(response);
   }
   if (!error.empty()) throw std::runtime_error(error);
   if (!image.is_object()) throw std::runtime_error("the import stream ended without a result");
@@ -134,19 +134,19 @@ int cmd_images_import(const std::string& socket, ImageImportOptions options) {
 }
 
 int cmd_images_ls(const std::string& socket, bool json_output) {
-  const json list = request_json(HttpClient(socket), "GET", "/v1/images");
+  const json list = http::request_json(http::HttpClient(socket), "GET", "/v1/images");
   if (json_output) std::cout << list.dump(2) << "\n";
   else std::cout << format_images_table(list.value("images", json::array()));
   return 0;
 }
 
 int cmd_images_inspect(const std::string& socket, const std::string& ref) {
-  std::cout << request_json(HttpClient(socket), "GET", image_path(ref)).dump(2) << "\n";
+  std::cout << http::request_json(http::HttpClient(socket), "GET", image_path(ref)).dump(2) << "\n";
   return 0;
 }
 
 int cmd_images_rm(const std::string& socket, const std::string& ref) {
-  for (const json& removed : request_json(HttpClient(socket), "DELETE", image_path(ref)).value("removed", json::array())) {
+  for (const json& removed : http::request_json(http::HttpClient(socket), "DELETE", image_path(ref)).value("removed", json::array())) {
     std::cout << "removed " << removed.get<std::string>() << "\n";
   }
   return 0;
@@ -154,13 +154,13 @@ int cmd_images_rm(const std::string& socket, const std::string& ref) {
 
 int cmd_images_save(const std::string& socket, const std::string& ref, const std::string& out) {
   const std::string path = fs::absolute(out).lexically_normal().string();
-  request_json(HttpClient(socket), "POST", image_path(ref) + "/save", {{"path", path}});
+  http::request_json(http::HttpClient(socket), "POST", image_path(ref) + "/save", {{"path", path}});
   std::cerr << "capsule: saved " << ref << " to " << path << "\n";
   return 0;
 }
 
 int cmd_images_gc(const std::string& socket) {
-  const json result = request_json(HttpClient(socket), "POST", "/v1/images/gc");
+  const json result = http::request_json(http::HttpClient(socket), "POST", "/v1/images/gc");
   std::cout << "removed " << result.value("blobs", json::array()).size() << " blobs ("
             << human_size(result.value("bytes", 0ull)) << ") and " << result.value("layers", json::array()).size()
             << " unpacked layers\n";

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <thread>
 
-#include "daemon/http_server.h"
+#include "http/server.h"
 #include "proxy/package_proxy.h"
 
 namespace capsule::client {
@@ -68,11 +68,11 @@ int cmd_proxy_serve(const ProxyServeOptions& options) {
 
   boost::asio::io_context io;  // declared first: the proxy's workers answer through it until the proxy is gone
   proxy::PackageProxy package_proxy(proxy::parse_proxy_options(proxy_options_json(options), default_cache_dir()));
-  auto router = std::make_shared<daemon::Router>();
+  auto router = std::make_shared<http::Router>();
   package_proxy.add_routes(*router, {});
-  daemon::ServerOptions server_options;
+  http::ServerOptions server_options;
   server_options.max_connections = 1024;
-  daemon::HttpServer server(io, std::shared_ptr<const daemon::Router>(router), server_options);
+  http::HttpServer server(io, std::shared_ptr<const http::Router>(router), server_options);
   const auto bound = server.listen_tcp(address, static_cast<unsigned short>(port));
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { server.stop(); io.stop(); });

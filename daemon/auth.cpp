@@ -15,8 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "daemon/api_error.h"
-#include "daemon/http_server.h"
+#include "http/response.h"
+#include "http/server.h"
 
 namespace capsule::daemon {
 
@@ -28,7 +28,7 @@ std::string Caller::describe() const { return known ? "uid " + std::to_string(ui
 
 Caller root_caller() { return Caller{true, 0, 0, {}}; }
 
-Caller caller_of(const PeerCredentials& peer) {
+Caller caller_of(const http::PeerCredentials& peer) {
   if (!peer.known) return Caller{};
   return Caller{true, peer.uid, peer.gid, peer.groups};
 }
@@ -42,7 +42,7 @@ bool may_see_run(const Caller& caller, const AccessPolicy& policy, uid_t owner_u
 }
 
 void require_run_visible(const Caller& caller, const AccessPolicy& policy, uid_t owner_uid, const std::string& id) {
-  if (!may_see_run(caller, policy, owner_uid)) throw ApiError(404, "not_found", "no run with id " + id);
+  if (!may_see_run(caller, policy, owner_uid)) throw http::ApiError(404, "not_found", "no run with id " + id);
 }
 
 std::string OpenedHostPath::proc_path() const { return "/proc/self/fd/" + std::to_string(fd.get()); }
@@ -168,13 +168,13 @@ struct HelperAnswer {
 int open_in_helper(const Caller& caller, const std::string& path, HostAccess access, bool* created) {
   int channel[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
-    throw ApiError(500, "internal_error", std::string("socketpair for the path helper: ") + std::strerror(errno));
+    throw http::ApiError(500, "internal_error", std::string("socketpair for the path helper: ") + std::strerror(errno));
   }
-  sandbox::UniqueFd ours(channel[0]);
-  sandbox::UniqueFd theirs(channel[1]);
+  base::UniqueFd ours(channel[0]);
+  base::UniqueFd theirs(channel[1]);
   std::vector<gid_t> groups = caller.groups;  // copied before fork: the helper must not allocate
   const pid_t pid = fork();
-  if (pid < 0) throw ApiError(500, "internal_error", std::string("fork of the path helper: ") + std::strerror(errno));
+  if (pid < 0) throw http::ApiError(500, "internal_error", std::string("fork of the path helper: ") + std::strerror(errno));
   if (pid == 0) run_helper(theirs.get(), caller, groups.data(), groups.size(), path.c_str(), access);
   theirs.reset();
 
@@ -205,14 +205,14 @@ int open_in_helper(const Caller& caller, const std::string& path, HostAccess acc
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  sandbox::UniqueFd received(fd);
+  base::UniqueFd received(fd);
   if (!answered) {
-    throw ApiError(polled > 0 ? 500 : 504, polled > 0 ? "internal_error" : "path_timeout",
+    throw http::ApiError(polled > 0 ? 500 : 504, polled > 0 ? "internal_error" : "path_timeout",
                    "opening '" + path + "' as " + caller.describe() +
                        (polled > 0 ? ": the helper gave no answer" : ": no answer within 10 s"));
   }
   if (answer.error != 0) return -answer.error;
-  if (!received) throw ApiError(500, "internal_error", "opening '" + path + "': the helper sent no descriptor");
+  if (!received) throw http::ApiError(500, "internal_error", "opening '" + path + "': the helper sent no descriptor");
   *created = answer.created != 0;
   return received.release();
 }
@@ -232,10 +232,10 @@ const char* access_words(HostAccess access) {
 OpenedHostPath open_as_caller(const Caller& caller, const std::string& path, HostAccess access,
                               const std::string& field, const std::string& bad_field_code) {
   if (!caller.known) {
-    throw ApiError(403, "forbidden", field + ": " + caller.describe() + " may not name host paths ('" + path + "')");
+    throw http::ApiError(403, "forbidden", field + ": " + caller.describe() + " may not name host paths ('" + path + "')");
   }
   if (path.empty() || path.front() != '/' || path.find('\0') != std::string::npos) {
-    throw ApiError(400, bad_field_code, field + ": must be an absolute host path");
+    throw http::ApiError(400, bad_field_code, field + ": must be an absolute host path");
   }
   bool created = false;
   int result;
@@ -248,25 +248,25 @@ OpenedHostPath open_as_caller(const Caller& caller, const std::string& path, Hos
     const int error = -result;
     const std::string cause = std::strerror(error);
     if (error == EACCES || error == EPERM || error == EROFS) {
-      throw ApiError(403, "forbidden", field + ": " + caller.describe() + " may not " + access_words(access) + " '" +
+      throw http::ApiError(403, "forbidden", field + ": " + caller.describe() + " may not " + access_words(access) + " '" +
                                            path + "' (" + cause + ")");
     }
-    if (error == kNotRegular) throw ApiError(400, bad_field_code, field + ": '" + path + "' is not a regular file");
-    if (error == ENOTDIR) throw ApiError(400, bad_field_code, field + ": '" + path + "' is not a directory on the host");
-    if (error == ELOOP) throw ApiError(400, bad_field_code, field + ": '" + path + "' is a symbolic link (" + cause + ")");
-    if (error == ENOENT) throw ApiError(400, bad_field_code, field + ": '" + path + "' does not exist on the host");
-    throw ApiError(400, bad_field_code, field + ": cannot open '" + path + "' (" + cause + ")");
+    if (error == kNotRegular) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is not a regular file");
+    if (error == ENOTDIR) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is not a directory on the host");
+    if (error == ELOOP) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is a symbolic link (" + cause + ")");
+    if (error == ENOENT) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' does not exist on the host");
+    throw http::ApiError(400, bad_field_code, field + ": cannot open '" + path + "' (" + cause + ")");
   }
   OpenedHostPath opened;
   opened.fd.reset(result);
   opened.created = created;
   opened.path = path;
   if (fstat(opened.fd.get(), &opened.st) != 0) {
-    throw ApiError(500, "internal_error", field + ": fstat of '" + path + "': " + std::strerror(errno));
+    throw http::ApiError(500, "internal_error", field + ": fstat of '" + path + "': " + std::strerror(errno));
   }
   const bool want_file = access == HostAccess::kReadFile || access == HostAccess::kCreateFile;
   if (want_file && !S_ISREG(opened.st.st_mode)) {
-    throw ApiError(400, bad_field_code, field + ": '" + path + "' is not a regular file");
+    throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is not a regular file");
   }
   if (want_file) {
     const int flags = fcntl(opened.fd.get(), F_GETFL);

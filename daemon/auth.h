@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
+
+namespace capsule::http {
+struct PeerCredentials;
+}
 
 namespace capsule::daemon {
-
-struct PeerCredentials;
 
 // The process on the other end of the socket, as the kernel recorded it at connect().
 struct Caller {
@@ -31,7 +33,7 @@ struct Caller {
 
 // The daemon itself (specs built internally, tests): root, today's behaviour.
 Caller root_caller();
-Caller caller_of(const PeerCredentials& peer);
+Caller caller_of(const http::PeerCredentials& peer);
 
 // Daemon-wide authorization settings (config key "admin_group").
 struct AccessPolicy {
@@ -56,7 +58,7 @@ enum class HostAccess {
 // A host object opened for a caller: the daemon uses this exact object through the descriptor, never the
 // path again, so nothing swapped in after the check is used.
 struct OpenedHostPath {
-  sandbox::UniqueFd fd;
+  base::UniqueFd fd;
   struct stat st {};
   bool created = false;  // kCreateFile: the file did not exist before
   std::string path;      // as the caller named it, for messages

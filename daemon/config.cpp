@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "client/units.h"
+#include "base/units.h"
 
 
 namespace capsule::daemon {
@@ -61,7 +61,7 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     if (j[key].is_number_unsigned()) return j[key].get<std::uint64_t>();
     if (!j[key].is_string()) throw std::invalid_argument(path + ": " + key + " must be bytes or a size such as \"1g\"");
     try {
-      return client::parse_size(j[key].get<std::string>());
+      return base::parse_size(j[key].get<std::string>());
     } catch (const std::exception& e) {
       throw std::invalid_argument(path + ": " + key + ": " + e.what());
     }

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/disk_guard.h"
-#include "daemon/run_spec.h"
+#include "daemon/runs/disk_guard.h"
+#include "spec/run_spec.h"
 
 namespace capsule::daemon {
 

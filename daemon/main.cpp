@@ -16,10 +16,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "daemon/api.h"
+#include "daemon/api/api.h"
 #include "daemon/config.h"
-#include "daemon/images_api.h"
-#include "daemon/retention.h"
+#include "daemon/api/images_api.h"
+#include "daemon/logs/retention.h"
 #include "images/host_image.h"
 #include "proxy/package_proxy.h"
 #include "proxy/proxy_options.h"
@@ -168,7 +168,7 @@ int serve(daemon::DaemonConfig config) {
   daemon::RunManager runs(launcher, ledger, logs, run_options);
   daemon::ImageJobs image_jobs;
 
-  daemon::Router router;
+  capsule::http::Router router;
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}};
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
@@ -176,7 +176,7 @@ int serve(daemon::DaemonConfig config) {
   }
   daemon::register_api(router, context);
   daemon::register_images_api(router, store, image_jobs);
-  daemon::HttpServer server(io, router);
+  capsule::http::HttpServer server(io, router);
   server.listen_unix(config.socket_path, 0660, group_id(config.socket_group));
   spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {}, {} concurrent)", daemon::kCapsuleVersion,
                config.socket_path, state, launcher.cgroup_version(), config.cgroup_parent, config.max_concurrent);

@@ -10,16 +10,16 @@
 #include <string_view>
 #include <utility>
 
-#include "daemon/http_server.h"
+#include "http/server.h"
 
 namespace {
 
-using capsule::daemon::parse_request_bytes;
-using capsule::daemon::ParsedRequest;
-using capsule::daemon::Request;
-using capsule::daemon::Response;
-using capsule::daemon::Router;
-using capsule::daemon::ServerOptions;
+using capsule::http::parse_request_bytes;
+using capsule::http::ParsedRequest;
+using capsule::http::Request;
+using capsule::http::Response;
+using capsule::http::Router;
+using capsule::http::ServerOptions;
 
 void check(bool ok, const char* invariant) {
   if (ok) return;
@@ -55,23 +55,23 @@ const std::pair<const char*, const char*> kRoutes[] = {
     {"DELETE", "/v1/sessions/{id}"},
 };
 
-const Router& router() {
-  static const Router instance = [] {
-    Router r;
-    for (const auto& [method, pattern] : kRoutes) r.add(method, pattern, [](const Request&) { return Response{}; });
+const http::Router& router() {
+  static const http::Router instance = [] {
+    http::Router r;
+    for (const auto& [method, pattern] : kRoutes) r.add(method, pattern, [](const http::Request&) { return http::Response{}; });
     return r;
   }();
   return instance;
 }
 
 // The server's defaults, and small limits so that 431 and 413 are reachable within -max_len.
-const ServerOptions& default_options() {
-  static const ServerOptions options;
+const http::ServerOptions& default_options() {
+  static const http::ServerOptions options;
   return options;
 }
-const ServerOptions& small_options() {
-  static const ServerOptions options = [] {
-    ServerOptions o;
+const http::ServerOptions& small_options() {
+  static const http::ServerOptions options = [] {
+    http::ServerOptions o;
     o.max_header_bytes = 512;
     o.max_body_bytes = 1024;
     return o;
@@ -79,7 +79,7 @@ const ServerOptions& small_options() {
   return options;
 }
 
-void check_error(const Response& error) {
+void check_error(const http::Response& error) {
   check(error.status >= 400 && error.status <= 599, "an error response has a 4xx/5xx status");
   check(error.content_type == "application/json", "an error response is JSON");
   const auto body = nlohmann::json::parse(error.body, nullptr, /*allow_exceptions=*/false);
@@ -95,8 +95,8 @@ void check_error(const Response& error) {
   }
 }
 
-void check_request(const ParsedRequest& parsed, const ServerOptions& options) {
-  const Request& request = parsed.request;
+void check_request(const http::ParsedRequest& parsed, const http::ServerOptions& options) {
+  const http::Request& request = parsed.request;
   check(parsed.handler != nullptr, "a routed request has a handler");
   check(!request.method.empty(), "a routed request has a method");
   check(!request.target.empty() && request.target.front() == '/', "a routed target starts with '/'");
@@ -104,7 +104,7 @@ void check_request(const ParsedRequest& parsed, const ServerOptions& options) {
   check(request.body.size() <= options.max_body_bytes, "the body is within max_body_bytes");
   for (const auto& [name, value] : request.headers) check(!name.empty(), "header names are not empty");
   // The decoded target must decode the same way again (what the handlers see is what was routed).
-  const auto again = capsule::daemon::parse_target(request.target);
+  const auto again = capsule::http::parse_target(request.target);
   check(again.has_value() && again->path == request.path && again->query == request.query,
         "the target decodes the same way twice");
   static const std::set<std::string> kParamNames = {"id", "ref", "digest"};
@@ -115,7 +115,7 @@ void check_request(const ParsedRequest& parsed, const ServerOptions& options) {
   check(request.path.find('\0') == std::string::npos, "the decoded path holds no NUL byte");
 }
 
-void check_parsed(const ParsedRequest& parsed, const ServerOptions& options) {
+void check_parsed(const http::ParsedRequest& parsed, const http::ServerOptions& options) {
   if (!parsed.complete) {
     check(!parsed.error && parsed.handler == nullptr, "an incomplete request has neither error nor handler");
     return;
@@ -132,15 +132,15 @@ void check_parsed(const ParsedRequest& parsed, const ServerOptions& options) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  const ParsedRequest with_defaults = parse_request_bytes(bytes, router(), default_options());
+  const http::ParsedRequest with_defaults = http::parse_request_bytes(bytes, router(), default_options());
   check_parsed(with_defaults, default_options());
-  const ParsedRequest with_small = parse_request_bytes(bytes, router(), small_options());
+  const http::ParsedRequest with_small = http::parse_request_bytes(bytes, router(), small_options());
   check_parsed(with_small, small_options());
   // Tighter limits can only turn an answer into 431/413, never into a different request.
   if (with_small.complete && !with_small.error) {
     check(with_defaults.complete && !with_defaults.error, "a request accepted under small limits is accepted");
-    const Request& a = with_defaults.request;
-    const Request& b = with_small.request;
+    const http::Request& a = with_defaults.request;
+    const http::Request& b = with_small.request;
     check(a.method == b.method && a.target == b.target && a.body == b.body && a.headers == b.headers &&
               a.params == b.params && with_defaults.handler == with_small.handler,
           "small and default limits parse the same request");

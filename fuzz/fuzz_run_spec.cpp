@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "daemon/api_error.h"
-#include "daemon/run_spec.h"
+#include "http/response.h"
+#include "spec/run_spec.h"
 
 namespace {
 
-using capsule::daemon::ApiError;
+using capsule::http::ApiError;
 using capsule::daemon::LimitPolicy;
 using capsule::daemon::RunLimits;
 using capsule::daemon::RunSpec;
@@ -122,7 +122,7 @@ void run(const json& body, const LimitPolicy& policy) {
   RunSpec spec;
   try {
     spec = capsule::daemon::parse_run_spec(body, policy);
-  } catch (const ApiError& e) {
+  } catch (const http::ApiError& e) {
     check(e.status == 400 && e.code == "invalid_spec", "a rejected spec is 400 invalid_spec");
     // (No check on what(): it is a C string, and an unknown field named "\u0000" makes it empty.)
     return;
@@ -135,7 +135,7 @@ void run(const json& body, const LimitPolicy& policy) {
   RunSpec again;
   try {
     again = capsule::daemon::parse_run_spec(json::parse(to_request(spec).dump()), policy);
-  } catch (const ApiError& e) {
+  } catch (const http::ApiError& e) {
     std::fprintf(stderr, "fuzz_run_spec: the re-encoded spec was rejected: %s\n", e.what());
     std::abort();
   }

@@ -1,27 +1,17 @@
-// ImageError: an image-store failure that carries its cause (step, path, errno, detail) up to the API.
-// Every file in images/ throws this (a std::runtime_error); what() reads "step path: cause (detail)".
+// ImageError: an image-store failure, a base::Error whose cause names the step ("unpack", "manifest",
+// "import", ...) and the path, digest or ref involved. Every file in images/ throws it.
 #pragma once
 
-#include <stdexcept>
 #include <string>
+
+#include "base/error.h"
 
 namespace capsule::images {
 
-class ImageError : public std::runtime_error {
+class ImageError : public base::Error {
  public:
-  // step: what was being done ("blob", "unpack", "manifest", "import", ...); path: file, digest or ref involved.
-  ImageError(std::string step, std::string path, std::string detail, int errno_value = 0);
-
-  const std::string& step() const { return step_; }
-  const std::string& path() const { return path_; }
-  const std::string& detail() const { return detail_; }
-  int errno_value() const { return errno_value_; }
-
- private:
-  std::string step_;
-  std::string path_;
-  std::string detail_;
-  int errno_value_;
+  ImageError(std::string step, std::string path, std::string detail, int errno_value = 0)
+      : base::Error(base::Cause{std::move(step), std::move(path), errno_value, std::move(detail)}) {}
 };
 
 // Throws ImageError{step, path, detail} without an errno.

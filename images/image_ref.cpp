@@ -81,14 +81,14 @@ ImageRef ImageRef::parse(std::string_view text) {
   const std::string shown(text.substr(0, 300));
   ImageRef ref;
   if (text.rfind("sha256:", 0) == 0) {
-    auto digest = Digest::try_parse(text);
+    auto digest = store::Digest::try_parse(text);
     if (!digest) throw_image_error("ref", shown, "not a valid sha256:<64 hex> digest");
     ref.digest = *digest;
     return ref;
   }
   std::string_view name = text;
   if (const std::size_t at = text.find('@'); at != std::string_view::npos) {
-    auto digest = Digest::try_parse(text.substr(at + 1));
+    auto digest = store::Digest::try_parse(text.substr(at + 1));
     if (!digest) throw_image_error("ref", shown, "the part after '@' is not a sha256:<64 hex> digest");
     ref.digest = *digest;
     name = text.substr(0, at);

@@ -6,14 +6,14 @@
 #include <string>
 #include <string_view>
 
-#include "images/digest.h"
+#include "store/digest.h"
 
 namespace capsule::images {
 
 struct ImageRef {
   std::string name;              // "toolchains/jdk17", "registry.local:5000/base"; empty for a bare digest
   std::string tag;               // empty when the reference is by digest
-  std::optional<Digest> digest;  // set for "name@sha256:..." and "sha256:..."
+  std::optional<store::Digest> digest;  // set for "name@sha256:..." and "sha256:..."
 
   // Names: lowercase [a-z0-9] components joined by '/', each may contain single '.', '_' or runs of '-'
   // between alphanumerics ("__" allowed); the first component may be a host[:port]. Tags:

@@ -103,7 +103,7 @@ std::vector<ImageCandidate> toolchain_candidates(const std::vector<ImageInfo>& i
       try {
         base = find_image(installed, ImageRef::parse(base_label->second));
         if (base == nullptr) candidate.unusable = "its base " + base_label->second + " is not installed";
-      } catch (const ImageError& e) {
+      } catch (const base::Error& e) {
         candidate.unusable = std::string(kLayerBaseLabel) + " is not an image ref (" + e.what() + ")";
       }
       if (base != nullptr && base->config.labels.count(std::string(kLayerBaseLabel)) != 0) {

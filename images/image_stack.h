@@ -25,7 +25,7 @@ inline constexpr std::size_t kMaxStackLayers = 128;
 ImageConfig merge_configs(const ImageConfig& below, const ImageConfig& top);
 
 struct ImageStack {
-  std::vector<Digest> digests;          // manifest digests, base first
+  std::vector<store::Digest> digests;          // manifest digests, base first
   ImageConfig config;                   // merge_configs folded from the base up
   std::vector<std::string> layer_dirs;  // every image's unpacked layers, topmost first: SandboxSpec::rootfs_layers
 };

@@ -14,7 +14,7 @@
 #include <set>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 #include "images/image_ref.h"
 #include "images/oci_layout.h"
 #include "images/ref_table.h"
@@ -68,7 +68,7 @@ std::vector<fs::path> entries_of(const fs::path& dir, const std::string& step) {
 }
 
 fs::path created(const fs::path& root) {
-  make_dir(root, 0700, "store");
+  base::make_dir(root, 0700, "store");
   return root;
 }
 
@@ -84,8 +84,8 @@ void move_dir_into_place(const fs::path& from, const fs::path& to) {
 // One import's private area, <root>/tmp/import-XXXXXX: a blob store and unpacked layers; removed on exit.
 class ImageStore::Staging {
  public:
-  explicit Staging(const fs::path& tmp) : dir(make_temp_dir(tmp, "import-", "import")), blobs(dir) {
-    make_dir(dir / "layers", 0700, "import");
+  explicit Staging(const fs::path& tmp) : dir(base::make_temp_dir(tmp, "import-", "import")), blobs(dir) {
+    base::make_dir(dir / "layers", 0700, "import");
   }
   ~Staging() {
     std::error_code ignored;
@@ -94,15 +94,15 @@ class ImageStore::Staging {
   Staging(const Staging&) = delete;
   Staging& operator=(const Staging&) = delete;
 
-  fs::path layer(const Digest& diff_id) const { return dir / "layers" / diff_id.hex(); }
+  fs::path layer(const store::Digest& diff_id) const { return dir / "layers" / diff_id.hex(); }
 
   const fs::path dir;  // declared before blobs: it is created first
-  BlobStore blobs;
+  store::BlobStore blobs;
 };
 
 ImageStore::ImageStore(fs::path root, UnpackLimits limits)
     : root_(std::move(root)), limits_(limits), blobs_(created(root_)) {
-  make_dir(root_ / "layers", 0700, "store");
+  base::make_dir(root_ / "layers", 0700, "store");
   remove_abandoned_staging();
 }
 
@@ -118,17 +118,17 @@ void ImageStore::remove_abandoned_staging() {
   }
 }
 
-fs::path ImageStore::layer_dir(const Digest& diff_id) const { return root_ / "layers" / diff_id.hex(); }
+fs::path ImageStore::layer_dir(const store::Digest& diff_id) const { return root_ / "layers" / diff_id.hex(); }
 
 // ---- imports ----
 
-Digest ImageStore::import_layout(const fs::path& dir, const std::string& ref) {
+store::Digest ImageStore::import_layout(const fs::path& dir, const std::string& ref) {
   const std::string name = tag_ref(ref);
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   return import_layout_locked(dir, name);
 }
 
-Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& ref) {
+store::Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& ref) {
   const OciLayoutReader layout(dir);
   Staging staging(root_ / "tmp");
 
@@ -141,7 +141,7 @@ Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& 
       return blobs_.path(descriptor.digest);
     }
     if (!staging.blobs.has(descriptor.digest)) {
-      UniqueFd fd = layout.open_blob(descriptor.digest);
+      base::UniqueFd fd = layout.open_blob(descriptor.digest);
       staging.blobs.put_fd(fd.get(), descriptor.digest, descriptor.size);
     }
     return staging.blobs.path(descriptor.digest);
@@ -149,7 +149,7 @@ Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& 
   auto document = [&](const Descriptor& descriptor) {
     if (descriptor.size > kMaxDocument) throw_image_error("import", descriptor.digest.str(), "document too large");
     stage(descriptor);
-    const BlobStore& holder = blobs_.has(descriptor.digest) ? blobs_ : staging.blobs;
+    const store::BlobStore& holder = blobs_.has(descriptor.digest) ? blobs_ : staging.blobs;
     return holder.read(descriptor.digest, kMaxDocument);
   };
 
@@ -194,7 +194,7 @@ Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& 
   return commit(staging, chosen->digest, manifest, config, ref);
 }
 
-Digest ImageStore::import_archive(const fs::path& archive, const std::string& ref) {
+store::Digest ImageStore::import_archive(const fs::path& archive, const std::string& ref) {
   const std::string name = tag_ref(ref);
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   Staging extracted(root_ / "tmp");
@@ -203,7 +203,7 @@ Digest ImageStore::import_archive(const fs::path& archive, const std::string& re
   return import_layout_locked(layout, name);
 }
 
-Digest ImageStore::import_rootfs(const fs::path& source, const std::string& ref, const RootfsOptions& options) {
+store::Digest ImageStore::import_rootfs(const fs::path& source, const std::string& ref, const RootfsOptions& options) {
   const std::string name = tag_ref(ref);
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   Staging staging(root_ / "tmp");
@@ -213,18 +213,18 @@ Digest ImageStore::import_rootfs(const fs::path& source, const std::string& ref,
     unpack_layer(source, tree, limits_);
   }
 
-  BlobWriter layer_writer = staging.blobs.writer();
+  store::BlobWriter layer_writer = staging.blobs.writer();
   const PackResult packed = pack_directory(
       tree, [&](const void* data, std::size_t size) { layer_writer.write(data, size); },
       PackOptions{options.epoch, options.gzip, false});
-  const Digest layer = layer_writer.commit();
+  const store::Digest layer = layer_writer.commit();
 
   const Platform host = host_platform();
   ImageConfig config{host.os, host.architecture, options.env, options.working_dir, options.user,
                      options.labels, {packed.diff_id}};
   const std::string config_text = config_json(config, rfc3339(options.epoch));
   config = parse_config(config_text, "rootfs config");  // the one validation point (e.g. Env entries)
-  const Digest config_digest = staging.blobs.put_bytes(config_text);
+  const store::Digest config_digest = staging.blobs.put_bytes(config_text);
 
   ImageManifest manifest;
   manifest.media_type = std::string(media_type::kOciManifest);
@@ -232,19 +232,19 @@ Digest ImageStore::import_rootfs(const fs::path& source, const std::string& ref,
   manifest.layers.push_back(Descriptor{std::string(options.gzip ? media_type::kOciLayerGzip : media_type::kOciLayerTar),
                                        layer, staging.blobs.size(layer), {}, {}});
   const std::string manifest_text = manifest_json(manifest);
-  const Digest manifest_digest = staging.blobs.put_bytes(manifest_text);
+  const store::Digest manifest_digest = staging.blobs.put_bytes(manifest_text);
   return commit(staging, manifest_digest, manifest, config, name);
 }
 
 // Unpacks missing layers into staging (checking diff_ids), then moves blobs, layers and finally the ref in.
-Digest ImageStore::commit(Staging& staging, const Digest& manifest_digest, const ImageManifest& manifest,
+store::Digest ImageStore::commit(Staging& staging, const store::Digest& manifest_digest, const ImageManifest& manifest,
                           const ImageConfig& config, const std::string& ref) {
-  auto blob_path = [&](const Digest& digest) {
+  auto blob_path = [&](const store::Digest& digest) {
     return blobs_.has(digest) ? blobs_.path(digest) : staging.blobs.path(digest);
   };
-  std::vector<Digest> staged_layers;
+  std::vector<store::Digest> staged_layers;
   for (std::size_t i = 0; i < manifest.layers.size(); ++i) {
-    const Digest& diff_id = config.diff_ids[i];
+    const store::Digest& diff_id = config.diff_ids[i];
     if (is_dir_path(layer_dir(diff_id)) || is_dir_path(staging.layer(diff_id))) continue;
     unpack_layer(blob_path(manifest.layers[i].digest), staging.layer(diff_id), limits_, diff_id);
     staged_layers.push_back(diff_id);
@@ -267,7 +267,7 @@ Digest ImageStore::commit(Staging& staging, const Digest& manifest_digest, const
 
 // ---- reading ----
 
-Digest ImageStore::resolve(const std::string& text) const {
+store::Digest ImageStore::resolve(const std::string& text) const {
   const ImageRef ref = ImageRef::parse(text);
   if (ref.by_digest()) {
     if (!blobs_.has(*ref.digest)) throw_image_error("resolve", text, "no image with this manifest digest");
@@ -280,7 +280,7 @@ Digest ImageStore::resolve(const std::string& text) const {
   return it->second;
 }
 
-ImageInfo ImageStore::describe(const Digest& manifest_digest) const {
+ImageInfo ImageStore::describe(const store::Digest& manifest_digest) const {
   ImageInfo info;
   info.manifest_digest = manifest_digest;
   const ImageManifest manifest = parse_manifest(blobs_.read(manifest_digest, kMaxDocument), manifest_digest.str());
@@ -302,9 +302,9 @@ ImageInfo ImageStore::describe(const Digest& manifest_digest) const {
 
 void ImageStore::ensure_layers(const ImageManifest& manifest, const ImageConfig& config) const {
   for (std::size_t i = 0; i < manifest.layers.size(); ++i) {
-    const Digest& diff_id = config.diff_ids[i];
+    const store::Digest& diff_id = config.diff_ids[i];
     if (is_dir_path(layer_dir(diff_id))) continue;
-    const fs::path staging = make_temp_dir(root_ / "tmp", "layer-", "inspect");
+    const fs::path staging = base::make_temp_dir(root_ / "tmp", "layer-", "inspect");
     try {
       unpack_layer(blobs_.path(manifest.layers[i].digest), staging / "layer", limits_, diff_id);
       move_dir_into_place(staging / "layer", layer_dir(diff_id));
@@ -320,7 +320,7 @@ void ImageStore::ensure_layers(const ImageManifest& manifest, const ImageConfig&
 
 ImageInfo ImageStore::inspect(const std::string& ref) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
-  const Digest digest = resolve(ref);
+  const store::Digest digest = resolve(ref);
   ImageInfo info = describe(digest);
   const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxDocument), digest.str());
   ensure_layers(manifest, info.config);
@@ -329,7 +329,7 @@ ImageInfo ImageStore::inspect(const std::string& ref) const {
 
 std::vector<ImageInfo> ImageStore::list() const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
-  std::set<Digest> digests;
+  std::set<store::Digest> digests;
   for (const auto& [name, digest] : load_refs(root_ / "refs.json")) digests.insert(digest);
   std::vector<ImageInfo> images;
   for (const auto& digest : digests) images.push_back(describe(digest));
@@ -340,7 +340,7 @@ std::vector<ImageInfo> ImageStore::list() const {
 
 void ImageStore::save(const std::string& ref, const fs::path& out) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
-  const Digest digest = resolve(ref);
+  const store::Digest digest = resolve(ref);
   const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxDocument), digest.str());
   const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxDocument), manifest.config.digest.str());
 
@@ -352,7 +352,7 @@ void ImageStore::save(const std::string& ref, const fs::path& out) const {
     entry.annotations["org.opencontainers.image.ref.name"] = parsed.tag;
     entry.annotations["io.containerd.image.name"] = parsed.str();
   }
-  std::vector<std::pair<Digest, fs::path>> files = {{digest, blobs_.path(digest)},
+  std::vector<std::pair<store::Digest, fs::path>> files = {{digest, blobs_.path(digest)},
                                                     {manifest.config.digest, blobs_.path(manifest.config.digest)}};
   for (const auto& layer : manifest.layers) files.emplace_back(layer.digest, blobs_.path(layer.digest));
 
@@ -361,17 +361,17 @@ void ImageStore::save(const std::string& ref, const fs::path& out) const {
   }
   const bool archive = out.extension() == ".tar";
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  const fs::path temp = make_temp_dir(archive ? root_ / "tmp" : parent, "." + out.filename().string() + ".save-", "save");
+  const fs::path temp = base::make_temp_dir(archive ? root_ / "tmp" : parent, "." + out.filename().string() + ".save-", "save");
   try {
     if (chmod(temp.c_str(), 0755) != 0) throw_image_errno("save", temp.string(), "chmod");
     write_layout(temp, index_json(ImageIndex{{entry}}), files);
     if (archive) {
       std::string partial = out.string() + ".tmp-XXXXXX";
-      UniqueFd fd(mkostemp(partial.data(), O_CLOEXEC));
+      base::UniqueFd fd(mkostemp(partial.data(), O_CLOEXEC));
       if (!fd) throw_image_errno("save", out.string(), "create");
       try {
         pack_directory(
-            temp, [&](const void* data, std::size_t size) { write_all(fd.get(), data, size, "save", partial); },
+            temp, [&](const void* data, std::size_t size) { base::write_all(fd.get(), data, size, "save", partial); },
             PackOptions{0, false, true});
         if (fchmod(fd.get(), 0644) != 0 || fsync(fd.get()) != 0) throw_image_errno("save", partial, "finish");
         if (rename(partial.c_str(), out.c_str()) != 0) throw_image_errno("save", out.string(), "rename into place");
@@ -414,7 +414,7 @@ std::vector<std::string> ImageStore::remove(const std::string& text) {
 
 GcResult ImageStore::gc() {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kExclusive);
-  std::set<Digest> keep_blobs;
+  std::set<store::Digest> keep_blobs;
   std::set<std::string> keep_layers;
   for (const auto& [name, digest] : load_refs(root_ / "refs.json")) {
     // A referenced image that cannot be read stops gc: better keep garbage than delete a live layer.
@@ -439,7 +439,7 @@ GcResult ImageStore::gc() {
     const std::string name = layer.filename().string();
     if (keep_layers.count(name)) continue;
     // Renamed out first, so a crash mid-removal never leaves a half layer under a valid name.
-    const fs::path doomed = make_temp_dir(root_ / "tmp", "gc-", "gc");
+    const fs::path doomed = base::make_temp_dir(root_ / "tmp", "gc-", "gc");
     if (rename(layer.c_str(), (doomed / "layer").c_str()) != 0) throw_image_errno("gc", layer.string(), "move out");
     result.layers.push_back(name);
   }

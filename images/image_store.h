@@ -8,24 +8,24 @@
 #include <string>
 #include <vector>
 
-#include "images/blob_store.h"
-#include "images/digest.h"
+#include "store/blob_store.h"
+#include "store/digest.h"
 #include "images/layer_unpack.h"
 #include "images/oci_image.h"
 
 namespace capsule::images {
 
 struct ImageInfo {
-  Digest manifest_digest;               // the image's identity
+  store::Digest manifest_digest;               // the image's identity
   std::vector<std::string> refs;        // "name:tag" refs pointing at it, sorted
   ImageConfig config;                   // env, working_dir, user, labels (and os, architecture, diff_ids)
-  std::vector<Digest> layer_digests;    // compressed layer blobs, base layer first (manifest order)
+  std::vector<store::Digest> layer_digests;    // compressed layer blobs, base layer first (manifest order)
   std::uint64_t size = 0;               // bytes of the manifest, config and layer blobs
   std::vector<std::string> layer_dirs;  // unpacked layers, topmost first: use as SandboxSpec::rootfs_layers
 };
 
 struct GcResult {
-  std::vector<Digest> blobs;          // removed blobs
+  std::vector<store::Digest> blobs;          // removed blobs
   std::vector<std::string> layers;    // removed unpacked layers (diff_id hex)
   std::uint64_t blob_bytes = 0;       // bytes of the removed blobs
 };
@@ -57,21 +57,21 @@ class ImageStore {
   // index.json lists several (nested indexes are followed). Every blob is verified against its digest and
   // size while being copied; every layer against its config diff_id while being unpacked. `ref` is a
   // "name[:tag]" that is then pointed at the image. Returns the manifest digest.
-  Digest import_layout(const std::filesystem::path& dir, const std::string& ref);
+  store::Digest import_layout(const std::filesystem::path& dir, const std::string& ref);
   // Imports an oci-archive (a tar, optionally gzip'd, of an OCI layout), extracted with the layer
   // unpacker's safety checks and limits first.
-  Digest import_archive(const std::filesystem::path& archive, const std::string& ref);
+  store::Digest import_archive(const std::filesystem::path& archive, const std::string& ref);
   // Packs a plain root filesystem (a directory, or a tar/tar.gz of one) into a single-layer OCI image with
   // a deterministic tar (see tar_pack.h): the same tree always yields the same digest. Device nodes, fifos
   // and sockets in the tree are left out.
-  Digest import_rootfs(const std::filesystem::path& source, const std::string& ref, const RootfsOptions& options = {});
+  store::Digest import_rootfs(const std::filesystem::path& source, const std::string& ref, const RootfsOptions& options = {});
 
   // Writes the image as an oci-archive when `out` ends in ".tar", else as an OCI layout directory (which
   // must not exist or be empty). Deterministic: saving the same image twice gives identical bytes.
   void save(const std::string& ref, const std::filesystem::path& out) const;
 
   // "name[:tag]", "name@sha256:..." or "sha256:..." to the manifest digest; throws when unknown.
-  Digest resolve(const std::string& ref) const;
+  store::Digest resolve(const std::string& ref) const;
   // The image's metadata and its unpacked layer dirs (re-unpacked from blobs if one went missing).
   ImageInfo inspect(const std::string& ref) const;
   // Every image some ref points at, sorted by first ref.
@@ -89,16 +89,16 @@ class ImageStore {
   class Staging;
 
   void remove_abandoned_staging();
-  Digest import_layout_locked(const std::filesystem::path& dir, const std::string& ref);
-  Digest commit(Staging& staging, const Digest& manifest_digest, const ImageManifest& manifest,
+  store::Digest import_layout_locked(const std::filesystem::path& dir, const std::string& ref);
+  store::Digest commit(Staging& staging, const store::Digest& manifest_digest, const ImageManifest& manifest,
                 const ImageConfig& config, const std::string& ref);
-  ImageInfo describe(const Digest& manifest_digest) const;
+  ImageInfo describe(const store::Digest& manifest_digest) const;
   void ensure_layers(const ImageManifest& manifest, const ImageConfig& config) const;
-  std::filesystem::path layer_dir(const Digest& diff_id) const;
+  std::filesystem::path layer_dir(const store::Digest& diff_id) const;
 
   std::filesystem::path root_;
   UnpackLimits limits_;
-  BlobStore blobs_;
+  store::BlobStore blobs_;
 };
 
 }  // namespace capsule::images

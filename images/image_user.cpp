@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 
 namespace capsule::images {
 namespace {
@@ -44,15 +44,15 @@ std::vector<std::vector<std::string>> read_entries(const std::vector<std::string
     const std::string shown = layer + "/" + relative;
     struct stat st {};
     // The layer's own etc/<name>: no symlink on the way may lead out of the layer.
-    UniqueFd dir = open_directory(layer, "user");
+    base::UniqueFd dir = base::open_directory(layer, "user");
     if (fstatat(dir.get(), relative.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT || errno == ENOTDIR) continue;
       throw_image_errno("user", shown, "stat");
     }
     if (!S_ISREG(st.st_mode)) break;
-    UniqueFd fd = open_beneath(dir.get(), relative, O_RDONLY, "user", shown);
-    require_regular_file(fd.get(), "user", shown);
-    std::stringstream in(read_fd(fd.get(), kMaxAccountFile, "user", shown));
+    base::UniqueFd fd = base::open_beneath(dir.get(), relative, O_RDONLY, "user", shown);
+    base::require_regular_file(fd.get(), "user", shown);
+    std::stringstream in(base::read_fd(fd.get(), kMaxAccountFile, "user", shown));
     for (std::string line; std::getline(in, line);) {
       if (line.empty() || line.front() == '#') continue;
       std::vector<std::string> fields;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 #include "images/tar_stream.h"
 
 namespace capsule::images {
@@ -103,7 +103,7 @@ class LayerWriter {
       return directory(root_fd_, "", parts, entry);
     }
     const std::string& name = parts.back();
-    UniqueFd parent = open_parent(parts, parts.size() - 1, true);
+    base::UniqueFd parent = open_parent(parts, parts.size() - 1, true);
 
     if (name == kOpaqueMarker) return mark_opaque(parent.get(), join(parts, parts.size() - 1));
     if (name.rfind(kMetaPrefix, 0) == 0) return;  // aufs bookkeeping (.wh..wh.plnk and the like)
@@ -124,10 +124,10 @@ class LayerWriter {
   // Directory mtimes last: creating entries inside a directory changes its mtime.
   void finish() {
     for (const auto& [parts, time] : dir_times_) {
-      UniqueFd dir;
+      base::UniqueFd dir;
       try {
         dir = open_parent(parts, parts.size(), false);
-      } catch (const ImageError&) {
+      } catch (const base::Error&) {
         continue;  // a later entry replaced this directory
       }
       const struct timespec times[2] = {time, time};
@@ -138,8 +138,8 @@ class LayerWriter {
  private:
   // Opens the directory made of the first `count` components, one component at a time, never following a
   // symlink; with `create`, missing directories are made (0755, root-owned) as tar allows.
-  UniqueFd open_parent(const Parts& parts, std::size_t count, bool create) {
-    UniqueFd dir(dup(root_fd_));
+  base::UniqueFd open_parent(const Parts& parts, std::size_t count, bool create) {
+    base::UniqueFd dir(dup(root_fd_));
     if (!dir) throw_image_errno(kStep, "", "dup");
     for (std::size_t i = 0; i < count; ++i) {
       const char* name = parts[i].c_str();
@@ -220,7 +220,7 @@ class LayerWriter {
     clear_slot(parent_fd, name, false);
     int raw_fd = openat(parent_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (raw_fd < 0) throw_image_errno(kStep, shown, "create file");
-    UniqueFd fd(raw_fd);
+    base::UniqueFd fd(raw_fd);
     for (;;) {
       const void* data = nullptr;
       std::size_t size = 0;
@@ -254,7 +254,7 @@ class LayerWriter {
 
   void directory(int parent_fd, const std::string& name, const Parts& parts, struct archive_entry* entry) {
     const std::string shown = parts.empty() ? "." : join(parts, parts.size());
-    UniqueFd dir;
+    base::UniqueFd dir;
     if (parts.empty()) {
       dir.reset(dup(root_fd_));
     } else {
@@ -293,11 +293,11 @@ class LayerWriter {
     const std::string target_shown = join(target, target.size());
     if (parts.empty() || target.empty()) throw_image_error(kStep, shown, "hard link to or from the layer root");
     if (parts == target) throw_image_error(kStep, shown, "hard link to itself");
-    UniqueFd target_dir;
+    base::UniqueFd target_dir;
     try {
       target_dir = open_parent(target, target.size() - 1, false);
-    } catch (const ImageError& e) {
-      if (e.errno_value() != ENOENT) throw;
+    } catch (const base::Error& e) {
+      if (e.cause().errno_value != ENOENT) throw;
       throw_image_error(kStep, shown, "hard link target " + target_shown + " is not in this layer");
     }
     struct stat st;
@@ -307,7 +307,7 @@ class LayerWriter {
     if (!S_ISREG(st.st_mode)) {
       throw_image_error(kStep, shown, "hard link target " + target_shown + " is not a regular file");
     }
-    UniqueFd parent = open_parent(parts, parts.size() - 1, true);
+    base::UniqueFd parent = open_parent(parts, parts.size() - 1, true);
     const std::string& name = parts.back();
     if (name.rfind(kWhiteoutPrefix, 0) == 0) throw_image_error(kStep, shown, "a whiteout cannot be a hard link");
     clear_slot(parent.get(), name, false);
@@ -341,13 +341,13 @@ class LayerWriter {
 }  // namespace
 
 UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const UnpackLimits& limits,
-                          const std::optional<Digest>& expected_diff_id) {
+                          const std::optional<store::Digest>& expected_diff_id) {
   struct stat st;
   if (lstat(target.c_str(), &st) == 0) throw_image_error(kStep, target.string(), "target already exists");
-  const fs::path temp = make_temp_dir(target.parent_path(), "." + target.filename().string() + ".unpack-", kStep);
+  const fs::path temp = base::make_temp_dir(target.parent_path(), "." + target.filename().string() + ".unpack-", kStep);
   try {
     if (chmod(temp.c_str(), 0755) != 0) throw_image_errno(kStep, temp.string(), "chmod");
-    UniqueFd root = open_directory(temp, kStep);
+    base::UniqueFd root = base::open_directory(temp, kStep);
     TarStream stream(blob, StreamLimits{limits.max_total_bytes, limits.max_ratio, limits.ratio_floor_bytes}, kStep);
     LayerWriter writer(root.get(), limits);
     UnpackResult result;
@@ -358,9 +358,9 @@ UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const Un
       if (status < ARCHIVE_WARN) stream.fail("read entry header");
       try {
         writer.apply(stream, entry);
-      } catch (const ImageError& e) {
-        if (e.path() == blob.string()) throw;  // a stream error already names the layer
-        throw ImageError(kStep, e.path(), e.detail() + " [in layer " + blob.string() + "]", e.errno_value());
+      } catch (const base::Error& e) {
+        if (e.cause().path == blob.string()) throw;  // a stream error already names the layer
+        throw ImageError(kStep, e.cause().path, e.cause().detail + " [in layer " + blob.string() + "]", e.cause().errno_value);
       }
       ++result.entries;
     }

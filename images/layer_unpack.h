@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "images/digest.h"
+#include "store/digest.h"
 
 namespace capsule::images {
 
@@ -19,7 +19,7 @@ struct UnpackLimits {
 };
 
 struct UnpackResult {
-  Digest diff_id;                   // sha256 of the uncompressed tar stream
+  store::Digest diff_id;                   // sha256 of the uncompressed tar stream
   std::uint64_t unpacked_bytes = 0; // uncompressed tar stream size
   std::uint64_t entries = 0;
 };
@@ -36,6 +36,6 @@ struct UnpackResult {
 // overlayfs xattrs set by the archive, and anything above `limits`. With expected_diff_id, a layer whose
 // uncompressed stream hashes differently is refused too.
 UnpackResult unpack_layer(const std::filesystem::path& blob, const std::filesystem::path& target,
-                          const UnpackLimits& limits = {}, const std::optional<Digest>& expected_diff_id = {});
+                          const UnpackLimits& limits = {}, const std::optional<store::Digest>& expected_diff_id = {});
 
 }  // namespace capsule::images

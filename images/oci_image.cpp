@@ -47,9 +47,9 @@ struct Reader {
     return it->get<std::string>();
   }
 
-  Digest digest(const json& value, const std::string& what) const {
+  store::Digest digest(const json& value, const std::string& what) const {
     if (!value.is_string()) fail(what + " is not a string");
-    auto digest = Digest::try_parse(value.get<std::string>());
+    auto digest = store::Digest::try_parse(value.get<std::string>());
     if (!digest) fail(what + " is not a sha256 digest: " + value.get<std::string>().substr(0, 100));
     return *digest;
   }

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "images/digest.h"
+#include "store/digest.h"
 
 namespace capsule::images {
 
@@ -38,7 +38,7 @@ struct Platform {
 
 struct Descriptor {
   std::string media_type;
-  Digest digest;
+  store::Digest digest;
   std::uint64_t size = 0;
   std::optional<Platform> platform;
   std::map<std::string, std::string> annotations;
@@ -62,7 +62,7 @@ struct ImageConfig {
   std::string working_dir;
   std::string user;
   std::map<std::string, std::string> labels;  // e.g. the toolchains an image carries
-  std::vector<Digest> diff_ids;               // rootfs.diff_ids, base layer first
+  std::vector<store::Digest> diff_ids;               // rootfs.diff_ids, base layer first
 };
 
 // Each throws ImageError{step "index" | "manifest" | "config", path = source} naming the first problem.

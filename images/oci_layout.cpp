@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 
 namespace capsule::images {
 namespace fs = std::filesystem;
@@ -20,14 +20,14 @@ constexpr std::uint64_t kMaxDocument = 8ull << 20;
 
 }  // namespace
 
-OciLayoutReader::OciLayoutReader(const fs::path& dir) : dir_(dir), fd_(open_directory(dir, "layout")) {
+OciLayoutReader::OciLayoutReader(const fs::path& dir) : dir_(dir), fd_(base::open_directory(dir, "layout")) {
   struct stat st;
   if (fstatat(fd_.get(), "oci-layout", &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
     throw_image_error("layout", dir_.string(),
                       "not an OCI image layout: no oci-layout file (docker-save archives without one are not supported)");
   }
-  UniqueFd marker = open_beneath(fd_.get(), "oci-layout", O_RDONLY, "layout", (dir_ / "oci-layout").string());
-  const std::string text = read_fd(marker.get(), 64 << 10, "layout", (dir_ / "oci-layout").string());
+  base::UniqueFd marker = base::open_beneath(fd_.get(), "oci-layout", O_RDONLY, "layout", (dir_ / "oci-layout").string());
+  const std::string text = base::read_fd(marker.get(), 64 << 10, "layout", (dir_ / "oci-layout").string());
   const nlohmann::json document = nlohmann::json::parse(text, nullptr, false);
   if (document.is_discarded() || !document.is_object() || !document.contains("imageLayoutVersion") ||
       !document["imageLayoutVersion"].is_string()) {
@@ -41,26 +41,26 @@ OciLayoutReader::OciLayoutReader(const fs::path& dir) : dir_(dir), fd_(open_dire
 
 ImageIndex OciLayoutReader::index() const {
   const std::string shown = (dir_ / "index.json").string();
-  UniqueFd fd = open_beneath(fd_.get(), "index.json", O_RDONLY, "layout", shown);
-  require_regular_file(fd.get(), "layout", shown);
-  return parse_index(read_fd(fd.get(), kMaxDocument, "layout", shown), shown);
+  base::UniqueFd fd = base::open_beneath(fd_.get(), "index.json", O_RDONLY, "layout", shown);
+  base::require_regular_file(fd.get(), "layout", shown);
+  return parse_index(base::read_fd(fd.get(), kMaxDocument, "layout", shown), shown);
 }
 
-UniqueFd OciLayoutReader::open_blob(const Digest& digest) const {
+base::UniqueFd OciLayoutReader::open_blob(const store::Digest& digest) const {
   const std::string relative = "blobs/sha256/" + digest.hex();
   const std::string shown = (dir_ / relative).string();
-  UniqueFd fd = open_beneath(fd_.get(), relative, O_RDONLY, "layout", shown);
-  require_regular_file(fd.get(), "layout", shown);
+  base::UniqueFd fd = base::open_beneath(fd_.get(), relative, O_RDONLY, "layout", shown);
+  base::require_regular_file(fd.get(), "layout", shown);
   return fd;
 }
 
 void write_layout(const fs::path& dir, const std::string& index_json,
-                  const std::vector<std::pair<Digest, fs::path>>& blobs) {
+                  const std::vector<std::pair<store::Digest, fs::path>>& blobs) {
   const fs::path blob_dir = dir / "blobs" / "sha256";
-  make_dir(dir / "blobs", 0755, "save");
-  make_dir(blob_dir, 0755, "save");
-  write_file_atomic(dir / "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}", "save", 0644);
-  write_file_atomic(dir / "index.json", index_json, "save", 0644);
+  base::make_dir(dir / "blobs", 0755, "save");
+  base::make_dir(blob_dir, 0755, "save");
+  base::write_file_atomic(dir / "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}", "save", 0644);
+  base::write_file_atomic(dir / "index.json", index_json, "save", 0644);
   for (const auto& [digest, source] : blobs) {
     const fs::path target = blob_dir / digest.hex();
     std::error_code error;

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "images/digest.h"
+#include "store/digest.h"
 #include "images/oci_image.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::images {
 
@@ -18,16 +18,16 @@ class OciLayoutReader {
   explicit OciLayoutReader(const std::filesystem::path& dir);
 
   ImageIndex index() const;                              // index.json, parsed and validated
-  sandbox::UniqueFd open_blob(const Digest& digest) const;  // blobs/sha256/<hex>: a regular file, read-only
+  base::UniqueFd open_blob(const store::Digest& digest) const;  // blobs/sha256/<hex>: a regular file, read-only
 
  private:
   std::filesystem::path dir_;
-  sandbox::UniqueFd fd_;
+  base::UniqueFd fd_;
 };
 
 // Writes a layout into the existing, empty directory `dir`: oci-layout, index.json (as given) and a copy of
 // each blob (digest, file in a store). Files get mode 0644, directories 0755.
 void write_layout(const std::filesystem::path& dir, const std::string& index_json,
-                  const std::vector<std::pair<Digest, std::filesystem::path>>& blobs);
+                  const std::vector<std::pair<store::Digest, std::filesystem::path>>& blobs);
 
 }  // namespace capsule::images

@@ -8,18 +8,18 @@
 #include <nlohmann/json.hpp>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 #include "images/image_ref.h"
 
 namespace capsule::images {
 
 RefTable load_refs(const std::filesystem::path& file) {
-  UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  base::UniqueFd fd(open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     if (errno == ENOENT) return {};
     throw_image_errno("refs", file.string(), "open");
   }
-  const std::string text = read_fd(fd.get(), 64ull << 20, "refs", file.string());
+  const std::string text = base::read_fd(fd.get(), 64ull << 20, "refs", file.string());
   const nlohmann::json document = nlohmann::json::parse(text, nullptr, false);
   if (document.is_discarded() || !document.is_object() || !document.contains("refs") || !document["refs"].is_object()) {
     throw_image_error("refs", file.string(), "malformed (expected {\"refs\": {\"name:tag\": \"sha256:...\"}})");
@@ -29,7 +29,7 @@ RefTable load_refs(const std::filesystem::path& file) {
     const ImageRef ref = ImageRef::parse(key);
     if (ref.by_digest() || ref.str() != key) throw_image_error("refs", file.string(), "bad ref key " + key);
     if (!value.is_string()) throw_image_error("refs", file.string(), "ref " + key + " has a non-string digest");
-    refs[key] = Digest::parse(value.get<std::string>());
+    refs[key] = store::Digest::parse(value.get<std::string>());
   }
   return refs;
 }
@@ -38,7 +38,7 @@ void save_refs(const std::filesystem::path& file, const RefTable& refs) {
   nlohmann::json table = nlohmann::json::object();
   for (const auto& [ref, digest] : refs) table[ref] = digest.str();
   const nlohmann::json document = {{"refs", table}};
-  write_file_atomic(file, document.dump(2) + "\n", "refs", 0600);
+  base::write_file_atomic(file, document.dump(2) + "\n", "refs", 0600);
 }
 
 }  // namespace capsule::images

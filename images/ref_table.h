@@ -6,11 +6,11 @@
 #include <map>
 #include <string>
 
-#include "images/digest.h"
+#include "store/digest.h"
 
 namespace capsule::images {
 
-using RefTable = std::map<std::string, Digest>;  // canonical "name:tag" -> manifest digest
+using RefTable = std::map<std::string, store::Digest>;  // canonical "name:tag" -> manifest digest
 
 // An absent file is an empty table; a malformed one throws ImageError{step "refs"} (never silently reset).
 RefTable load_refs(const std::filesystem::path& file);

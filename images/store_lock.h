@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::images {
 
@@ -15,7 +15,7 @@ class StoreLock {
   StoreLock(const std::filesystem::path& file, Mode mode);
 
  private:
-  sandbox::UniqueFd fd_;
+  base::UniqueFd fd_;
 };
 
 }  // namespace capsule::images

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 
 namespace capsule::images {
 namespace fs = std::filesystem;
@@ -52,7 +52,7 @@ class Packer {
     check(tar_.get(), archive_write_set_bytes_per_block(tar_.get(), 10240), "block size");
     check(tar_.get(), archive_write_open(tar_.get(), this, nullptr, &Packer::tar_bytes, nullptr), "open tar");
 
-    UniqueFd root = open_directory(root_, kStep);
+    base::UniqueFd root = base::open_directory(root_, kStep);
     struct stat st;
     if (fstat(root.get(), &st) != 0) throw_image_errno(kStep, root_.string(), "stat");
     root_device_ = st.st_dev;
@@ -179,7 +179,7 @@ class Packer {
       struct stat st;
       if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw_image_errno(kStep, path, "stat");
       if (S_ISDIR(st.st_mode)) {
-        UniqueFd child(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        base::UniqueFd child(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!child) throw_image_errno(kStep, path, "open directory");
         Entry entry = make_entry(path, st);
         archive_entry_set_filetype(entry.get(), AE_IFDIR);
@@ -216,7 +216,7 @@ class Packer {
       }
     }
     // O_NONBLOCK: a FIFO swapped in after the lstat must not block the open; the fstat below refuses it.
-    UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    base::UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd) throw_image_errno(kStep, path, "open");
     struct stat opened;
     if (fstat(fd.get(), &opened) != 0 || opened.st_ino != st.st_ino || !S_ISREG(opened.st_mode)) {
@@ -246,7 +246,7 @@ class Packer {
   const PackOptions& options_;
   WriteArchive gzip_;  // declared before tar_: the tar writer flushes into it, so it is freed last
   WriteArchive tar_;
-  Sha256 hasher_;
+  store::Sha256 hasher_;
   PackResult result_;
   dev_t root_device_ = 0;
   std::map<std::pair<dev_t, ino_t>, std::string> links_;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "images/digest.h"
+#include "store/digest.h"
 
 namespace capsule::images {
 
@@ -19,7 +19,7 @@ struct PackOptions {
 };
 
 struct PackResult {
-  Digest diff_id;                     // sha256 of the uncompressed tar
+  store::Digest diff_id;                     // sha256 of the uncompressed tar
   std::uint64_t tar_bytes = 0;        // uncompressed tar size
   std::uint64_t entries = 0;
   std::vector<std::string> skipped;   // device nodes, fifos and sockets: never packed

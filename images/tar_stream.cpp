@@ -5,14 +5,14 @@
 #include <sys/stat.h>
 
 #include "images/error.h"
-#include "images/file_util.h"
+#include "base/file_util.h"
 
 namespace capsule::images {
 
 TarStream::TarStream(const std::filesystem::path& file, const StreamLimits& limits, std::string step)
     : file_(file), limits_(limits), step_(std::move(step)), raw_(archive_read_new()), tar_(archive_read_new()) {
   if (!raw_ || !tar_) throw_image_error(step_, file_.string(), "libarchive: out of memory");
-  fd_ = open_regular_file(file_, step_);
+  fd_ = base::open_regular_file(file_, step_);
   struct stat st;
   if (fstat(fd_.get(), &st) != 0) throw_image_errno(step_, file_.string(), "stat");
   compressed_bytes_ = static_cast<std::uint64_t>(st.st_size);
@@ -85,7 +85,7 @@ void TarStream::fail(const std::string& what) {
   throw_image_error(step_, file_.string(), what + ": " + (text ? text : "malformed tar"));
 }
 
-Digest TarStream::finish() {
+store::Digest TarStream::finish() {
   const void* data = nullptr;
   std::size_t size = 0;
   while (next_block(&data, &size)) {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "images/digest.h"
-#include "sandbox/unique_fd.h"
+#include "store/digest.h"
+#include "base/unique_fd.h"
 
 namespace capsule::images {
 
@@ -35,7 +35,7 @@ class TarStream {
   // archive's own error text.
   [[noreturn]] void fail(const std::string& what);
   // Reads what is left after the tar end marker and returns the digest of the whole uncompressed stream.
-  Digest finish();
+  store::Digest finish();
   std::uint64_t bytes() const { return bytes_; }
 
  private:
@@ -47,12 +47,12 @@ class TarStream {
   bool next_block(const void** data, std::size_t* size);
 
   std::filesystem::path file_;
-  sandbox::UniqueFd fd_;  // the archive, checked to be a regular file before libarchive reads it
+  base::UniqueFd fd_;  // the archive, checked to be a regular file before libarchive reads it
   StreamLimits limits_;
   std::string step_;
   std::uint64_t compressed_bytes_ = 0;
   std::uint64_t bytes_ = 0;
-  Sha256 hasher_;
+  store::Sha256 hasher_;
   std::unique_ptr<struct archive, Free> raw_;  // file -> decompressed bytes
   std::unique_ptr<struct archive, Free> tar_;  // decompressed bytes -> tar entries (declared last: freed first)
   std::exception_ptr callback_error_;  // an error raised inside read_callback, rethrown by fail()

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "images/error.h"
+#include "base/error.h"
 #include "proxy/error.h"
 #include "proxy/maven/metadata.h"
 
@@ -25,7 +25,7 @@ constexpr const char* kDocumentKind = "maven-document";
 }  // namespace
 
 MavenSource::MavenSource(const ProxyOptions& options, std::unique_ptr<MavenUpstream> upstream, PublishTimes& times,
-                         PageCache& pages, images::BlobStore& blobs, std::filesystem::path path_index_dir)
+                         PageCache& pages, store::BlobStore& blobs, std::filesystem::path path_index_dir)
     : options_(options),
       upstream_(std::move(upstream)),
       times_(times),
@@ -76,7 +76,7 @@ std::shared_ptr<const std::string> MavenSource::document(const std::string& path
       return found->second.body;
   }
   if (options_.offline) {
-    auto stored = pages_.get(kDocumentKind, images::sha256_of(path).hex());
+    auto stored = pages_.get(kDocumentKind, store::sha256_of(path).hex());
     if (!stored) offline_miss(path);
     auto body = std::make_shared<const std::string>(std::move(stored->body));
     std::lock_guard lock(mutex_);
@@ -99,7 +99,7 @@ std::shared_ptr<const std::string> MavenSource::fetch_document(const std::string
     answer = upstream_->get(path);
   } catch (const ProxyError& error) {
     if (error.status() < 500) throw;
-    auto stored = pages_.get(kDocumentKind, images::sha256_of(path).hex());
+    auto stored = pages_.get(kDocumentKind, store::sha256_of(path).hex());
     if (!stored) throw;
     return std::make_shared<const std::string>(std::move(stored->body));  // stale beats failing
   }
@@ -107,7 +107,7 @@ std::shared_ptr<const std::string> MavenSource::fetch_document(const std::string
     CachedPage page;
     page.body = answer.body;
     page.url = path;
-    pages_.put(kDocumentKind, images::sha256_of(path).hex(), page);
+    pages_.put(kDocumentKind, store::sha256_of(path).hex(), page);
     return std::make_shared<const std::string>(std::move(answer.body));
   }
   if (answer.status != 404) {
@@ -127,7 +127,7 @@ std::shared_ptr<const std::string> MavenSource::fetch_document(const std::string
 }
 
 std::filesystem::path MavenSource::index_file(const std::string& path) const {
-  return path_index_dir_ / images::sha256_of(path).hex();
+  return path_index_dir_ / store::sha256_of(path).hex();
 }
 
 std::optional<CachedBlob> MavenSource::artifact(const std::string& path) {
@@ -136,7 +136,7 @@ std::optional<CachedBlob> MavenSource::artifact(const std::string& path) {
     std::ifstream in(index);
     std::string text;
     if (!(in >> text)) return std::nullopt;
-    auto digest = images::Digest::try_parse(text);
+    auto digest = store::Digest::try_parse(text);
     if (!digest || !blobs_.has(*digest)) return std::nullopt;
     return CachedBlob{*digest, blobs_.size(*digest), false};
   };

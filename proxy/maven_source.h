@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "images/blob_store.h"
+#include "store/blob_store.h"
 #include "proxy/cache/page_cache.h"
 #include "proxy/cache/publish_times.h"
 #include "proxy/cache/singleflight.h"
@@ -26,7 +26,7 @@ class MavenSource {
  public:
   // `upstream` is never called when options.offline is set.
   MavenSource(const ProxyOptions& options, std::unique_ptr<MavenUpstream> upstream, PublishTimes& times,
-              PageCache& pages, images::BlobStore& blobs, std::filesystem::path path_index_dir);
+              PageCache& pages, store::BlobStore& blobs, std::filesystem::path path_index_dir);
 
   // When group:artifact:version was published; nullopt when nobody knows (offline and not stored, or no .pom).
   std::optional<Micros> publish_time(const std::string& group_id, const std::string& artifact_id,
@@ -56,7 +56,7 @@ class MavenSource {
   std::unique_ptr<MavenUpstream> upstream_;
   PublishTimes& times_;
   PageCache& pages_;  // documents kept for offline use, keyed by the sha256 of their path
-  images::BlobStore& blobs_;
+  store::BlobStore& blobs_;
   std::filesystem::path path_index_dir_;  // repository path -> blob digest, one small file per path
   std::mutex mutex_;
   std::map<std::string, Document> documents_;

@@ -8,8 +8,8 @@
 #include <map>
 #include <mutex>
 
-#include "daemon/api_error.h"
-#include "images/blob_store.h"
+#include "http/response.h"
+#include "store/blob_store.h"
 #include "proxy/cache/page_cache.h"
 #include "proxy/cache/publish_times.h"
 #include "proxy/error.h"
@@ -26,9 +26,9 @@
 
 namespace capsule::proxy {
 
-using daemon::Request;
-using daemon::Responder;
-using daemon::Response;
+using http::Request;
+using http::Responder;
+using http::Response;
 
 namespace {
 
@@ -47,14 +47,14 @@ struct View {
 
 View make_view(std::string body) {
   View view;
-  view.sha256 = images::sha256_of(body).hex();
+  view.sha256 = store::sha256_of(body).hex();
   view.etag = "\"" + view.sha256.substr(0, 32) + "\"";
   view.body = std::move(body);
   return view;
 }
 
 // RFC 9110 If-None-Match: "*" or a list of (possibly weak) tags compared weakly.
-bool matches_if_none_match(const Request& request, const std::string& etag) {
+bool matches_if_none_match(const http::Request& request, const std::string& etag) {
   auto found = request.headers.find("If-None-Match");
   if (found == request.headers.end()) return false;
   std::string_view list = found->second;
@@ -104,7 +104,7 @@ struct PackageProxy::State {
   ~State() { pool.join(); }
 
   ProxyOptions options;
-  std::unique_ptr<images::BlobStore> blobs;
+  std::unique_ptr<store::BlobStore> blobs;
   std::unique_ptr<PageCache> pages;
   std::unique_ptr<PublishTimes> times;
   std::unique_ptr<PypiSource> pypi;
@@ -129,7 +129,7 @@ struct PackageProxy::State {
     return views.emplace(key, made).first->second;
   }
 
-  Cutoff cutoff_for(const Request& request, const Listener& listener) const {
+  Cutoff cutoff_for(const http::Request& request, const Listener& listener) const {
     const auto& text = request.params.at("cutoff");
     auto cutoff = parse_cutoff(text);
     if (!cutoff) {
@@ -142,10 +142,10 @@ struct PackageProxy::State {
     return *cutoff;
   }
 
-  Response document(const Request& request, const Listener& listener, const View& view, std::string content_type,
+  http::Response document(const http::Request& request, const Listener& listener, const View& view, std::string content_type,
                     bool fetched, bool vary_accept) {
     if (listener.log) listener.log->add({request.path, view.sha256, view.body.size(), fetched ? "upstream" : "cache"});
-    Response response;
+    http::Response response;
     response.headers = {{"ETag", view.etag}, {"Cache-Control", "max-age=600"}};
     if (vary_accept) response.headers.emplace_back("Vary", "Accept");
     if (matches_if_none_match(request, view.etag)) {
@@ -158,11 +158,11 @@ struct PackageProxy::State {
     return response;
   }
 
-  Response blob(const Request& request, const Listener& listener, const CachedBlob& blob, std::string content_type) {
+  http::Response blob(const http::Request& request, const Listener& listener, const CachedBlob& blob, std::string content_type) {
     if (listener.log) {
       listener.log->add({request.path, blob.digest.hex(), blob.size, blob.fetched ? "upstream" : "cache"});
     }
-    Response response;
+    http::Response response;
     const std::string etag = "\"" + blob.digest.hex() + "\"";
     response.headers = {{"ETag", etag}, {"Cache-Control", "max-age=31536000, immutable"}};
     if (matches_if_none_match(request, etag)) {
@@ -175,7 +175,7 @@ struct PackageProxy::State {
     return response;
   }
 
-  pypi::Negotiated negotiated(const Request& request) const {
+  pypi::Negotiated negotiated(const http::Request& request) const {
     const auto accept = request.headers.find("Accept");
     const auto format = request.query.find("format");
     auto result = pypi::negotiate(accept == request.headers.end() ? std::string_view() : accept->second,
@@ -188,7 +188,7 @@ struct PackageProxy::State {
     return *result;
   }
 
-  Response pypi_index(const Request& request, const Listener& listener) {
+  http::Response pypi_index(const http::Request& request, const Listener& listener) {
     const Cutoff cutoff = cutoff_for(request, listener);
     const auto format = negotiated(request);
     bool fetched = false;
@@ -201,13 +201,13 @@ struct PackageProxy::State {
     return document(request, listener, *view, format.content_type, fetched, true);
   }
 
-  Response pypi_project(const Request& request, const Listener& listener) {
+  http::Response pypi_project(const http::Request& request, const Listener& listener) {
     const Cutoff cutoff = cutoff_for(request, listener);
     const auto& name = request.params.at("project");
     if (!pypi::is_valid_name(name)) throw ProxyError(404, "not_found", "pypi-page", name, "not a valid project name");
     const std::string normalized = pypi::normalize_name(name);
     if (normalized != name || !request.path.ends_with('/')) {  // PEP 503: one canonical URL per project
-      Response response;
+      http::Response response;
       response.status = 301;
       response.content_type.clear();
       response.headers = {{"Location", "/pypi/snapshot/" + percent_encode_segment(request.params.at("cutoff")) +
@@ -234,7 +234,7 @@ struct PackageProxy::State {
     return document(request, listener, *view, format.content_type, fetched, true);
   }
 
-  Response pypi_file(const Request& request, const Listener& listener) {
+  http::Response pypi_file(const http::Request& request, const Listener& listener) {
     const Cutoff cutoff = cutoff_for(request, listener);
     const std::string project_name = pypi::normalize_name(request.params.at("project"));
     std::string filename = request.params.at("filename");
@@ -256,7 +256,7 @@ struct PackageProxy::State {
                 metadata ? "text/plain; charset=utf-8" : "application/octet-stream");
   }
 
-  Response maven_path(const Request& request, const Listener& listener) {
+  http::Response maven_path(const http::Request& request, const Listener& listener) {
     const Cutoff cutoff = cutoff_for(request, listener);
     const auto& raw = request.params.at("path");
     const auto path = maven::parse_repository_path(raw);
@@ -313,7 +313,7 @@ struct PackageProxy::State {
 PackageProxy::PackageProxy(ProxyOptions options) : state_(std::make_shared<State>(std::move(options))) {
   State& s = *state_;
   std::filesystem::create_directories(s.options.cache_dir);
-  s.blobs = std::make_unique<images::BlobStore>(s.options.cache_dir);
+  s.blobs = std::make_unique<store::BlobStore>(s.options.cache_dir);
   s.pages = std::make_unique<PageCache>(s.options.cache_dir / "pages");
   s.times = std::make_unique<PublishTimes>(s.options.cache_dir / "publish-times.sqlite");
   std::shared_ptr<HttpClient> client;
@@ -345,22 +345,22 @@ nlohmann::json PackageProxy::stats() const {
           {"views_cached", state_->views.size()}};
 }
 
-void PackageProxy::add_routes(daemon::Router& router, Listener listener) {
-  using Method = Response (State::*)(const Request&, const Listener&);
+void PackageProxy::add_routes(http::Router& router, Listener listener) {
+  using Method = http::Response (State::*)(const http::Request&, const Listener&);
   // Tasks hold the state; ~PackageProxy joins the pool, so none outlives the proxy.
   const auto route = [&](const std::string& pattern, Method method) {
-    router.add("GET", pattern, daemon::Handler([state = state_, listener, method](const Request& request,
-                                                                                    Responder responder) {
+    router.add("GET", pattern, http::Handler([state = state_, listener, method](const http::Request& request,
+                                                                                    http::Responder responder) {
       // Queued per listener: each sandbox's requests wait behind its own, not behind a neighbour's.
       const void* client = listener.log ? static_cast<const void*>(listener.log.get()) : nullptr;
       state->pool.post(client, [state, listener, method, request, responder] {
         try {
           responder.respond(((*state).*method)(request, listener));
         } catch (const ProxyError& error) {
-          responder.respond(daemon::error_response(error.status(), error.code(), error.what()));
+          responder.respond(http::error_response(error.status(), error.code(), error.what()));
         } catch (const std::exception& error) {
           spdlog::error("proxy: {} {}: {}", request.method, request.target, error.what());
-          responder.respond(daemon::error_response(500, "internal_error", error.what()));
+          responder.respond(http::error_response(500, "internal_error", error.what()));
         }
       });
     }));

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/http_server.h"
+#include "http/server.h"
 #include "proxy/cutoff.h"
 #include "proxy/proxy_options.h"
 #include "proxy/served_log.h"
@@ -36,7 +36,7 @@ class PackageProxy {
     std::shared_ptr<ServedLog> log;
   };
   // Adds the proxy's GET routes. Handlers answer from a worker pool, never blocking the server's threads.
-  void add_routes(daemon::Router& router, Listener listener);
+  void add_routes(http::Router& router, Listener listener);
 
   const ProxyOptions& options() const;
   // Upstream requests made so far, per side, and how many filtered views are cached.

@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "images/error.h"
+#include "base/error.h"
 #include "proxy/error.h"
 #include "proxy/upstream/url.h"
 
@@ -29,7 +29,7 @@ Micros now_micros() {
 }  // namespace
 
 PypiSource::PypiSource(const ProxyOptions& options, std::unique_ptr<PypiUpstream> upstream, PageCache& pages,
-                       images::BlobStore& blobs)
+                       store::BlobStore& blobs)
     : options_(options), upstream_(std::move(upstream)), pages_(pages), blobs_(blobs) {}
 
 std::shared_ptr<const UpstreamProject> PypiSource::project(const std::string& name, bool* fetched) {
@@ -145,7 +145,7 @@ std::shared_ptr<const UpstreamIndex> PypiSource::index(bool* fetched) {
 }
 
 CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& file, bool metadata) {
-  std::optional<images::Digest> expected;
+  std::optional<store::Digest> expected;
   std::string hex;
   if (metadata) {
     const auto& advertised = file.core_metadata;
@@ -160,7 +160,7 @@ CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& fi
                      "the upstream page gives no sha256 for it, so its bytes cannot be checked");
   }
   if (!hex.empty()) {
-    expected = images::Digest::try_parse("sha256:" + hex);
+    expected = store::Digest::try_parse("sha256:" + hex);
     if (!expected) throw ProxyError(502, "bad_upstream", "pypi-file", file.filename, "malformed sha256 " + hex);
     if (blobs_.has(*expected)) return CachedBlob{*expected, blobs_.size(*expected), false};
   }
@@ -176,7 +176,7 @@ CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& fi
       upstream_->fetch_file(source, [&](const char* data, std::size_t size) { writer.write(data, size); });
       const auto digest = writer.commit();
       return CachedBlob{digest, blobs_.size(digest), true};
-    } catch (const images::ImageError& error) {
+    } catch (const base::Error& error) {
       throw ProxyError(502, "hash_mismatch", "pypi-file", source,
                        std::string("the upstream's bytes do not match the index: ") + error.what());
     }

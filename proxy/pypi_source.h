@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "images/blob_store.h"
+#include "store/blob_store.h"
 #include "proxy/cache/page_cache.h"
 #include "proxy/cache/singleflight.h"
 #include "proxy/proxy_options.h"
@@ -34,7 +34,7 @@ struct UpstreamIndex {
 };
 
 struct CachedBlob {
-  images::Digest digest;
+  store::Digest digest;
   std::uint64_t size = 0;
   bool fetched = false;  // true when this call brought it from the upstream
 };
@@ -43,7 +43,7 @@ class PypiSource {
  public:
   // `upstream` is never called when options.offline is set.
   PypiSource(const ProxyOptions& options, std::unique_ptr<PypiUpstream> upstream, PageCache& pages,
-             images::BlobStore& blobs);
+             store::BlobStore& blobs);
 
   // The project's page (normalized name). `fetched` tells whether the upstream was asked for this call.
   // Throws ProxyError 404 (no such project), 503 (offline and not cached), 502/504 (upstream failed and nothing
@@ -68,7 +68,7 @@ class PypiSource {
   const ProxyOptions& options_;
   std::unique_ptr<PypiUpstream> upstream_;
   PageCache& pages_;
-  images::BlobStore& blobs_;
+  store::BlobStore& blobs_;
   std::mutex mutex_;
   std::map<std::string, Entry> projects_;
   std::shared_ptr<const UpstreamIndex> index_;

@@ -188,7 +188,7 @@ class CgroupV2Manager final : public CgroupManager {
       fs_->write(control, request);
     } catch (const SandboxError& error) {
       if (error.cause().errno_value != EBUSY) throw;
-      ErrorCause cause = error.cause();
+      base::Cause cause = error.cause();
       cause.detail += "; the cgroup has member processes and cgroup v2 only enables controllers for the children "
                       "of cgroups without processes: move them into a leaf cgroup or choose another parent";
       throw SandboxError(cause);

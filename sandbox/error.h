@@ -1,29 +1,16 @@
-// SandboxError: a launch failure that carries its cause (step, path, errno) up to the API.
-// Every sandbox facility throws this; the launcher turns it into a setup_failed Result.
+// SandboxError: a launch failure (a base::Error with its cause) that the launcher turns into a setup_failed
+// Result. Every sandbox facility throws it through throw_errno / throw_error below.
 #pragma once
 
-#include <stdexcept>
 #include <string>
+
+#include "base/error.h"
 
 namespace capsule::sandbox {
 
-struct ErrorCause {
-  std::string step;   // e.g. "mount", "cgroup", "seccomp", "exec"
-  std::string path;   // file or mount target involved, if any
-  int errno_value = 0;
-  std::string detail; // free text: what was being attempted
-
-  // "mount /proc: Operation not permitted (mounting proc)"
-  std::string describe() const;
-};
-
-class SandboxError : public std::runtime_error {
+class SandboxError : public base::Error {
  public:
-  explicit SandboxError(ErrorCause cause);
-  const ErrorCause& cause() const { return cause_; }
-
- private:
-  ErrorCause cause_;
+  explicit SandboxError(base::Cause cause) : base::Error(std::move(cause), "setup_failed") {}
 };
 
 // Throws SandboxError{step, path, errno, detail} using the current errno.

@@ -35,7 +35,7 @@ void send_event(const nlohmann::json& event) {
   }
 }
 
-void send_error(const ErrorCause& cause) {
+void send_error(const base::Cause& cause) {
   send_event({{"event", init_event::kError}, {"step", cause.step}, {"path", cause.path},
               {"errno", cause.errno_value}, {"detail", cause.detail}});
 }
@@ -83,7 +83,7 @@ void relay_command_reports(int report_fd) {
                                : got2 == sizeof second                ? &second
                                                                       : nullptr;
   if (error != nullptr) {
-    send_error(ErrorCause{error->step, error->path, error->error, "starting the command"});
+    send_error(base::Cause{error->step, error->path, error->error, "starting the command"});
   } else if (got == sizeof first) {
     send_event({{"event", init_event::kExec}, {"t_ns", monotonic_ns()}, {"seccomp_t_ns", first.t_ns}});
   }
@@ -196,19 +196,19 @@ int init_main() {
     send_error(e.cause());
     return 1;
   } catch (const std::exception& e) {
-    send_error(ErrorCause{"init", "", 0, e.what()});
+    send_error(base::Cause{"init", "", 0, e.what()});
     return 1;
   }
   send_event({{"event", init_event::kReady}, {"t_ns", monotonic_ns()}});
 
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
-    send_error(ErrorCause{"init", "", errno, "pipe2"});
+    send_error(base::Cause{"init", "", errno, "pipe2"});
     return 1;
   }
   pid_t command = fork();
   if (command < 0) {
-    send_error(ErrorCause{"init", "", errno, "fork"});
+    send_error(base::Cause{"init", "", errno, "fork"});
     return 1;
   }
   if (command == 0) {

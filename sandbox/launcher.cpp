@@ -27,7 +27,7 @@
 #include "sandbox/scratch.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/supervisor.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 #include "sandbox/userns.h"
 
 namespace capsule::sandbox {
@@ -35,14 +35,14 @@ namespace capsule::sandbox {
 struct Launcher::State {
   LauncherOptions options;
   std::unique_ptr<CgroupManager> cgroups;
-  UniqueFd init_exe;
+  base::UniqueFd init_exe;
   std::mutex cache_mutex;
   std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
-  std::map<std::pair<uid_t, gid_t>, UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
+  std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
 
   const std::vector<std::uint8_t>& seccomp_program(const std::string& profile);
-  UniqueFd writable_bind(const BindMount& bind);
-  UniqueFd owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner);
+  base::UniqueFd writable_bind(const BindMount& bind);
+  base::UniqueFd owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner);
   // The user namespace mapping `uid`:`gid` to sandbox root and nothing else (kept for reuse). Under cache_mutex.
   int owner_namespace_locked(std::uint32_t uid, std::uint32_t gid);
 };
@@ -59,23 +59,23 @@ const std::vector<std::uint8_t>& Launcher::State::seccomp_program(const std::str
 // A writable bind never lets sandbox root write as host root (it could plant set-uid root files for the
 // host to run): sandbox root is mapped to the directory's owner, or, for root-owned directories, not idmapped
 // at all, so its writes land as the unprivileged sandbox root id and root-owned files stay read-only.
-UniqueFd Launcher::State::writable_bind(const BindMount& bind) {
+base::UniqueFd Launcher::State::writable_bind(const BindMount& bind) {
   struct stat st;
   if (stat(bind.source.c_str(), &st) != 0) throw_errno("idmap", bind.source, "stat");
   if (!bind.idmap || st.st_uid == 0 || st.st_gid == 0) {
-    return UniqueFd(make_detached_mount(bind.source, -1, false, false, true));
+    return base::UniqueFd(make_detached_mount(bind.source, -1, false, false, true));
   }
   std::lock_guard lock(cache_mutex);
-  return UniqueFd(make_detached_mount(bind.source, owner_namespace_locked(st.st_uid, st.st_gid), true, false, true));
+  return base::UniqueFd(make_detached_mount(bind.source, owner_namespace_locked(st.st_uid, st.st_gid), true, false, true));
 }
 
-UniqueFd Launcher::State::owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner) {
+base::UniqueFd Launcher::State::owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner) {
   std::lock_guard lock(cache_mutex);
-  return UniqueFd(make_detached_mount(layer, owner_namespace_locked(owner.first, owner.second), true, true, false));
+  return base::UniqueFd(make_detached_mount(layer, owner_namespace_locked(owner.first, owner.second), true, true, false));
 }
 
 int Launcher::State::owner_namespace_locked(std::uint32_t uid, std::uint32_t gid) {
-  UniqueFd& userns = owner_namespaces[{uid, gid}];
+  base::UniqueFd& userns = owner_namespaces[{uid, gid}];
   if (!userns) userns.reset(make_owner_mapping_namespace(uid, gid, options.host_id_base));
   return userns.get();
 }
@@ -119,14 +119,14 @@ struct ChildGuard {
 };
 
 struct Pipe {
-  UniqueFd read_end;
-  UniqueFd write_end;
+  base::UniqueFd read_end;
+  base::UniqueFd write_end;
 };
 
 Pipe make_pipe() {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipes", "", "pipe2");
-  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+  return {base::UniqueFd(fds[0]), base::UniqueFd(fds[1])};
 }
 
 // stdin: a socket pair when there are bytes to feed (send() with MSG_NOSIGNAL never raises SIGPIPE in
@@ -137,7 +137,7 @@ Pipe make_stdin(bool has_data) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw_errno("pipes", "", "socketpair");
   shutdown(fds[0], SHUT_WR);
   shutdown(fds[1], SHUT_RD);
-  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+  return {base::UniqueFd(fds[0]), base::UniqueFd(fds[1])};
 }
 
 // With a disk limit, each copy-on-write view's upper and work dirs are made on the sandbox's disk and its
@@ -203,7 +203,7 @@ void prepare_overlay_dirs(const OverlayMount& overlay, std::uint32_t root_id) {
   for (const std::string& dir : {overlay.upper_dir, overlay.work_dir}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw SandboxError(ErrorCause{"overlay", dir, ec.value(), "create"});
+    if (ec) throw SandboxError(base::Cause{"overlay", dir, ec.value(), "create"});
     if (chown(dir.c_str(), root_id, root_id) != 0) throw_errno("overlay", dir, "chown");
   }
 }
@@ -293,14 +293,14 @@ struct StartedSandbox::Parts {
   std::unique_ptr<Cgroup> cgroup;
   ChildGuard guard;
   std::unique_ptr<Supervisor> supervisor;
-  std::vector<UniqueFd> listeners;
+  std::vector<base::UniqueFd> listeners;
   std::int64_t t_start = 0, t_prepared = 0, t_cloned = 0, t_mapped = 0;
 };
 
 StartedSandbox::StartedSandbox(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 StartedSandbox::~StartedSandbox() = default;
 Supervisor& StartedSandbox::supervisor() { return *parts_->supervisor; }
-std::vector<UniqueFd> StartedSandbox::take_listeners() { return std::move(parts_->listeners); }
+std::vector<base::UniqueFd> StartedSandbox::take_listeners() { return std::move(parts_->listeners); }
 
 std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
   auto parts = std::make_unique<StartedSandbox::Parts>();
@@ -332,8 +332,8 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
   Pipe stdout_pipe = make_pipe();
   Pipe stderr_pipe = make_pipe();
   auto [control_parent, control_child] = make_channel();
-  UniqueFd control(control_parent);
-  UniqueFd control_for_child(control_child);
+  base::UniqueFd control(control_parent);
+  base::UniqueFd control_for_child(control_child);
   Pipe go = make_pipe();
   parts->t_prepared = monotonic_ns();
 
@@ -355,14 +355,14 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
   write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
   parts->cgroup->add_process(child.pid);
   parts->listeners = listen_in_network_namespace(child.pid, spec.loopback_listeners);
-  UniqueFd userns(open_user_namespace(child.pid));
-  std::vector<UniqueFd> mounts;
+  base::UniqueFd userns(open_user_namespace(child.pid));
+  std::vector<base::UniqueFd> mounts;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     mounts.push_back(layer_owners[i] ? state_->owner_mapped_layer(layers[i], *layer_owners[i])
-                                     : UniqueFd(make_detached_mount(layers[i], userns.get(), true, true, false)));
+                                     : base::UniqueFd(make_detached_mount(layers[i], userns.get(), true, true, false)));
   }
   for (const auto& bind : spec.mounts) {
-    mounts.push_back(bind.read_only ? UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
+    mounts.push_back(bind.read_only ? base::UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));
   }
   InitConfig init_config = make_init_config(spec, overlays, *parts->scratch, program_hex);

@@ -13,7 +13,7 @@
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
 #include "sandbox/supervisor.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::sandbox {
 
@@ -69,7 +69,7 @@ class StartedSandbox {
   Supervisor& supervisor();
   // The spec's loopback_listeners, in order, as listening sockets inside the sandbox's network namespace.
   // Ownership passes to the caller (the first call; later calls return nothing).
-  std::vector<UniqueFd> take_listeners();
+  std::vector<base::UniqueFd> take_listeners();
   // Reads usage, releases every resource and returns the Result. Call once, after supervisor().finished().
   Result finish();
 

@@ -21,7 +21,7 @@
 namespace capsule::sandbox {
 
 void bring_up_loopback() {
-  UniqueFd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  base::UniqueFd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!sock) throw_errno("net", "lo", "socket");
   ifreq request{};
   std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
@@ -32,9 +32,9 @@ void bring_up_loopback() {
 
 namespace {
 
-UniqueFd listen_on_loopback(std::uint16_t port) {
+base::UniqueFd listen_on_loopback(std::uint16_t port) {
   const std::string where = "127.0.0.1:" + std::to_string(port);
-  UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  base::UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!sock) throw_errno("net", where, "socket");
   const int on = 1;
   setsockopt(sock.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
@@ -50,11 +50,11 @@ UniqueFd listen_on_loopback(std::uint16_t port) {
 
 }  // namespace
 
-std::vector<UniqueFd> listen_in_network_namespace(pid_t pid, const std::vector<std::uint16_t>& ports) {
-  std::vector<UniqueFd> listeners;
+std::vector<base::UniqueFd> listen_in_network_namespace(pid_t pid, const std::vector<std::uint16_t>& ports) {
+  std::vector<base::UniqueFd> listeners;
   if (ports.empty()) return listeners;
   const std::string ns_path = "/proc/" + std::to_string(pid) + "/ns/net";
-  UniqueFd netns(open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
+  base::UniqueFd netns(open(ns_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!netns) throw_errno("net", ns_path, "open");
   std::exception_ptr failure;
   std::thread joiner([&] {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::sandbox {
 
@@ -19,6 +19,6 @@ void bring_up_loopback();
 // order. They belong to that namespace for their whole life, so only processes inside the sandbox can connect.
 // Runs on a short-lived thread that joins the namespace (setns affects only the calling thread) and brings
 // loopback up there, since an address on a down loopback cannot be bound. Throws SandboxError (step "net").
-std::vector<UniqueFd> listen_in_network_namespace(pid_t pid, const std::vector<std::uint16_t>& ports);
+std::vector<base::UniqueFd> listen_in_network_namespace(pid_t pid, const std::vector<std::uint16_t>& ports);
 
 }  // namespace capsule::sandbox

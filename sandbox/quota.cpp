@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "sandbox/error.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 extern char** environ;
 
@@ -47,8 +47,8 @@ const char* mkfs_binary() {
 void format(const std::string& image, const DiskLimits& limits, std::uint32_t owner) {
   int err[2];
   if (pipe2(err, O_CLOEXEC) != 0) throw_errno("disk", image, "pipe2");
-  UniqueFd read_end(err[0]);
-  UniqueFd write_end(err[1]);
+  base::UniqueFd read_end(err[0]);
+  base::UniqueFd write_end(err[1]);
   const std::string extended = "nodiscard,lazy_itable_init=1,root_owner=" + std::to_string(owner) + ":" +
                                std::to_string(owner);
   const std::string inodes = std::to_string(limits.inodes);
@@ -94,7 +94,7 @@ std::string template_for(const std::string& templates_dir, const DiskLimits& lim
   if (access(path.c_str(), R_OK) == 0) return path;
   if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
   const std::string temporary = path + ".tmp-" + std::to_string(gettid());
-  UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  base::UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!image) throw_errno("disk", temporary, "create template");
   try {
     if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", temporary, "ftruncate");
@@ -109,7 +109,7 @@ std::string template_for(const std::string& templates_dir, const DiskLimits& lim
 
 // Copies the data extents of `source` into `target` (already as long); the holes stay holes.
 void copy_data(const std::string& source, int target, const std::string& target_path) {
-  UniqueFd from(open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  base::UniqueFd from(open(source.c_str(), O_RDONLY | O_CLOEXEC));
   if (!from) throw_errno("disk", source, "open template");
   for (off_t data = lseek(from.get(), 0, SEEK_DATA); data >= 0; data = lseek(from.get(), data, SEEK_DATA)) {
     const off_t hole = lseek(from.get(), data, SEEK_HOLE);
@@ -125,14 +125,14 @@ void copy_data(const std::string& source, int target, const std::string& target_
 
 // Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open; the
 // device's path, with `held` keeping it open (closing it before the mount would detach it).
-std::string attach_loop(int image_fd, const std::string& image, UniqueFd& held) {
-  UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held) {
+  base::UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!control) throw_errno("disk", "/dev/loop-control", "open");
   for (int attempt = 0; attempt < 32; ++attempt) {
     const int number = ioctl(control.get(), LOOP_CTL_GET_FREE);
     if (number < 0) throw_errno("disk", "/dev/loop-control", "LOOP_CTL_GET_FREE");
     const std::string device = "/dev/loop" + std::to_string(number);
-    UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
+    base::UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
     if (!loop) throw_errno("disk", device, "open");
     loop_config config{};
     config.fd = static_cast<std::uint32_t>(image_fd);
@@ -157,13 +157,13 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
   }
   if (limits.inodes < kMinDiskInodes || limits.inodes > kMaxDiskInodes) throw_error("disk", dir, "inode limit outside 64 to 2^32-1");
   if (mkdir(root_.c_str(), 0700) != 0) throw_errno("disk", root_, "mkdir");
-  UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  base::UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!image) throw_errno("disk", image_, "create image");
   try {
     if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", image_, "ftruncate");
     const std::string parent = dir.substr(0, dir.rfind('/'));
     copy_data(template_for(parent + "/.disk-templates", limits, owner), image.get(), image_);
-    UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
+    base::UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
     const std::string device = attach_loop(image.get(), image_, held);
     image_fd_ = std::move(image);  // for its size at release
     // The loop device holds the image open: unlinked now, its space goes back with the last mount of it,

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::sandbox {
 
@@ -44,8 +44,8 @@ class SandboxDisk {
   std::string dir_;
   std::string image_;
   std::string root_;
-  UniqueFd image_fd_;
-  UniqueFd root_fd_;  // the filesystem's root, open while it is in use
+  base::UniqueFd image_fd_;
+  base::UniqueFd root_fd_;  // the filesystem's root, open while it is in use
   std::vector<std::string> binds_;
 };
 

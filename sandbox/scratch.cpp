@@ -39,7 +39,7 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
   }
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
-  if (ec) throw SandboxError(ErrorCause{"scratch", root, ec.value(), "create scratch root"});
+  if (ec) throw SandboxError(base::Cause{"scratch", root, ec.value(), "create scratch root"});
   // Other host users must not list or read what sandboxes write: root and the sandbox's ids (group) search.
   if (chown(root.c_str(), 0, owner) != 0 || chmod(root.c_str(), 0710) != 0) throw_errno("scratch", root, "chmod");
   if (mkdir(path_.c_str(), 0710) != 0) throw_errno("scratch", path_, "mkdir");

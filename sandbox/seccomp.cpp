@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "sandbox/error.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -284,7 +284,7 @@ struct ReleaseFilter {
 using FilterCtx = std::unique_ptr<void, ReleaseFilter>;
 
 void check_rc(int rc, const std::string& field, const std::string& detail) {
-  if (rc < 0) throw SandboxError(ErrorCause{kStep, field, -rc, detail});
+  if (rc < 0) throw SandboxError(base::Cause{kStep, field, -rc, detail});
 }
 
 std::uint32_t action_value(const std::string& action, std::uint32_t errno_ret) {
@@ -343,7 +343,7 @@ void add_rule(void* ctx, const SeccompRule& rule, std::uint32_t default_action,
 }
 
 std::vector<std::uint8_t> export_program(void* ctx) {
-  UniqueFd fd(memfd_create("capsule-seccomp", MFD_CLOEXEC));
+  base::UniqueFd fd(memfd_create("capsule-seccomp", MFD_CLOEXEC));
   if (!fd) throw_errno(kStep, "", "memfd_create for the BPF export");
   check_rc(seccomp_export_bpf(ctx, fd.get()), "", "seccomp_export_bpf");
   const off_t size = lseek(fd.get(), 0, SEEK_END);

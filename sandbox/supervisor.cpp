@@ -49,7 +49,7 @@ void Supervisor::handle_event(const std::string& message) {
     outcome_.exec_ns = event.value("t_ns", std::int64_t{0});
     outcome_.seccomp_ns = event.value("seccomp_t_ns", std::int64_t{0});
   } else if (name == init_event::kError) {
-    outcome_.setup_error = ErrorCause{event.value("step", ""), event.value("path", ""), event.value("errno", 0),
+    outcome_.setup_error = base::Cause{event.value("step", ""), event.value("path", ""), event.value("errno", 0),
                                       event.value("detail", "")};
   } else if (name == init_event::kExited) {
     if (event.contains("signal")) outcome_.exit_signal = event.value("signal", 0);

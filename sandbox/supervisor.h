@@ -31,7 +31,7 @@ struct Outcome {
   std::optional<std::int64_t> ready_ns;     // init finished the filesystem
   std::optional<std::int64_t> seccomp_ns;   // command about to load its filter
   std::optional<std::int64_t> exec_ns;      // command's execve succeeded
-  std::optional<ErrorCause> setup_error;    // init or the command reported a failure
+  std::optional<base::Cause> setup_error;    // init or the command reported a failure
   std::optional<int> exit_code;             // command exited
   std::optional<int> exit_signal;           // command was killed by a signal
   int init_wait_status = 0;                 // si_code/si_status of init, for crashes before reporting

@@ -14,13 +14,13 @@
 #include <string>
 
 #include "sandbox/error.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::sandbox {
 namespace {
 
 void write_file(const std::string& path, const std::string& content) {
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  base::UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) throw_errno("userns", path, "open");
   if (write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
     throw_errno("userns", path, "write " + content);
@@ -46,8 +46,8 @@ int open_user_namespace(pid_t pid) {
 int make_owner_mapping_namespace(std::uint32_t on_disk_uid, std::uint32_t on_disk_gid, std::uint32_t sandbox_root) {
   int gate[2];
   if (pipe2(gate, O_CLOEXEC) != 0) throw_errno("userns", "", "pipe2");
-  UniqueFd gate_read(gate[0]);
-  UniqueFd gate_write(gate[1]);
+  base::UniqueFd gate_read(gate[0]);
+  base::UniqueFd gate_write(gate[1]);
   int pidfd = -1;
   clone_args args{};
   args.flags = CLONE_NEWUSER | CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
@@ -60,7 +60,7 @@ int make_owner_mapping_namespace(std::uint32_t on_disk_uid, std::uint32_t on_dis
     (void)!read(gate[0], &byte, 1);  // holds the namespace open until the parent has its fd
     _exit(0);
   }
-  UniqueFd child(pidfd);
+  base::UniqueFd child(pidfd);
   int result = -1;
   try {
     const std::string proc = "/proc/" + std::to_string(pid);
@@ -81,7 +81,7 @@ int make_owner_mapping_namespace(std::uint32_t on_disk_uid, std::uint32_t on_dis
 
 int make_detached_mount(const std::string& path, int userns_fd, bool idmap, bool read_only, bool recursive) {
   unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0);
-  UniqueFd tree(static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, path.c_str(), flags)));
+  base::UniqueFd tree(static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, path.c_str(), flags)));
   if (!tree) throw_errno("idmap", path, "open_tree");
   mount_attr attr{};
   if (idmap) {

@@ -50,7 +50,7 @@ if [ -n "$recipes" ]; then
   grep -h -e '^recipe ' -e '^layer ' -e '^total ' "$recipes_out"/*/build-info.txt || true
   stage "test (default, inside the recipe images)"
   # One process for the suite, so each image is imported once into its shared store.
-  CAPSULE_RECIPE_DIR=$recipes_out ./build/bin/daemon_tests --gtest_filter='CapsuledRecipes.*'
+  CAPSULE_RECIPE_DIR=$recipes_out ./build/bin/e2e_tests --gtest_filter='CapsuledRecipes.*'
 fi
 stage "done"
 echo "total: $(( $(date +%s) - started )) s"

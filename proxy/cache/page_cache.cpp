@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "images/error.h"
-#include "images/file_util.h"
+#include "base/error.h"
+#include "base/file_util.h"
 #include "proxy/error.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::proxy {
 namespace {
@@ -54,15 +54,15 @@ std::filesystem::path PageCache::file_for(const std::string& kind, const std::st
 
 std::optional<CachedPage> PageCache::get(const std::string& kind, const std::string& key) const {
   const std::filesystem::path path = file_for(kind, key);
-  sandbox::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
     throw ProxyError(500, "cache_failure", "page-cache", path.string(), std::string("open: ") + std::strerror(errno));
   }
   std::string data;
   try {
-    data = images::read_fd(fd.get(), kMaxFileBytes, "page-cache", path.string());
-  } catch (const images::ImageError& e) {
+    data = base::read_fd(fd.get(), kMaxFileBytes, "page-cache", path.string());
+  } catch (const base::Error& e) {
     throw ProxyError(500, "cache_failure", "page-cache", path.string(), e.what());
   }
 
@@ -99,9 +99,9 @@ void PageCache::put(const std::string& kind, const std::string& key, const Cache
   content += '\n';
   content += page.body;
   try {
-    images::make_dir(path.parent_path(), 0755, "page-cache");
-    images::write_file_atomic(path, content, "page-cache", 0644);
-  } catch (const images::ImageError& e) {
+    base::make_dir(path.parent_path(), 0755, "page-cache");
+    base::write_file_atomic(path, content, "page-cache", 0644);
+  } catch (const base::Error& e) {
     throw ProxyError(500, "cache_failure", "page-cache", path.string(), e.what());
   }
 }

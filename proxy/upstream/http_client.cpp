@@ -31,7 +31,7 @@ namespace {
 namespace net = boost::asio;
 namespace ssl = net::ssl;
 namespace beast = boost::beast;
-namespace http = beast::http;
+namespace bhttp = boost::beast::http;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
@@ -229,7 +229,7 @@ struct HttpClient::State {
     }
   }
 
-  HttpResponse execute(std::string_view url_text, http::verb method, const Headers& headers, const BodySink* sink) {
+  HttpResponse execute(std::string_view url_text, bhttp::verb method, const Headers& headers, const BodySink* sink) {
     const std::string requested(url_text);
     std::optional<Url> url = parse_url(url_text);
     if (!url) throw ProxyError(502, "upstream_unavailable", "upstream", requested, "not an absolute http(s) URL");
@@ -259,7 +259,7 @@ struct HttpClient::State {
     }
   }
 
-  HttpResponse with_retries(const Url& url, http::verb method, const Headers& headers, const BodySink* sink) {
+  HttpResponse with_retries(const Url& url, bhttp::verb method, const Headers& headers, const BodySink* sink) {
     const int attempts = std::max(1, options.max_attempts);
     for (int attempt = 1;; ++attempt) {
       milliseconds delay;
@@ -290,7 +290,7 @@ struct HttpClient::State {
 
   // One attempt: on a pooled connection if there is one, else a new one. A pooled connection the server had
   // already closed is replaced once, transparently.
-  HttpResponse attempt_once(const Url& url, http::verb method, const Headers& headers, const BodySink* sink) {
+  HttpResponse attempt_once(const Url& url, bhttp::verb method, const Headers& headers, const BodySink* sink) {
     std::unique_ptr<Connection> connection = take_idle(url.origin());
     for (;;) {
       const bool reused = connection != nullptr;
@@ -337,12 +337,12 @@ struct HttpClient::State {
   // Sends one request and reads its response; a 200 body goes to `sink` when there is one. `reusable` tells
   // whether the connection may serve another request. Throws TransportError, or ProxyError for a body over
   // max_body_bytes.
-  HttpResponse exchange(Connection& connection, const Url& url, http::verb method, const Headers& headers,
+  HttpResponse exchange(Connection& connection, const Url& url, bhttp::verb method, const Headers& headers,
                         const BodySink* sink, bool reused, bool& reusable) {
-    http::request<http::empty_body> request{method, url.target, 11};
-    request.set(http::field::host, url.authority());
-    request.set(http::field::user_agent, options.user_agent);
-    request.set(http::field::accept_encoding, "identity");
+    bhttp::request<bhttp::empty_body> request{method, url.target, 11};
+    request.set(bhttp::field::host, url.authority());
+    request.set(bhttp::field::user_agent, options.user_agent);
+    request.set(bhttp::field::accept_encoding, "identity");
     for (const auto& header : headers) {
       check_header(header.first, header.second);
       request.set(header.first, header.second);
@@ -360,22 +360,22 @@ struct HttpClient::State {
     };
     ++requests_sent;
     error_code ec = connection.run_on_stream(
-        [&request](auto& stream, auto handler) { http::async_write(stream, request, handler); }, deadline, timed_out);
+        [&request](auto& stream, auto handler) { bhttp::async_write(stream, request, handler); }, deadline, timed_out);
     if (timed_out) throw no_response();
     if (ec && reused) throw stale("send request on a kept-alive connection: " + ec.message());
     if (ec) throw TransportError("send request: " + ec.message());
 
-    http::response_parser<http::buffer_body> parser;
+    bhttp::response_parser<bhttp::buffer_body> parser;
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options.max_body_bytes);
-    if (method == http::verb::head) parser.skip(true);
+    if (method == bhttp::verb::head) parser.skip(true);
     ec = connection.run_on_stream(
         [&connection, &parser](auto& stream, auto handler) {
-          http::async_read_header(stream, connection.buffer(), parser, handler);
+          bhttp::async_read_header(stream, connection.buffer(), parser, handler);
         },
         deadline, timed_out);
     if (timed_out) throw no_response();
-    if (ec == http::error::body_limit) throw too_large(url);
+    if (ec == bhttp::error::body_limit) throw too_large(url);
     if (ec && reused && !parser.got_some()) throw stale("read response on a kept-alive connection: " + ec.message());
     if (ec) throw TransportError("read response header: " + ec.message());
 
@@ -398,11 +398,11 @@ struct HttpClient::State {
       message.body().size = chunk.size();
       ec = connection.run_on_stream(
           [&connection, &parser](auto& stream, auto handler) {
-            http::async_read(stream, connection.buffer(), parser, handler);
+            bhttp::async_read(stream, connection.buffer(), parser, handler);
           },
           deadline, timed_out);
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec == http::error::body_limit) throw too_large(url);
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (ec == bhttp::error::body_limit) throw too_large(url);
       if (timed_out || ec) {
         TransportError error = timed_out ? no_response() : TransportError("read response body: " + ec.message());
         error.streamed = streamed;
@@ -431,16 +431,16 @@ HttpClient::HttpClient(HttpClientOptions options) : state_(std::make_unique<Stat
 HttpClient::~HttpClient() = default;
 
 HttpResponse HttpClient::get(const std::string& url, const std::vector<std::pair<std::string, std::string>>& headers) {
-  return state_->execute(url, http::verb::get, headers, nullptr);
+  return state_->execute(url, bhttp::verb::get, headers, nullptr);
 }
 
 HttpResponse HttpClient::head(const std::string& url, const std::vector<std::pair<std::string, std::string>>& headers) {
-  return state_->execute(url, http::verb::head, headers, nullptr);
+  return state_->execute(url, bhttp::verb::head, headers, nullptr);
 }
 
 HttpResponse HttpClient::get_to(const std::string& url, const BodySink& sink,
                                 const std::vector<std::pair<std::string, std::string>>& headers) {
-  return state_->execute(url, http::verb::get, headers, &sink);
+  return state_->execute(url, bhttp::verb::get, headers, &sink);
 }
 
 std::uint64_t HttpClient::connections_opened() const { return state_->connections_opened; }

@@ -15,16 +15,16 @@
 #include <string_view>
 #include <utility>
 
-#include "images/error.h"
-#include "images/file_util.h"
+#include "base/error.h"
+#include "base/file_util.h"
 #include "proxy/error.h"
 #include "proxy/upstream/url.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::proxy {
 namespace {
 
-using sandbox::UniqueFd;
+using base::UniqueFd;
 
 constexpr std::uint64_t kMaxGetBytes = 1ULL << 30;
 
@@ -230,8 +230,8 @@ class LocalMavenMirror final : public MavenUpstream {
       return fetch;
     }
     try {
-      fetch.body = images::read_fd(found.fd.get(), kMaxGetBytes, "maven", found.shown);
-    } catch (const images::ImageError& e) {
+      fetch.body = base::read_fd(found.fd.get(), kMaxGetBytes, "maven", found.shown);
+    } catch (const base::Error& e) {
       throw ProxyError(502, "upstream_unavailable", "maven", found.shown, e.what());
     }
     fetch.status = 200;

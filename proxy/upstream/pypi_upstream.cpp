@@ -18,17 +18,17 @@
 #include <utility>
 #include <vector>
 
-#include "images/digest.h"
-#include "images/error.h"
-#include "images/file_util.h"
+#include "store/digest.h"
+#include "base/error.h"
+#include "base/file_util.h"
 #include "proxy/error.h"
 #include "proxy/upstream/url.h"
-#include "sandbox/unique_fd.h"
+#include "base/unique_fd.h"
 
 namespace capsule::proxy {
 namespace {
 
-using sandbox::UniqueFd;
+using base::UniqueFd;
 
 constexpr std::string_view kPep691Json = "application/vnd.pypi.simple.v1+json";
 constexpr std::string_view kMirrorScheme = "mirror:";
@@ -316,8 +316,8 @@ class LocalPypiMirror final : public PypiUpstream {
       return page;
     }
     try {
-      page.body = images::read_fd(file.fd.get(), kMaxPageBytes, "mirror", (root_ / relative).string());
-    } catch (const images::ImageError& e) {
+      page.body = base::read_fd(file.fd.get(), kMaxPageBytes, "mirror", (root_ / relative).string());
+    } catch (const base::Error& e) {
       throw ProxyError(502, "upstream_unavailable", "mirror", (root_ / relative).string(), e.what());
     }
     page.status = 200;
@@ -351,7 +351,7 @@ class LocalPypiMirror final : public PypiUpstream {
     const nlohmann::json index = {{"meta", {{"api-version", "1.0"}}}, {"projects", projects}};
     const std::string body = index.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 
-    page.etag = "\"" + images::sha256_of(body).hex().substr(0, 32) + "\"";
+    page.etag = "\"" + store::sha256_of(body).hex().substr(0, 32) + "\"";
     if (!if_none_match.empty() && etag_matches(if_none_match, page.etag)) {
       page.status = 304;
       return page;

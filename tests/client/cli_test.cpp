@@ -18,9 +18,9 @@
 #include <sstream>
 #include <thread>
 
-#include "client/base64.h"
+#include "base/base64.h"
 #include "client/cli_commands.h"
-#include "client/http_client.h"
+#include "http/unix_client.h"
 
 #ifndef CAPSULE_BIN_DIR
 #define CAPSULE_BIN_DIR ""
@@ -154,8 +154,8 @@ TEST(RunsTable, AlignedColumnsWithRelativeAges) {
 }
 
 TEST(UrlEncode, KeepsLabelFiltersReadable) {
-  EXPECT_EQ(url_encode("suite=unit"), "suite=unit");
-  EXPECT_EQ(url_encode("a b&c/d+e"), "a%20b%26c%2Fd%2Be");
+  EXPECT_EQ(http::url_encode("suite=unit"), "suite=unit");
+  EXPECT_EQ(http::url_encode("a b&c/d+e"), "a%20b%26c%2Fd%2Be");
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
     ScriptedServer::send(fd, "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nX-Run: 7\r\n"
                              "Content-Length: 28\r\n\r\n{\"id\":\"7\",\"state\":\"queued\"}\n");
   });
-  const HttpResponse response = HttpClient(server.path()).request("POST", "/v1/runs", json{{"argv", {"true"}}});
+  const http::HttpResponse response = http::HttpClient(server.path()).request("POST", "/v1/runs", json{{"argv", {"true"}}});
   EXPECT_EQ(response.status, 202);
   EXPECT_EQ(response.headers.at("x-run"), "7");
   EXPECT_EQ(json::parse(response.body)["id"], "7");
@@ -244,7 +244,7 @@ TEST(HttpClient, StreamDeliversChunkedLinesAsTheyArrive) {
     ScriptedServer::send(fd, ScriptedServer::chunk(R"({"event":"end")") + ScriptedServer::chunk("}") + "0\r\n\r\n");
   });
   std::vector<std::string> lines;
-  const HttpResponse response = HttpClient(server.path()).stream_lines(
+  const http::HttpResponse response = http::HttpClient(server.path()).stream_lines(
       "POST", "/v1/runs", json::object(), {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
         lines.emplace_back(line);
         first_line_seen = true;
@@ -260,19 +260,19 @@ TEST(Base64, RoundTripsEveryByteValueAndEveryPadding) {
   for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
   for (std::size_t n = 0; n <= all.size(); ++n) {
     const std::string bytes = all.substr(all.size() - n);
-    const std::string text = base64_encode(bytes);
+    const std::string text = base::base64_encode(bytes);
     EXPECT_EQ(text.size(), (n + 2) / 3 * 4);
-    EXPECT_EQ(base64_decode(text), bytes) << n;
+    EXPECT_EQ(base::base64_decode(text), bytes) << n;
   }
-  EXPECT_EQ(base64_encode("\xF0\x9F\x98\x80"), "8J+YgA==");
-  EXPECT_EQ(base64_decode("8J+YgA=="), "\xF0\x9F\x98\x80");
+  EXPECT_EQ(base::base64_encode("\xF0\x9F\x98\x80"), "8J+YgA==");
+  EXPECT_EQ(base::base64_decode("8J+YgA=="), "\xF0\x9F\x98\x80");
 }
 
 TEST(Base64, RejectsWhatIsNotBase64) {
-  EXPECT_FALSE(base64_decode("abc"));
-  EXPECT_FALSE(base64_decode("ab!d"));
-  EXPECT_FALSE(base64_decode("a=bc"));
-  EXPECT_FALSE(base64_decode("\"QQ==\""));
+  EXPECT_FALSE(base::base64_decode("abc"));
+  EXPECT_FALSE(base::base64_decode("ab!d"));
+  EXPECT_FALSE(base::base64_decode("a=bc"));
+  EXPECT_FALSE(base::base64_decode("\"QQ==\""));
 }
 
 // Sends `size` bytes of 'x' (then "\n" when `newline`) as chunks of 1 MiB, ignoring a client that left.
@@ -291,14 +291,14 @@ TEST(HttpClient, StreamLinesDeliversLongLinesWholeAndRefusesOnesPastTheLimit) {
   {
     ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, 20u << 20, true); });
     std::vector<std::size_t> sizes;
-    HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [&](std::string_view line) {
+    http::HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [&](std::string_view line) {
       sizes.push_back(line.find_first_not_of('x') == std::string_view::npos ? line.size() : 0);
     });
     EXPECT_EQ(sizes, std::vector<std::size_t>{20u << 20});
   }
-  ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, HttpClient::kMaxLineBytes + 1, false); });
+  ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, http::HttpClient::kMaxLineBytes + 1, false); });
   try {
-    HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [](std::string_view) {});
+    http::HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [](std::string_view) {});
     ADD_FAILURE() << "a line past the limit was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("more than 64 MiB"), std::string::npos) << e.what();
@@ -311,13 +311,13 @@ TEST(HttpClient, ErrorBodiesBecomeApiErrors) {
     ScriptedServer::send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   });
   bool called = false;
-  const HttpResponse response = HttpClient(server.path()).stream("POST", "/v1/runs", json::object(), {},
+  const http::HttpResponse response = http::HttpClient(server.path()).stream("POST", "/v1/runs", json::object(), {},
                                                                  [&](std::string_view) { called = true; });
   EXPECT_FALSE(called);
   try {
-    throw_if_error(response);
-    FAIL() << "no ApiError";
-  } catch (const ApiError& e) {
+    http::throw_if_error(response);
+    FAIL() << "no http::ResponseError";
+  } catch (const http::ResponseError& e) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_EQ(e.code(), "invalid_spec");
     EXPECT_STREQ(e.what(), "limits.memory: bad (invalid_spec)");
@@ -327,9 +327,9 @@ TEST(HttpClient, ErrorBodiesBecomeApiErrors) {
 TEST(HttpClient, ConnectErrorsNameTheSocketAndErrno) {
   const std::string missing = "/nonexistent-capsule-dir/capsule.sock";
   try {
-    HttpClient(missing).request("GET", "/v1/health");
+    http::HttpClient(missing).request("GET", "/v1/health");
     FAIL() << "connected to nothing";
-  } catch (const ConnectError& e) {
+  } catch (const http::ConnectError& e) {
     EXPECT_EQ(std::string(e.what()), "cannot connect to capsuled at " + missing + ": No such file or directory");
     EXPECT_TRUE(e.nobody_listening());
   }
@@ -341,9 +341,9 @@ TEST(HttpClient, ConnectErrorsNameTheSocketAndErrno) {
   std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
   try {
-    HttpClient(path).request("GET", "/v1/health");
+    http::HttpClient(path).request("GET", "/v1/health");
     FAIL() << "connected to a socket that does not listen";
-  } catch (const ConnectError& e) {
+  } catch (const http::ConnectError& e) {
     EXPECT_EQ(e.error(), ECONNREFUSED);
     EXPECT_TRUE(e.nobody_listening());
   }
@@ -427,7 +427,7 @@ class CliWithDaemon : public ::testing::Test {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     while (std::chrono::steady_clock::now() < deadline) {
       try {
-        if (HttpClient(socket_.string()).request("GET", "/v1/health").status == 200) return;
+        if (http::HttpClient(socket_.string()).request("GET", "/v1/health").status == 200) return;
       } catch (const std::exception&) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -456,7 +456,7 @@ class CliWithDaemon : public ::testing::Test {
     return outcome;
   }
   static json api(const std::string& method, const std::string& target) {
-    return request_json(HttpClient(socket_.string()), method, target);
+    return http::request_json(http::HttpClient(socket_.string()), method, target);
   }
   static std::string unique_label() {
     static int n = 0;
@@ -603,7 +603,7 @@ TEST_F(CliWithDaemon, CtrlCCancelsTheStreamedRun) {
                            "--label", label, "--", "sleep", "30"},
                           dir_ / "int.out", dir_ / "int.err");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (api("GET", "/v1/runs?state=running&label=" + url_encode(label))["runs"].empty()) {
+  while (api("GET", "/v1/runs?state=running&label=" + http::url_encode(label))["runs"].empty()) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << slurp(dir_ / "int.err");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

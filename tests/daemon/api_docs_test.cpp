@@ -9,9 +9,9 @@
 #include <set>
 #include <sstream>
 
-#include "daemon/api.h"
-#include "daemon/images_api.h"
-#include "tests/sandbox/test_support.h"
+#include "daemon/api/api.h"
+#include "daemon/api/images_api.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::daemon {
 namespace {
@@ -41,7 +41,7 @@ TEST(ApiDocs, EveryRegisteredRouteIsDocumentedAndNothingElse) {
     ApiContext context{io, runs, ledger, logs, default_limit_policy(), 1, {}};
     images::ImageStore store(dir + "/store");
     ImageJobs jobs;
-    Router router;
+    http::Router router;
     register_api(router, context);
     register_images_api(router, store, jobs);
 

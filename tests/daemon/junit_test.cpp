@@ -1,6 +1,6 @@
 // JUnit counting: Maven Surefire and pytest reports as those tools write them, suites without count
 // attributes, nested suites, malformed files, and the report globs (*, ?, **) over a workspace tree.
-#include "daemon/junit.h"
+#include "daemon/record/junit.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

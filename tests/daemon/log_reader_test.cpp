@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "daemon/log_store.h"
+#include "daemon/logs/log_store.h"
 
 namespace capsule::daemon {
 namespace {

@@ -1,6 +1,6 @@
 // LogStore: round trips, reading a log that is still being written, file naming and mode, large and
 // binary output, removal, and errors that name the file (absent, corrupt, bad run ids).
-#include "daemon/log_store.h"
+#include "daemon/logs/log_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // Retention: the plan (age first, then size, oldest finished first, stopping at the first run to keep) and
 // its application on a real ledger and log store, which never touches queued or running runs.
-#include "daemon/retention.h"
+#include "daemon/logs/retention.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The record's size ceiling: output parts cut at character boundaries by their JSON size, lists shortened
 // before anything else, and a minimal record with the reason as the last resort.
-#include "daemon/run_record.h"
+#include "daemon/record/run_record.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // diff_upper: hand-built upper dirs (0:0 whiteouts, xattr whiteouts, opaque dirs, type changes, symlinks,
 // mounts below the root), and a real overlayfs mounted in a private mount namespace to check this kernel.
-#include "daemon/workspace_diff.h"
+#include "daemon/record/workspace_diff.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -7,8 +7,8 @@
 
 #include <sstream>
 
-#include "images/blob_store.h"
-#include "images/digest.h"
+#include "store/blob_store.h"
+#include "store/digest.h"
 #include "images/error.h"
 #include "images/image_ref.h"
 #include "images/oci_image.h"
@@ -23,34 +23,34 @@ using testing::TempDir;
 const char* kAbc = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
 TEST(Digest, ParsesOnlyCanonicalSha256) {
-  EXPECT_EQ(Digest::parse(kAbc).str(), kAbc);
-  EXPECT_EQ(Digest::parse(kAbc).hex().size(), 64u);
-  EXPECT_FALSE(Digest::try_parse("sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"));
-  EXPECT_FALSE(Digest::try_parse("sha256:abc"));
-  EXPECT_FALSE(Digest::try_parse("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
-  EXPECT_FALSE(Digest::try_parse(std::string("sha256:") + std::string(63, 'a') + "g"));
+  EXPECT_EQ(store::Digest::parse(kAbc).str(), kAbc);
+  EXPECT_EQ(store::Digest::parse(kAbc).hex().size(), 64u);
+  EXPECT_FALSE(store::Digest::try_parse("sha256:BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"));
+  EXPECT_FALSE(store::Digest::try_parse("sha256:abc"));
+  EXPECT_FALSE(store::Digest::try_parse("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+  EXPECT_FALSE(store::Digest::try_parse(std::string("sha256:") + std::string(63, 'a') + "g"));
   try {
-    Digest::parse("sha512:abcd");
+    store::Digest::parse("sha512:abcd");
     FAIL() << "sha512 accepted";
-  } catch (const ImageError& e) {
-    EXPECT_EQ(e.step(), "digest");
+  } catch (const base::Error& e) {
+    EXPECT_EQ(e.cause().step, "digest");
     EXPECT_NE(std::string(e.what()).find("unsupported digest algorithm"), std::string::npos) << e.what();
   }
 }
 
 TEST(Digest, Sha256StreamsLikeOneShot) {
-  EXPECT_EQ(sha256_of("abc").str(), kAbc);
-  Sha256 hasher;
+  EXPECT_EQ(store::sha256_of("abc").str(), kAbc);
+  store::Sha256 hasher;
   hasher.update("a");
   hasher.update("bc");
   EXPECT_EQ(hasher.finish().str(), kAbc);
-  EXPECT_EQ(sha256_of("").str(), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(store::sha256_of("").str(), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 TEST(BlobStore, PutVerifiesAndStoresByDigest) {
   TempDir dir;
-  BlobStore store(dir.path());
-  const Digest digest = store.put_bytes("abc");
+  store::BlobStore store(dir.path());
+  const store::Digest digest = store.put_bytes("abc");
   EXPECT_EQ(digest.str(), kAbc);
   EXPECT_TRUE(store.has(digest));
   EXPECT_EQ(store.path(digest), dir / "blobs/sha256" / digest.hex());
@@ -58,13 +58,13 @@ TEST(BlobStore, PutVerifiesAndStoresByDigest) {
   EXPECT_EQ(store.size(digest), 3u);
 
   std::istringstream stream("hello");
-  const Digest hello = store.put_stream(stream, sha256_of("hello"), 5);
+  const store::Digest hello = store.put_stream(stream, store::sha256_of("hello"), 5);
   testing::write_file(dir / "src", "from a file");
-  const Digest from_file = store.put_file(dir / "src", sha256_of("from a file"));
+  const store::Digest from_file = store.put_file(dir / "src", store::sha256_of("from a file"));
   int fd = open((dir / "src").c_str(), O_RDONLY);
   EXPECT_EQ(store.put_fd(fd), from_file);
   close(fd);
-  std::vector<Digest> expected = {digest, hello, from_file};
+  std::vector<store::Digest> expected = {digest, hello, from_file};
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(store.list(), expected);
 
@@ -75,33 +75,33 @@ TEST(BlobStore, PutVerifiesAndStoresByDigest) {
 
 TEST(BlobStore, MismatchThrowsAndLeavesNothing) {
   TempDir dir;
-  BlobStore store(dir.path());
-  EXPECT_THROW(store.put_bytes("tampered", sha256_of("original")), ImageError);
+  store::BlobStore store(dir.path());
+  EXPECT_THROW(store.put_bytes("tampered", store::sha256_of("original")), base::Error);
   std::istringstream too_long("0123456789");
-  EXPECT_THROW(store.put_stream(too_long, std::nullopt, 4), ImageError);
+  EXPECT_THROW(store.put_stream(too_long, std::nullopt, 4), base::Error);
   std::istringstream too_short("01");
-  EXPECT_THROW(store.put_stream(too_short, sha256_of("01"), 4), ImageError);
+  EXPECT_THROW(store.put_stream(too_short, store::sha256_of("01"), 4), base::Error);
   {
-    BlobWriter abandoned = store.writer();
+    store::BlobWriter abandoned = store.writer();
     abandoned.write("partial", 7);
   }
   EXPECT_EQ(count_entries(dir / "blobs/sha256"), 0u);
   EXPECT_EQ(count_entries(dir / "tmp"), 0u);
   try {
-    store.put_bytes("tampered", sha256_of("original"));
-  } catch (const ImageError& e) {
-    EXPECT_EQ(e.path(), sha256_of("original").str());
-    EXPECT_NE(e.detail().find(sha256_of("tampered").str()), std::string::npos) << e.what();
+    store.put_bytes("tampered", store::sha256_of("original"));
+  } catch (const base::Error& e) {
+    EXPECT_EQ(e.cause().path, store::sha256_of("original").str());
+    EXPECT_NE(e.cause().detail.find(store::sha256_of("tampered").str()), std::string::npos) << e.what();
   }
 }
 
 TEST(BlobStore, KnownBlobIsNotReadAgainButSizeIsChecked) {
   TempDir dir;
-  BlobStore store(dir.path());
-  const Digest digest = store.put_bytes("abc");
+  store::BlobStore store(dir.path());
+  const store::Digest digest = store.put_bytes("abc");
   int fd = open("/dev/null", O_RDONLY);
   EXPECT_EQ(store.put_fd(fd, digest, 3), digest);  // nothing read from /dev/null
-  EXPECT_THROW(store.put_fd(fd, digest, 4), ImageError);
+  EXPECT_THROW(store.put_fd(fd, digest, 4), base::Error);
   close(fd);
 }
 

@@ -117,12 +117,12 @@ LayoutBuilder::LayoutBuilder(fs::path dir) : dir_(std::move(dir)) {
   write_file(dir_ / "oci-layout", "{\"imageLayoutVersion\": \"1.0.0\"}");
 }
 
-fs::path LayoutBuilder::blob_path(const Digest& digest) const { return dir_ / "blobs" / "sha256" / digest.hex(); }
+fs::path LayoutBuilder::blob_path(const store::Digest& digest) const { return dir_ / "blobs" / "sha256" / digest.hex(); }
 
 Descriptor LayoutBuilder::add_blob(const std::string& bytes, const std::string& media_type) {
   Descriptor descriptor;
   descriptor.media_type = media_type;
-  descriptor.digest = sha256_of(bytes);
+  descriptor.digest = store::sha256_of(bytes);
   descriptor.size = bytes.size();
   write_file(blob_path(descriptor.digest), bytes);
   return descriptor;
@@ -134,7 +134,7 @@ Descriptor LayoutBuilder::add_image(const std::vector<std::vector<TarEntry>>& la
   config.diff_ids.clear();
   for (const auto& entries : layers) {
     const std::string blob = make_tar(entries, compression);
-    config.diff_ids.push_back(sha256_of(gunzip_or_same(blob)));
+    config.diff_ids.push_back(store::sha256_of(gunzip_or_same(blob)));
     const char* type = compression == Compression::kGzip   ? "application/vnd.oci.image.layer.v1.tar+gzip"
                        : compression == Compression::kZstd ? "application/vnd.oci.image.layer.v1.tar+zstd"
                                                            : "application/vnd.oci.image.layer.v1.tar";

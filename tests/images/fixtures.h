@@ -13,7 +13,7 @@
 
 namespace capsule::images {
 // Digests print as "sha256:..." in test failures.
-inline void PrintTo(const Digest& digest, std::ostream* out) { *out << digest.str(); }
+inline void PrintTo(const store::Digest& digest, std::ostream* out) { *out << digest.str(); }
 }  // namespace capsule::images
 
 namespace capsule::images::testing {
@@ -65,7 +65,7 @@ class LayoutBuilder {
   void write_index(const std::vector<Descriptor>& manifests);
 
   const std::filesystem::path& dir() const { return dir_; }
-  std::filesystem::path blob_path(const Digest& digest) const;
+  std::filesystem::path blob_path(const store::Digest& digest) const;
 
  private:
   std::filesystem::path dir_;

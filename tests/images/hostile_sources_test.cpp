@@ -8,7 +8,7 @@
 #include <chrono>
 #include <future>
 
-#include "images/blob_store.h"
+#include "store/blob_store.h"
 #include "images/error.h"
 #include "images/image_store.h"
 #include "images/image_user.h"
@@ -27,7 +27,7 @@ std::string error_without_blocking(const fs::path& fifo, Action action) {
   auto result = std::async(std::launch::async, [&]() -> std::string {
     try {
       action();
-    } catch (const ImageError& e) {
+    } catch (const base::Error& e) {
       return e.what();
     }
     return "";
@@ -91,18 +91,18 @@ TEST(HostileSources, PasswdBehindASymlinkedEtcIsNotReadFromTheHost) {
   fs::create_directories(dir / "layer");
   fs::create_directory_symlink("/etc", dir / "layer" / "etc");
   // Host /etc/passwd names root; through the symlink "root" would resolve. It must not be read.
-  EXPECT_THROW(resolve_image_user("root", {(dir / "layer").string()}), ImageError);
+  EXPECT_THROW(resolve_image_user("root", {(dir / "layer").string()}), base::Error);
 }
 
 TEST(HostileSources, TemporariesOfKilledWritersAreRemovedAndLiveOnesKept) {
   TempDir dir;
-  BlobStore first(dir / "blobs");
-  BlobWriter live = first.writer();
+  store::BlobStore first(dir / "blobs");
+  store::BlobWriter live = first.writer();
   live.write("partial", 7);
   // What a killed writer leaves: a temporary file nobody holds a lock on.
   write_file(dir / "blobs" / "tmp" / "blob-Abandoned", "half a blob");
   fs::create_directories(dir / "other");
-  BlobStore second(dir / "blobs");  // as a restarted process opens the store
+  store::BlobStore second(dir / "blobs");  // as a restarted process opens the store
   EXPECT_FALSE(fs::exists(dir / "blobs" / "tmp" / "blob-Abandoned"));
   std::size_t left = 0;
   for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir / "blobs" / "tmp")) ++left;

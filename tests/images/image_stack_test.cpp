@@ -15,7 +15,7 @@ namespace {
 
 using testing::TempDir;
 
-Digest digest_of(char c) { return Digest::from_hex(std::string(64, c)); }
+store::Digest digest_of(char c) { return store::Digest::from_hex(std::string(64, c)); }
 
 ImageInfo info(char id, std::vector<std::string> refs, ImageConfig config, std::vector<std::string> layer_dirs = {}) {
   ImageInfo image;
@@ -72,7 +72,7 @@ TEST(MergeConfigs, LabelsMergeAndWorkingDirAndUserComeFromTheBaseUnlessSet) {
                                                                 {"org.capsule.layer.path", "/opt/python"}}));
   EXPECT_EQ(merged.working_dir, "/srv");
   EXPECT_EQ(merged.user, "app");
-  EXPECT_EQ(merged.diff_ids, std::vector<Digest>{digest_of('d')});
+  EXPECT_EQ(merged.diff_ids, std::vector<store::Digest>{digest_of('d')});
 
   layer.working_dir = "/work";
   layer.user = "1000:1000";
@@ -88,7 +88,7 @@ TEST(StackImages, LayersTopmostFirstOnceEachAndConfigsFoldedFromTheBase) {
       info('c', {"data:1"}, config({"PATH=/opt/data/bin:/opt/tool/bin"}), {"/l/data", "/l/base-bottom"}),
   };
   const ImageStack stack = stack_images(images);
-  EXPECT_EQ(stack.digests, (std::vector<Digest>{digest_of('a'), digest_of('b'), digest_of('c')}));
+  EXPECT_EQ(stack.digests, (std::vector<store::Digest>{digest_of('a'), digest_of('b'), digest_of('c')}));
   EXPECT_EQ(stack.layer_dirs, (std::vector<std::string>{"/l/data", "/l/base-bottom", "/l/tool", "/l/base-top"}));
   EXPECT_EQ(stack.config.env,
             (std::vector<std::string>{"PATH=/opt/data/bin:/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
@@ -186,9 +186,9 @@ TEST_F(ImageUserTest, UnknownNamesAndOutOfRangeIdsAreRefused) {
     try {
       resolve_image_user(user, layers());
       ADD_FAILURE() << "accepted '" << user << "'";
-    } catch (const ImageError& e) {
-      EXPECT_EQ(e.step(), "user");
-      EXPECT_EQ(e.path(), user);
+    } catch (const base::Error& e) {
+      EXPECT_EQ(e.cause().step, "user");
+      EXPECT_EQ(e.cause().path, user);
     }
   }
   EXPECT_EQ(resolve_image_user("2147483647", layers()).uid, 2147483647u);

@@ -50,7 +50,7 @@ TEST(ImageStore, ImportsAMultiLayerLayout) {
   layout.write_index({manifest});
 
   ImageStore store(tmp / "store");
-  const Digest digest = store.import_layout(layout.dir(), "toolchains/jdk:17");
+  const store::Digest digest = store.import_layout(layout.dir(), "toolchains/jdk:17");
   EXPECT_EQ(digest, manifest.digest);
 
   const ImageInfo info = store.inspect("toolchains/jdk:17");
@@ -101,7 +101,7 @@ TEST(ImageStore, TamperedBlobFailsAndLeavesNothing) {
   try {
     store.import_layout(layout.dir(), "tampered:1");
     FAIL() << "tampered blob accepted";
-  } catch (const ImageError& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("tampered or corrupt"), std::string::npos) << e.what();
   }
   expect_store_empty(store.root());
@@ -116,7 +116,7 @@ TEST(ImageStore, LayerNotMatchingItsDiffIdFailsAndLeavesNothing) {
   manifest.layers.push_back(layout.add_blob(testing::make_tar({{.path = "evil", .data = "x"}}),
                                             std::string(media_type::kOciLayerGzip)));
   ImageConfig config;
-  config.diff_ids = {sha256_of("the diff_id of some popular base layer")};
+  config.diff_ids = {store::sha256_of("the diff_id of some popular base layer")};
   manifest.config = layout.add_blob(config_json(config, "2024-01-01T00:00:00Z"), std::string(media_type::kOciConfig));
   layout.write_index({layout.add_blob(manifest_json(manifest), std::string(media_type::kOciManifest))});
   ImageStore store(tmp / "store");
@@ -143,7 +143,7 @@ TEST(ImageStore, ReimportIsANoOpAndLayersAreShared) {
   const Descriptor second = layout.add_image({layers[0], {{.path = "other", .data = "other"}}});
   layout.write_index({first});
   ImageStore store(tmp / "store");
-  const Digest digest = store.import_layout(layout.dir(), "img:1");
+  const store::Digest digest = store.import_layout(layout.dir(), "img:1");
   const ImageInfo info = store.inspect("img:1");
   const ino_t layer_inode = lstat_of(info.layer_dirs[0]).st_ino;
   const std::size_t blobs = count_entries(store.root() / "blobs/sha256");
@@ -168,7 +168,7 @@ TEST(ImageStore, ImportsDockerV2MediaTypes) {
   ImageConfig config;
   config.os = "linux";
   config.architecture = host_platform().architecture;
-  config.diff_ids = {sha256_of(testing::gunzip_or_same(layer))};
+  config.diff_ids = {store::sha256_of(testing::gunzip_or_same(layer))};
   manifest.config = layout.add_blob(config_json(config, "2024-01-01T00:00:00Z"), std::string(media_type::kDockerConfig));
   std::string text = manifest_json(manifest);
   text.replace(text.find(media_type::kOciManifest), media_type::kOciManifest.size(), media_type::kDockerManifest);
@@ -220,7 +220,7 @@ TEST(ImageStore, PicksTheHostPlatformFromAnIndex) {
   try {
     store.import_layout(layout.dir(), "arm:1");
     FAIL() << "arm64-only index accepted";
-  } catch (const ImageError& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("linux/arm64"), std::string::npos) << e.what();
   }
 }
@@ -236,9 +236,9 @@ TEST(ImageStore, RefusesLayoutsThatPointOutside) {
   fs::remove(blob);
   fs::create_symlink(tmp / "elsewhere", blob);
   ImageStore store(tmp / "store");
-  EXPECT_THROW(store.import_layout(layout.dir(), "sneaky:1"), ImageError);
+  EXPECT_THROW(store.import_layout(layout.dir(), "sneaky:1"), base::Error);
   expect_store_empty(store.root());
-  EXPECT_THROW(store.import_layout(tmp / "no-such-layout", "x:1"), ImageError);
+  EXPECT_THROW(store.import_layout(tmp / "no-such-layout", "x:1"), base::Error);
   EXPECT_THROW(store.import_layout(layout.dir(), "sha256:" + std::string(64, 'a')), ImageError);
 }
 
@@ -251,7 +251,7 @@ TEST(ImageStore, RootfsPackingIsDeterministic) {
   options.working_dir = "/workspace";
 
   ImageStore store(tmp / "store");
-  const Digest first = store.import_rootfs(tree, "rootfs:1", options);
+  const store::Digest first = store.import_rootfs(tree, "rootfs:1", options);
   EXPECT_EQ(store.import_rootfs(tree, "rootfs:1", options), first);  // idempotent
   testing::touch_all(tree, 1234567890);                                // different mtimes ...
   EXPECT_EQ(store.import_rootfs(tree, "rootfs:2", options), first);  // ... same digest
@@ -290,7 +290,7 @@ TEST(ImageStore, RootfsPackingIsDeterministic) {
   EXPECT_NE(store.import_rootfs(tree, "rootfs:3", options), first);
   // Another epoch is a different (but again reproducible) image.
   options.epoch = 1700000000;
-  const Digest later = store.import_rootfs(tree, "rootfs:4", options);
+  const store::Digest later = store.import_rootfs(tree, "rootfs:4", options);
   EXPECT_EQ(store.import_rootfs(tree, "rootfs:4", options), later);
 }
 
@@ -301,7 +301,7 @@ TEST(ImageStore, RootfsFromATarball) {
                                                  {.path = "home/u/f", .data = "u", .uid = 1000, .gid = 1000}});
   testing::write_file(tmp / "rootfs.tar.gz", tarball);
   ImageStore store(tmp / "store");
-  const Digest digest = store.import_rootfs(tmp / "rootfs.tar.gz", "fromtar:1");
+  const store::Digest digest = store.import_rootfs(tmp / "rootfs.tar.gz", "fromtar:1");
   EXPECT_EQ(store.import_rootfs(tmp / "rootfs.tar.gz", "fromtar:1"), digest);
   const fs::path layer = store.inspect("fromtar:1").layer_dirs.at(0);
   EXPECT_EQ(testing::read_file(layer / "etc/os-release"), "ID=test\n");
@@ -321,7 +321,7 @@ TEST(ImageStore, SaveThenReimportKeepsTheDigest) {
   const Descriptor manifest = layout.add_image(testing::three_layers());
   layout.write_index({manifest});
   ImageStore store(tmp / "store");
-  const Digest digest = store.import_layout(layout.dir(), "img:1");
+  const store::Digest digest = store.import_layout(layout.dir(), "img:1");
 
   store.save("img:1", tmp / "exported");
   EXPECT_TRUE(fs::exists(tmp / "exported/oci-layout"));

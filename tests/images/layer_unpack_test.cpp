@@ -46,8 +46,8 @@ class LayerUnpack : public ::testing::Test {
     try {
       unpack(entries, limits, compression);
       ADD_FAILURE() << "not refused: expected " << reason;
-    } catch (const ImageError& e) {
-      EXPECT_EQ(e.step(), "unpack");
+    } catch (const base::Error& e) {
+      EXPECT_EQ(e.cause().step, "unpack");
       EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
     }
     EXPECT_FALSE(fs::exists(layer()));
@@ -129,7 +129,7 @@ TEST_F(LayerUnpack, PlainGzipAndZstdTarsAndDiffId) {
     testing::write_file(blob(), blob_bytes);
     const std::string plain = testing::gunzip_or_same(blob_bytes);
     const UnpackResult result = unpack_layer(blob(), layer());
-    EXPECT_EQ(result.diff_id, sha256_of(plain));  // the digest of the uncompressed stream
+    EXPECT_EQ(result.diff_id, store::sha256_of(plain));  // the digest of the uncompressed stream
     EXPECT_EQ(result.unpacked_bytes, plain.size());
     EXPECT_EQ(testing::read_file(layer() / "a"), "alpha");
     fs::remove_all(layer());
@@ -138,7 +138,7 @@ TEST_F(LayerUnpack, PlainGzipAndZstdTarsAndDiffId) {
 
 TEST_F(LayerUnpack, WrongDiffIdIsRefused) {
   testing::write_file(blob(), make_tar({{.path = "a", .data = "alpha"}}));
-  EXPECT_THROW(unpack_layer(blob(), layer(), {}, sha256_of("something else")), ImageError);
+  EXPECT_THROW(unpack_layer(blob(), layer(), {}, store::sha256_of("something else")), ImageError);
   EXPECT_FALSE(fs::exists(layer()));
   EXPECT_EQ(count_entries(dir_.path()), 1u);
 }

@@ -12,7 +12,7 @@
 #include "images/image_store.h"
 #include "sandbox/launcher.h"
 #include "tests/images/fixtures.h"
-#include "tests/sandbox/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::images {
 namespace {

@@ -6,7 +6,7 @@
 #include <future>
 #include <thread>
 
-#include "images/digest.h"
+#include "store/digest.h"
 #include "tests/proxy/proxy_test_support.h"
 
 namespace capsule::proxy {
@@ -203,7 +203,7 @@ TEST(PinnedListener, OtherCutoffsAreRefusedAndServedObjectsLogged) {
   const auto objects = log->objects();
   ASSERT_EQ(objects.size(), 2u);
   EXPECT_EQ(objects[1].url, "/pypi/snapshot/2022-07-01/files/alpha/alpha-1.1-py3-none-any.whl");
-  EXPECT_EQ(objects[1].sha256, images::sha256_of(wheel.body).hex());
+  EXPECT_EQ(objects[1].sha256, store::sha256_of(wheel.body).hex());
   EXPECT_EQ(objects[1].size, wheel.body.size());
   EXPECT_EQ(objects[1].source, "upstream");
 }

@@ -114,9 +114,9 @@ void FixtureUpstream::control(const nlohmann::json& settings) const {
 }
 
 ServedProxy::ServedProxy(ProxyOptions options, PackageProxy::Listener listener)
-    : proxy_(std::make_unique<PackageProxy>(std::move(options))), router_(std::make_shared<daemon::Router>()) {
+    : proxy_(std::make_unique<PackageProxy>(std::move(options))), router_(std::make_shared<http::Router>()) {
   proxy_->add_routes(*router_, std::move(listener));
-  server_ = std::make_unique<daemon::HttpServer>(io_, std::shared_ptr<const daemon::Router>(router_));
+  server_ = std::make_unique<http::HttpServer>(io_, std::shared_ptr<const http::Router>(router_));
   port_ = server_->listen_tcp("127.0.0.1", 0);
   for (int i = 0; i < 2; ++i) {
     threads_.emplace_back([this] {
@@ -128,9 +128,9 @@ ServedProxy::ServedProxy(ProxyOptions options, PackageProxy::Listener listener)
 }
 
 std::string ServedProxy::add_listener(PackageProxy::Listener listener) {
-  auto router = std::make_shared<daemon::Router>();
+  auto router = std::make_shared<http::Router>();
   proxy_->add_routes(*router, std::move(listener));
-  more_servers_.push_back(std::make_unique<daemon::HttpServer>(io_, std::shared_ptr<const daemon::Router>(router)));
+  more_servers_.push_back(std::make_unique<http::HttpServer>(io_, std::shared_ptr<const http::Router>(router)));
   return "http://127.0.0.1:" + std::to_string(more_servers_.back()->listen_tcp("127.0.0.1", 0));
 }
 

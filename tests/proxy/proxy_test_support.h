@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/http_server.h"
+#include "http/server.h"
 #include "proxy/package_proxy.h"
 #include "proxy/upstream/http_client.h"
 
@@ -73,10 +73,10 @@ class ServedProxy {
 
  private:
   std::unique_ptr<PackageProxy> proxy_;
-  std::shared_ptr<daemon::Router> router_;
+  std::shared_ptr<http::Router> router_;
   boost::asio::io_context io_;
-  std::unique_ptr<daemon::HttpServer> server_;
-  std::vector<std::unique_ptr<daemon::HttpServer>> more_servers_;
+  std::unique_ptr<http::HttpServer> server_;
+  std::vector<std::unique_ptr<http::HttpServer>> more_servers_;
   std::vector<std::thread> threads_;
   unsigned short port_ = 0;
   std::unique_ptr<HttpClient> client_;

@@ -27,7 +27,7 @@ constexpr const char* kRoot = "/fake/cgroup";
 constexpr std::uint64_t kMiB = 1024 * 1024;
 
 template <class Fn>
-ErrorCause error_of(Fn&& fn) {
+base::Cause error_of(Fn&& fn) {
   try {
     fn();
   } catch (const SandboxError& error) {
@@ -93,7 +93,7 @@ TEST_F(CgroupV2Test, UnavailableControllerFailsBeforeCreatingAnything) {
   FakeKernel kernel;
   kernel.controllers = {"memory", "pids"};
   use(kernel);
-  const ErrorCause cause = error_of([&] { manager_->create("run", {0, 0, 2}); });
+  const base::Cause cause = error_of([&] { manager_->create("run", {0, 0, 2}); });
   EXPECT_EQ(cause.step, "cgroup");
   EXPECT_EQ(cause.path, path("cgroup.controllers"));
   EXPECT_NE(cause.describe().find("cpu controller is not available"), std::string::npos) << cause.describe();
@@ -106,13 +106,13 @@ TEST_F(CgroupV2Test, MissingMemoryControllerFails) {
   FakeKernel kernel;
   kernel.controllers = {"cpu", "pids"};
   use(kernel);
-  const ErrorCause cause = error_of([&] { manager_->create("run", {}); });
+  const base::Cause cause = error_of([&] { manager_->create("run", {}); });
   EXPECT_NE(cause.describe().find("memory controller is not available"), std::string::npos) << cause.describe();
   EXPECT_FALSE(fs_->exists(path("capsule")));
 }
 
 TEST_F(CgroupV2Test, LimitTheKernelRefusesRollsBack) {
-  ErrorCause cause = error_of([&] { manager_->create("run", {kMiB, 5'000'000, 0}); });
+  base::Cause cause = error_of([&] { manager_->create("run", {kMiB, 5'000'000, 0}); });
   EXPECT_EQ(cause.path, path("capsule/run/pids.max"));
   EXPECT_EQ(cause.errno_value, EINVAL);
   EXPECT_FALSE(fs_->exists(path("capsule/run")));
@@ -127,7 +127,7 @@ TEST_F(CgroupV2Test, ParentWithProcessesIsExplained) {
   use({}, "busy");
   ASSERT_EQ(fs_->make_dir(path("busy")), 0);
   fs_->spawn(500, path("busy"));
-  const ErrorCause cause = error_of([&] { manager_->create("run", {}); });
+  const base::Cause cause = error_of([&] { manager_->create("run", {}); });
   EXPECT_EQ(cause.errno_value, EBUSY);
   EXPECT_EQ(cause.path, path("busy/cgroup.subtree_control"));
   EXPECT_NE(cause.describe().find("leaf cgroup"), std::string::npos) << cause.describe();
@@ -156,7 +156,7 @@ TEST_F(CgroupV2Test, AddProcessMovesItIntoTheGroup) {
   EXPECT_EQ(group->processes(), (std::vector<pid_t>{101, 102}));
   EXPECT_EQ(contents("cgroup.procs"), "");
   EXPECT_EQ(contents("capsule/run/cgroup.events"), "populated 1\nfrozen 0\n");
-  const ErrorCause cause = error_of([&] { group->add_process(999); });
+  const base::Cause cause = error_of([&] { group->add_process(999); });
   EXPECT_EQ(cause.errno_value, ESRCH);
   EXPECT_EQ(cause.path, path("capsule/run/cgroup.procs"));
 }
@@ -199,7 +199,7 @@ TEST_F(CgroupV2Test, KillAllGivesUpOnAProcessThatWillNotDie) {
   fs_->spawn(101, path("capsule/run"));
   fs_->make_unkillable(101);
   const auto start = std::chrono::steady_clock::now();
-  const ErrorCause cause = error_of([&] { group->kill_all(); });
+  const base::Cause cause = error_of([&] { group->kill_all(); });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_EQ(cause.path, path("capsule/run"));
   EXPECT_NE(cause.detail.find("still running after SIGKILL: 101"), std::string::npos) << cause.describe();
@@ -326,7 +326,7 @@ TEST(CgroupDetectTest, NeitherUsableIsAClearError) {
   auto fs = std::make_shared<FakeCgroupFs>(kRoot, kernel);
   CgroupConfig config;
   config.mount_root = kRoot;
-  const ErrorCause cause = error_of([&] { detect_cgroups(config, fs); });
+  const base::Cause cause = error_of([&] { detect_cgroups(config, fs); });
   EXPECT_EQ(cause.path, kRoot);
   EXPECT_NE(cause.detail.find("lacks memory or pids"), std::string::npos) << cause.describe();
   EXPECT_NE(cause.detail.find("no cgroup v1"), std::string::npos) << cause.describe();

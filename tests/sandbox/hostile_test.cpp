@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "sandbox/launcher.h"
-#include "tests/sandbox/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {

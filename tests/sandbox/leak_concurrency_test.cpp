@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "sandbox/launcher.h"
-#include "tests/sandbox/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {

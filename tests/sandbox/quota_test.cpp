@@ -10,7 +10,7 @@
 
 #include "sandbox/launcher.h"
 #include "sandbox/quota.h"
-#include "tests/sandbox/test_support.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {

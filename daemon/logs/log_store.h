@@ -1,0 +1,120 @@
+// LogStore: the full stdout/stderr of every run, gzip-compressed on disk as <dir>/<run_id>.<stream>.z,
+// written incrementally, capped per stream (head + tail), readable in pieces and followable while written.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "daemon/logs/log_reader.h"
+#include "daemon/logs/log_watchers.h"
+
+struct z_stream_s;  // zlib's z_stream
+
+namespace capsule::daemon {
+
+// An I/O or zlib failure, naming the file; or a run id that cannot name a log file.
+class LogStoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Stream { kStdout, kStderr };
+
+// "stdout" or "stderr".
+const char* stream_name(Stream stream);
+
+// The line a capped log holds between its head and its tail.
+std::string truncation_marker(std::uint64_t dropped_bytes);
+
+// Appends to one compressed log. Each append is flushed (Z_SYNC_FLUSH) and written to the file before it
+// returns, so a reader sees every byte appended so far. With a cap, the first cap/2 bytes are stored as they
+// come; later bytes go to a ring (an unlinked temp file of cap/2 bytes, so the daemon's memory stays small)
+// whose content follows a truncation_marker() at close. One thread at a time.
+class LogWriter {
+ public:
+  // Takes ownership of `fd`, an empty file opened for writing. cap_bytes 0: no cap. `watchers` (optional) are
+  // signalled under the key `path` after every append that reached the file, and at close.
+  LogWriter(int fd, std::string path, std::uint64_t cap_bytes = 0, std::shared_ptr<LogWatchers> watchers = nullptr);
+  ~LogWriter();  // closes; errors at this point are dropped (call close() to see them)
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  void append(std::string_view data);
+  // Writes the kept tail after the marker (when the cap was passed), finishes the stream (gzip trailer),
+  // writes the truncation note (LogStore::truncation) and closes the file. Idempotent.
+  void close();
+
+  const std::string& path() const { return path_; }
+  std::uint64_t bytes_appended() const { return appended_; }
+
+ private:
+  void deflate_and_write(std::string_view data, int flush);
+  void write_fully(const unsigned char* data, std::size_t size);
+  void keep_in_ring(std::string_view data);
+  void write_ring_tail();
+  void signal();
+
+  int fd_;
+  std::string path_;
+  std::unique_ptr<z_stream_s> zs_;
+  bool open_ = true;
+  std::shared_ptr<LogWatchers> watchers_;
+  std::uint64_t head_bytes_ = 0;  // 0: no cap
+  std::uint64_t ring_bytes_ = 0;
+  std::uint64_t appended_ = 0;
+  int ring_fd_ = -1;               // opened at the first byte past the head
+  std::uint64_t ring_position_ = 0;  // next write offset in the ring
+  std::uint64_t ring_filled_ = 0;
+};
+
+// How a capped log was cut: bytes the run wrote, and bytes left out between head and tail.
+struct LogTruncation {
+  std::uint64_t total_bytes = 0;
+  std::uint64_t dropped_bytes = 0;
+};
+
+struct LogStoreOptions {
+  std::uint64_t cap_bytes = 64ull << 20;  // per stream, decompressed; 0: no cap
+};
+
+class LogStore {
+ public:
+  // Creates `dir` (and its parents) if missing.
+  explicit LogStore(std::string dir, LogStoreOptions options = {});
+
+  // <dir>/<run_id>.stdout.z; throws LogStoreError if run_id is empty, starts with '.' or has characters
+  // other than [A-Za-z0-9._-] (ids come from API paths, so this keeps them inside dir).
+  std::string path(const std::string& run_id, Stream stream) const;
+  // Creates (or truncates) the file, mode 0600, with the store's cap; signals the log's watchers.
+  std::unique_ptr<LogWriter> open_writer(const std::string& run_id, Stream stream);
+  // A reader from the start of the log. Throws LogStoreError if the file is absent or unreadable.
+  std::unique_ptr<LogReader> open_reader(const std::string& run_id, Stream stream) const;
+  // The decompressed log (for small logs and tests: the API streams with open_reader); a stream still being
+  // written yields everything flushed so far. Throws LogStoreError if absent, unreadable or corrupt.
+  std::string read_all(const std::string& run_id, Stream stream) const;
+  bool exists(const std::string& run_id, Stream stream) const;
+  // Set once a capped log was closed with bytes dropped.
+  std::optional<LogTruncation> truncation(const std::string& run_id, Stream stream) const;
+  // Bytes on disk for the run's logs (both streams and their notes).
+  std::uint64_t disk_bytes(const std::string& run_id) const;
+  // Removes both logs of a run and their notes; absent files are fine.
+  void remove(const std::string& run_id);
+
+  // Calls `callback` (on the writer's thread) whenever the log grows or is opened or closed.
+  std::unique_ptr<LogWatchers::Subscription> watch(const std::string& run_id, Stream stream,
+                                                   LogWatchers::Callback callback);
+
+  const std::string& dir() const { return dir_; }
+  const LogStoreOptions& options() const { return options_; }
+
+ private:
+  std::string dir_;
+  LogStoreOptions options_;
+  std::shared_ptr<LogWatchers> watchers_ = std::make_shared<LogWatchers>();
+};
+
+}  // namespace capsule::daemon

@@ -1,0 +1,159 @@
+// Building the record of a finished run (off the supervision loop, on a finisher thread) and holding it
+// under its size ceiling: lists are shortened first, output parts next, then a minimal record.
+#include "daemon/record/run_record.h"
+
+#include <filesystem>
+
+#include "daemon/record/junit.h"
+#include "daemon/record/workspace_diff.h"
+#include "sandbox/result_json.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+// Bytes that one character (starting with byte c) takes in JSON text, for the ASCII cases that grow.
+std::size_t escaped_size(unsigned char c) {
+  if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') return 2;
+  return c < 0x20 ? 6 : 1;
+}
+
+bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+// The longest prefix of valid UTF-8 `text` whose JSON text is at most `budget` bytes.
+std::string head_within(const std::string& text, std::size_t budget) {
+  std::size_t used = 0, i = 0;
+  for (; i < text.size(); ++i) {
+    used += escaped_size(static_cast<unsigned char>(text[i]));
+    if (used > budget) break;
+  }
+  while (i > 0 && i < text.size() && is_continuation(static_cast<unsigned char>(text[i]))) --i;
+  return text.substr(0, i);
+}
+
+// The longest suffix of valid UTF-8 `text` whose JSON text is at most `budget` bytes.
+std::string tail_within(const std::string& text, std::size_t budget) {
+  std::size_t used = 0, start = text.size();
+  while (start > 0) {
+    const std::size_t cost = escaped_size(static_cast<unsigned char>(text[start - 1]));
+    if (used + cost > budget) break;
+    used += cost;
+    --start;
+  }
+  while (start < text.size() && is_continuation(static_cast<unsigned char>(text[start]))) ++start;
+  return text.substr(start);
+}
+
+bool bound_part(json& stream, const char* key, std::size_t budget, bool keep_start) {
+  if (!stream.contains(key) || !stream[key].is_string()) return false;
+  const std::string& text = stream[key].get_ref<const std::string&>();
+  if (json_size(stream[key]) <= budget + 2) return false;
+  std::string cut = keep_start ? head_within(text, budget) : tail_within(text, budget);
+  stream[key] = std::move(cut);
+  return true;
+}
+
+// Halves the array at record[section][key] (keeping its start) until the record fits or it is empty.
+// True when the record fits.
+bool shorten_lists(json& record, const char* section, std::initializer_list<const char*> keys, std::size_t max_bytes) {
+  if (!record.contains(section) || !record[section].is_object()) return json_size(record) <= max_bytes;
+  json& part = record[section];
+  for (;;) {
+    if (json_size(record) <= max_bytes) return true;
+    bool shortened = false;
+    for (const char* key : keys) {
+      if (!part.contains(key) || !part[key].is_array() || part[key].empty()) continue;
+      json& list = part[key];
+      const std::size_t keep = list.size() / 2;
+      list.erase(list.begin() + static_cast<std::ptrdiff_t>(keep), list.end());
+      shortened = true;
+    }
+    if (!shortened) return false;
+    part["truncated"] = true;
+  }
+}
+
+}  // namespace
+
+std::size_t json_size(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).size(); }
+
+void bound_stream_parts(json& record, std::size_t max_part_bytes) {
+  for (const char* name : {"stdout", "stderr"}) {
+    if (!record.contains(name) || !record[name].is_object()) continue;
+    json& stream = record[name];
+    const bool head_cut = bound_part(stream, "head", max_part_bytes, true);
+    const bool tail_cut = bound_part(stream, "tail", max_part_bytes, false);
+    if (head_cut || tail_cut) stream["truncated"] = true;
+  }
+}
+
+json bound_record(json record, std::size_t max_bytes) {
+  const std::size_t original = json_size(record);
+  if (original <= max_bytes) return record;
+  if (shorten_lists(record, "diff", {"added", "modified", "deleted", "errors"}, max_bytes)) return record;
+  if (shorten_lists(record, "tests", {"files", "unreadable"}, max_bytes)) return record;
+  for (const char* name : {"stdout", "stderr"}) {
+    if (!record.contains(name) || !record[name].is_object()) continue;
+    record[name]["head"] = "";
+    record[name]["tail"] = "";
+    record[name]["truncated"] = true;
+  }
+  if (json_size(record) <= max_bytes) return record;
+  json minimal;
+  for (const char* key : {"status", "exit_code", "signal", "wall_ms", "cpu_user_ms", "cpu_sys_ms",
+                          "peak_memory_bytes", "oom_kills"}) {
+    if (record.contains(key) && !record[key].is_object()) minimal[key] = record[key];
+  }
+  std::string reason = record.value("reason", std::string());
+  if (reason.size() > 4096) reason.resize(4096);
+  minimal["reason"] = reason;
+  minimal["record_error"] = "the record of " + std::to_string(original) + " bytes exceeded the " +
+                            std::to_string(max_bytes) + "-byte ceiling; only this summary was kept";
+  return minimal;
+}
+
+json failure_record(const std::string& reason, const sandbox::Result& result) {
+  std::string text = reason;
+  if (text.size() > 4096) text.resize(4096);
+  return {{"status", "internal_error"},
+          {"reason", text},
+          {"exit_code", result.exit_code},
+          {"signal", result.signal},
+          {"wall_ms", result.wall_ms}};
+}
+
+json build_record(const RunSpec& spec, const sandbox::Result& result, const RecordSources& sources) {
+  json record = sandbox::result_to_json(result);
+  bound_stream_parts(record);
+  if (sources.proxy) record["proxy"] = *sources.proxy;
+  std::string collect_error;
+  const bool cow = spec.workspace_path && spec.workspace_mode == WorkspaceMode::kCow;
+  std::error_code ec;
+  const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
+  if (have_upper) {
+    try {
+      record["diff"] = diff_upper(sources.upper_dir, *spec.workspace_path).to_json();
+    } catch (const std::exception& e) {
+      collect_error = std::string("diff: ") + e.what();
+    }
+  }
+  if (!spec.junit_globs.empty() && spec.workspace_path && (!cow || have_upper)) {
+    try {
+      const std::string root = cow ? sources.upper_dir : *spec.workspace_path;
+      record["tests"] = collect_junit(root, spec.junit_globs).to_json();
+    } catch (const std::exception& e) {
+      collect_error += (collect_error.empty() ? "" : "; ") + std::string("junit: ") + e.what();
+    }
+  }
+  if (!collect_error.empty()) record["collect_error"] = collect_error;
+  record["manifest"] = {{"image", spec.image},
+                        {"image_digest", spec.image_digest.empty() ? json() : json(spec.image_digest)},
+                        {"layers", spec.layers},
+                        {"image_digests", spec.image_digests()},
+                        {"policy", spec.policy},
+                        {"workspace", spec.workspace_path ? json(*spec.workspace_path) : json()}};
+  return bound_record(std::move(record));
+}
+
+}  // namespace capsule::daemon

@@ -1,0 +1,46 @@
+// The finished run's record: the sandbox result plus what is collected from the workspace (diff, JUnit
+// counts), kept under a hard size ceiling so nothing a sandbox produces can make the ledger refuse it.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "spec/run_spec.h"
+#include "sandbox/result.h"
+
+namespace capsule::daemon {
+
+// Ceiling of a stored record (its JSON text). Far below SQLite's limits; the full output is in the logs.
+constexpr std::size_t kMaxRecordBytes = 4u << 20;
+// Ceiling of each of stdout.head, stdout.tail, stderr.head, stderr.tail as JSON text (escapes counted).
+constexpr std::size_t kMaxStreamPartBytes = 512u << 10;
+
+// What finishing reads besides the result: where the cow upper dir and the workspace are.
+struct RecordSources {
+  std::string upper_dir;  // the cow workspace's overlay upper directory ("" when there is none)
+  std::optional<nlohmann::json> proxy;  // the package proxy's record, for network "proxy" runs
+};
+
+// result_to_json(result) + diff (cow workspaces) + tests (collect.junit) + manifest, with output parts
+// bounded (bound_stream_parts) and the whole record bounded (bound_record). A collector that fails leaves
+// its cause in "collect_error" instead of its section; never throws for what the sandbox left behind.
+nlohmann::json build_record(const RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);
+
+// Cuts stdout/stderr head (keeping its start) and tail (keeping its end) at character boundaries until each
+// is at most `max_part_bytes` of JSON text; a stream that was cut gets "truncated": true.
+void bound_stream_parts(nlohmann::json& record, std::size_t max_part_bytes = kMaxStreamPartBytes);
+
+// Makes the record's JSON text at most `max_bytes`: first shortens the diff lists and the tests' lists
+// (marking "truncated": true; totals stay), then drops the output parts, and as a last resort replaces the
+// record by a minimal one (status, reason, exit code, times) with "record_error" saying why.
+nlohmann::json bound_record(nlohmann::json record, std::size_t max_bytes = kMaxRecordBytes);
+
+// Size of value.dump() with invalid UTF-8 replaced (as the ledger stores it).
+std::size_t json_size(const nlohmann::json& value);
+
+// The smallest record of a run whose finishing failed: {"status": "internal_error", "reason", ...}.
+nlohmann::json failure_record(const std::string& reason, const sandbox::Result& result);
+
+}  // namespace capsule::daemon

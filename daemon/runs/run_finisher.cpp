@@ -1,0 +1,63 @@
+// RunFinisher: a mutex + condition variable queue in front of a few threads; stop() drains it first so
+// no finished run is left unrecorded at shutdown.
+#include "daemon/runs/run_finisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+
+namespace capsule::daemon {
+
+RunFinisher::RunFinisher(std::size_t threads) {
+  if (threads == 0) threads = 1;
+  for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+}
+
+RunFinisher::~RunFinisher() { stop(); }
+
+void RunFinisher::post(Job job) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      jobs_.push_back(std::move(job));
+      ready_.notify_one();
+      return;
+    }
+  }
+  job();
+}
+
+void RunFinisher::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  ready_.notify_all();
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  threads_.clear();
+}
+
+void RunFinisher::work() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mutex_);
+      ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and nothing left to run
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    try {
+      job();
+    } catch (const std::exception& e) {
+      spdlog::error("finisher: a finishing job failed: {}", e.what());
+    } catch (...) {
+      spdlog::error("finisher: a finishing job failed with an unknown exception");
+    }
+  }
+}
+
+}  // namespace capsule::daemon

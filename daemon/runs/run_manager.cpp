@@ -1,0 +1,408 @@
+// The daemon's run lifecycle: queue -> start (resolve, launch) -> supervise (one poll loop for all live
+// sandboxes) -> hand off to a finisher: record (result, diff, JUnit counts) -> ledger -> "finished".
+#include "daemon/runs/run_manager.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "base/base64.h"
+#include "http/response.h"
+#include "daemon/runs/disk_guard.h"
+#include "daemon/record/run_record.h"
+#include "sandbox/command.h"
+#include "sandbox/result_json.h"
+#include "sandbox/scratch.h"
+
+namespace capsule::daemon {
+namespace {
+
+const std::vector<double> kSetupBucketsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 2500};
+
+}  // namespace
+
+std::int64_t unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+struct RunManager::Run {
+  std::string id;
+  RunSpec spec;
+  sandbox::SandboxSpec sandbox_spec;  // resolved once, at submission (names checked, policy read)
+  std::string run_dir;
+  std::vector<Listener> listeners;  // guarded by RunManager::mutex_
+  std::atomic<bool> cancel_requested{false};
+  bool started = false;             // guarded by mutex_
+  // Supervision thread only, then (after the hand-off) the finisher's:
+  std::unique_ptr<sandbox::StartedSandbox> sandbox;
+  std::unique_ptr<LogWriter> stdout_log;
+  std::unique_ptr<LogWriter> stderr_log;
+  std::unique_ptr<RunProxy> proxy;  // network "proxy": stopped once the sandbox is gone
+};
+
+namespace {
+
+std::string home_of(const std::vector<std::string>& env) {
+  for (const auto& entry : env) {
+    if (entry.rfind("HOME=", 0) == 0) return entry.substr(5);
+  }
+  return "/root";
+}
+
+}  // namespace
+
+RunManager::RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options)
+    : launcher_(launcher), ledger_(ledger), logs_(logs), options_(std::move(options)) {
+  stats_.setup_buckets_ms = kSetupBucketsMs;
+  stats_.setup_bucket_counts.assign(kSetupBucketsMs.size() + 1, 0);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  std::filesystem::create_directories(options_.runs_dir);
+  thread_ = std::thread([this] { supervise_loop(); });
+}
+
+RunManager::~RunManager() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    draining_ = true;
+    for (auto& [id, run] : live_) run->cancel_requested = true;
+  }
+  wake();
+  thread_.join();
+  finisher_.stop();  // every run handed off is recorded before the manager goes away
+  close(wake_fd_);
+}
+
+void RunManager::wake() {
+  std::uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener listener) {
+  // Before anything is written for it: below the watermark the ledger and the logs keep their room.
+  if (!options_.state_dir.empty()) require_storage(options_.state_dir, options_.storage);
+  auto run = std::make_shared<Run>();
+  run->id = sandbox::new_sandbox_id();
+  run->spec = spec;
+  run->run_dir = options_.runs_dir + "/" + run->id;
+  if (listener) run->listeners.push_back(std::move(listener));
+  // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
+  // Unknown names are the client's error (404/400) now; what vanishes before the start fails its setup.
+  if (run->spec.network == "proxy" && !options_.proxies.proxy) {
+    throw http::ApiError(400, "invalid_spec", "network: this capsuled has no package proxy configured");
+  }
+  pin_image(run->spec, options_.images);
+  run->sandbox_spec = resolve_run_spec(
+      run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) throw http::ApiError(503, "draining", "capsuled is shutting down and accepts no new runs");
+    // Runs popped from the queue count until they finish, so a burst of submissions cannot overfill it
+    // before the supervision thread gets to start any of them.
+    if (running_ + queue_.size() >= options_.max_concurrent + options_.max_queue) {
+      throw http::ApiError(429, "queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
+                                            std::to_string(running_) + " running); retry later");
+    }
+    ledger_.insert_queued(run->id, run->spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
+    live_[run->id] = run;
+    // Under the lock, before the supervision thread can see the run: "queued" always comes before "started".
+    for (const auto& first : run->listeners) first({{"event", "queued"}, {"id", run->id}});
+    queue_.push_back(run);
+  }
+  wake();
+  return run->id;
+}
+
+void RunManager::cancel(const std::string& id) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(id);
+    if (it != live_.end()) {
+      it->second->cancel_requested = true;
+      wake();
+      return;
+    }
+  }
+  if (ledger_.get(id)) throw http::ApiError(409, "already_finished", "run " + id + " has already finished");
+  throw http::ApiError(404, "not_found", "no run with id " + id);
+}
+
+bool RunManager::subscribe(const std::string& id, Listener listener) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  it->second->listeners.push_back(std::move(listener));
+  return true;
+}
+
+RunStats RunManager::stats() const {
+  std::lock_guard lock(mutex_);
+  RunStats copy = stats_;
+  copy.active = running_;
+  copy.queued = queue_.size();
+  copy.draining = draining_;
+  return copy;
+}
+
+void RunManager::drain(std::chrono::milliseconds grace) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  auto idle = [&] { return live_.empty(); };
+  if (!idle_.wait_for(lock, grace, idle)) {
+    for (auto& [id, run] : live_) run->cancel_requested = true;
+    wake();
+    idle_.wait(lock, idle);
+  }
+}
+
+void RunManager::notify(const std::shared_ptr<Run>& run, const nlohmann::json& event) {
+  std::vector<Listener> listeners;
+  {
+    std::lock_guard lock(mutex_);
+    listeners = run->listeners;
+  }
+  for (const auto& listener : listeners) listener(event);
+}
+
+void RunManager::start_queued_locked(std::vector<std::shared_ptr<Run>>& started) {
+  while (running_ < options_.max_concurrent && !queue_.empty()) {
+    std::shared_ptr<Run> run = queue_.front();
+    queue_.pop_front();
+    run->started = true;
+    ++running_;
+    started.push_back(run);
+  }
+}
+
+void RunManager::start_run(const std::shared_ptr<Run>& run) {
+  if (run->cancel_requested) {
+    sandbox::Result result;
+    result.status = sandbox::Status::kCancelled;
+    result.reason = "cancelled before it started";
+    finish_run(run, result);
+    return;
+  }
+  try {
+    ledger_.mark_running(run->id, unix_ms());
+    notify(run, {{"event", "started"}, {"id", run->id}});
+    std::filesystem::create_directories(run->run_dir);
+    run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
+    run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
+    sandbox::RunHooks hooks;
+    Run* raw = run.get();
+    // The relay: exact bytes, base64 in the event (JSON strings cannot carry arbitrary bytes); no re-encoding.
+    hooks.on_output = [this, raw, run_ref = std::weak_ptr<Run>(run)](sandbox::OutputStream stream, std::string_view chunk) {
+      const bool is_stdout = stream == sandbox::OutputStream::kStdout;
+      (is_stdout ? raw->stdout_log : raw->stderr_log)->append(chunk);
+      if (auto self = run_ref.lock()) {
+        {
+          std::lock_guard lock(mutex_);
+          if (self->listeners.empty()) return;
+        }
+        notify(self, {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id}, {"data_b64", base::base64_encode(chunk)}});
+      }
+    };
+    sandbox::SandboxSpec sandbox_spec = run->sandbox_spec;
+    std::optional<proxy::Cutoff> cutoff;
+    if (run->spec.network == "proxy") {
+      cutoff = proxy::parse_cutoff(run->spec.as_of.value_or(""));
+      if (!cutoff) throw std::runtime_error("network proxy: unusable as_of");
+      add_proxy_to_sandbox(sandbox_spec, *cutoff, run->run_dir, home_of(sandbox_spec.env),
+                           launcher_.options().host_id_base);
+    }
+    run->sandbox = launcher_.start(sandbox_spec, hooks);
+    if (cutoff) {
+      run->proxy = std::make_unique<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *cutoff,
+                                              run->sandbox->take_listeners());
+    }
+  } catch (const sandbox::SandboxError& e) {
+    run->sandbox.reset();
+    finish_run(run, sandbox::Launcher::setup_failure(e));
+  } catch (const std::exception& e) {
+    run->sandbox.reset();
+    sandbox::Result result;
+    result.status = sandbox::Status::kInternalError;
+    result.reason = std::string("starting the run failed: ") + e.what();
+    finish_run(run, result);
+  }
+}
+
+void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
+  finisher_.post([this, run, result = std::move(result)]() mutable { complete_run(run, std::move(result)); });
+}
+
+void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::string& state,
+                                 const nlohmann::json& record) {
+  try {
+    ledger_.mark_finished(run->id, state, record, unix_ms());
+    return;
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: recording it as {} failed: {}", run->id, state, e.what());
+    try {
+      sandbox::Result none;
+      none.wall_ms = record.value("wall_ms", 0.0);
+      ledger_.mark_finished(run->id, "internal_error",
+                            failure_record(std::string("recording the run failed: ") + e.what(), none), unix_ms());
+    } catch (const std::exception& again) {
+      spdlog::error("run {}: recording it as internal_error failed too: {}", run->id, again.what());
+    }
+  }
+}
+
+void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
+  std::string state = sandbox::status_name(result.status);
+  nlohmann::json record;
+  try {
+    RecordSources sources;
+    sources.upper_dir = run->run_dir + "/upper";
+    if (run->proxy) {
+      sources.proxy = run->proxy->record();
+      run->proxy.reset();
+    }
+    for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
+      if (log != nullptr) log->close();
+    }
+    record = build_record(run->spec, result, sources);
+  } catch (const std::exception& e) {
+    state = "internal_error";
+    record = failure_record(std::string("finishing the run failed: ") + e.what(), result);
+  }
+  // After the record: a sandbox disk holds the cow upper the diff and JUnit read until the sandbox goes. Its
+  // release (the rootfs scratch, maybe many files, and the disk) happens here, not on the supervision loop.
+  run->sandbox.reset();
+  record_finished(run, state, record);
+  std::error_code ignored;
+  std::filesystem::remove_all(run->run_dir, ignored);
+
+  std::optional<RunRow> row;
+  try {
+    row = ledger_.get(run->id);
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: reading its final row failed: {}", run->id, e.what());
+  }
+  nlohmann::json run_json = row ? row->to_json() : nlohmann::json{{"id", run->id}, {"state", state}, {"record", record}};
+  if (row) state = row->state;
+  {
+    // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.
+    std::lock_guard lock(mutex_);
+    live_.erase(run->id);
+    if (run->started) --running_;
+    ++stats_.finished_by_status[state];
+    if (result.setup.total_ms > 0) {
+      stats_.setup_sum_ms += result.setup.total_ms;
+      ++stats_.setup_count;
+      for (std::size_t i = 0; i <= kSetupBucketsMs.size(); ++i) {
+        const bool in_bucket = i == kSetupBucketsMs.size() || result.setup.total_ms <= kSetupBucketsMs[i];
+        if (in_bucket) ++stats_.setup_bucket_counts[i];
+      }
+    }
+  }
+  try {
+    notify(run, {{"event", "finished"}, {"id", run->id}, {"run", std::move(run_json)}});
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: sending \"finished\" failed: {}", run->id, e.what());
+  }
+  idle_.notify_all();  // after the answers are on their way, so drain() does not return before them
+  wake();              // a free slot for the queue; a stopping loop may now end
+}
+
+void RunManager::supervise_loop() {
+  std::vector<std::shared_ptr<Run>> active;
+  for (;;) {
+    try {
+      if (!supervise_once(active)) return;
+    } catch (const std::exception& e) {
+      // A backstop: whatever went wrong is logged and the loop goes on supervising the others.
+      spdlog::error("supervision loop: {}", e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
+bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
+  std::vector<std::shared_ptr<Run>> to_start;
+  std::vector<std::shared_ptr<Run>> cancelled_in_queue;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && live_.empty()) return false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancel_requested) {
+        cancelled_in_queue.push_back(*it);
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    start_queued_locked(to_start);
+  }
+  for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
+  for (auto& run : to_start) {
+    start_run(run);
+    if (run->sandbox) active.push_back(run);
+  }
+
+  std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+  std::vector<Run*> owners{nullptr};
+  std::int64_t deadline = 0;
+  for (auto& run : active) {
+    sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+    if (run->cancel_requested) supervisor.cancel();
+    for (const pollfd& p : supervisor.interest()) {
+      fds.push_back(p);
+      owners.push_back(run.get());
+    }
+    std::int64_t d = supervisor.next_deadline();
+    if (d != 0 && (deadline == 0 || d < deadline)) deadline = d;
+  }
+  const std::int64_t now = sandbox::monotonic_ns();
+  int timeout_ms = deadline == 0 ? -1 : static_cast<int>(std::max<std::int64_t>(0, (deadline - now) / 1000000 + 1));
+  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return true;
+  if (fds[0].revents != 0) {
+    std::uint64_t count;
+    (void)!read(wake_fd_, &count, sizeof count);
+  }
+  std::set<Run*> broken;  // a supervisor that threw: its sandbox is torn down and recorded as an error
+  std::map<Run*, std::string> errors;
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents == 0 || broken.count(owners[i])) continue;
+    try {
+      owners[i]->sandbox->supervisor().handle(fds[i].fd, fds[i].revents);
+    } catch (const std::exception& e) {
+      broken.insert(owners[i]);
+      errors[owners[i]] = e.what();
+    }
+  }
+  const std::int64_t after = sandbox::monotonic_ns();
+  for (auto it = active.begin(); it != active.end();) {
+    auto run = *it;
+    sandbox::Result result;
+    try {
+      sandbox::Supervisor& supervisor = run->sandbox->supervisor();
+      if (!broken.count(run.get())) supervisor.tick(after);
+      if (!broken.count(run.get()) && !supervisor.finished()) {
+        ++it;
+        continue;
+      }
+      if (broken.count(run.get())) throw std::runtime_error(errors[run.get()]);
+      result = run->sandbox->finish();
+    } catch (const std::exception& e) {
+      result = sandbox::Result{};
+      result.status = sandbox::Status::kInternalError;
+      result.reason = std::string("supervision failed: ") + e.what();
+    }
+    it = active.erase(it);
+    finish_run(run, std::move(result));
+  }
+  return true;
+}
+
+}  // namespace capsule::daemon

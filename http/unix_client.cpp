@@ -1,0 +1,195 @@
+// Synchronous HTTP/1.1 over AF_UNIX with Boost.Beast: connect, write one request, read the response whole or
+// as it arrives (buffer_body), with errors that name the socket and the errno text.
+#include "http/unix_client.h"
+
+#include <sys/un.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#ifndef CAPSULE_VERSION
+#define CAPSULE_VERSION "unknown"
+#endif
+
+namespace capsule::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using Socket = asio::local::stream_protocol::socket;
+
+std::string lower(boost::beast::string_view text) {
+  std::string out(text.data(), text.size());
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+[[noreturn]] void transport_failure(const std::string& path, const std::string& step, const beast::error_code& ec) {
+  throw std::runtime_error("lost connection to capsuled at " + path + " while " + step + ": " + ec.message());
+}
+
+// Connects and writes the request; the socket is then ready for reading the response.
+Socket send_request(asio::io_context& io, const std::string& path, const std::string& method,
+                    const std::string& target, const nlohmann::json& body, const Headers& headers) {
+  const bhttp::verb verb = bhttp::string_to_verb(method);
+  if (verb == bhttp::verb::unknown) throw std::invalid_argument("unknown HTTP method '" + method + "'");
+  if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(path, ENAMETOOLONG);
+
+  Socket socket(io);
+  beast::error_code ec;
+  socket.connect(asio::local::stream_protocol::endpoint(path), ec);
+  if (ec) throw ConnectError(path, ec.value());
+
+  bhttp::request<bhttp::string_body> req{verb, target, 11};
+  req.set(bhttp::field::host, "capsule");
+  req.set(bhttp::field::user_agent, "capsule/" CAPSULE_VERSION);
+  for (const auto& [name, value] : headers) req.set(name, value);
+  if (!body.is_null()) {
+    req.set(bhttp::field::content_type, "application/json");
+    req.body() = body.dump();
+  }
+  req.keep_alive(false);
+  req.prepare_payload();
+  bhttp::write(socket, req, ec);
+  if (ec) transport_failure(path, "sending " + method + " " + target, ec);
+  return socket;
+}
+
+template <typename Body>
+void copy_head(const bhttp::response<Body>& message, HttpResponse& out) {
+  out.status = static_cast<int>(message.result_int());
+  for (const auto& field : message) out.headers[lower(field.name_string())] = std::string(field.value().data(), field.value().size());
+}
+
+}  // namespace
+
+ConnectError::ConnectError(const std::string& path, int error)
+    : std::runtime_error("cannot connect to capsuled at " + path + ": " + std::strerror(error)), error_(error) {}
+
+bool ConnectError::nobody_listening() const { return error_ == ENOENT || error_ == ECONNREFUSED; }
+
+ResponseError::ResponseError(int status, std::string code, const std::string& message)
+    : std::runtime_error(message + " (" + code + ")"), status_(status), code_(std::move(code)) {}
+
+HttpResponse HttpClient::request(const std::string& method, const std::string& target, const nlohmann::json& body,
+                                 const Headers& headers) const {
+  asio::io_context io;
+  Socket socket = send_request(io, socket_path_, method, target, body, headers);
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  beast::error_code ec;
+  bhttp::read(socket, buffer, parser, ec);
+  if (ec) transport_failure(socket_path_, "reading the response to " + method + " " + target, ec);
+  HttpResponse out;
+  copy_head(parser.get(), out);
+  out.body = std::move(parser.get().body());
+  return out;
+}
+
+HttpResponse HttpClient::stream(const std::string& method, const std::string& target, const nlohmann::json& body,
+                                const Headers& headers, const ChunkCallback& on_data) const {
+  asio::io_context io;
+  Socket socket = send_request(io, socket_path_, method, target, body, headers);
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::buffer_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  beast::error_code ec;
+  bhttp::read_header(socket, buffer, parser, ec);
+  if (ec) transport_failure(socket_path_, "reading the response to " + method + " " + target, ec);
+  HttpResponse out;
+  copy_head(parser.get(), out);
+  const bool collect = out.status >= 300;
+
+  std::vector<char> buffer_storage(1 << 16);
+  char* piece = buffer_storage.data();
+  const std::size_t piece_size = buffer_storage.size();
+  while (!parser.is_done()) {
+    parser.get().body().data = piece;
+    parser.get().body().size = piece_size;
+    bhttp::read_some(socket, buffer, parser, ec);  // returns as soon as some body bytes are parsed
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (ec) transport_failure(socket_path_, "reading the body of " + method + " " + target, ec);
+    const std::size_t n = piece_size - parser.get().body().size;
+    if (n == 0) continue;
+    if (collect) out.body.append(piece, n);
+    else on_data(std::string_view(piece, n));
+  }
+  return out;
+}
+
+HttpResponse HttpClient::stream_lines(const std::string& method, const std::string& target,
+                                      const nlohmann::json& body, const Headers& headers,
+                                      const ChunkCallback& on_line) const {
+  std::string pending;  // the start of a line whose '\n' has not arrived yet
+  HttpResponse out = stream(method, target, body, headers, [&](std::string_view data) {
+    // Lines wholly inside `data` are handed on without copying; only a partial line is kept.
+    for (std::size_t newline; (newline = data.find('\n')) != std::string_view::npos;) {
+      if (pending.empty()) {
+        on_line(data.substr(0, newline));
+      } else {
+        pending.append(data.substr(0, newline));
+        on_line(pending);
+        pending.clear();
+      }
+      data.remove_prefix(newline + 1);
+    }
+    if (pending.size() + data.size() > kMaxLineBytes) {
+      throw std::runtime_error("capsuled sent a line of more than " + std::to_string(kMaxLineBytes >> 20) +
+                               " MiB without a newline in the answer to " + method + " " + target);
+    }
+    pending.append(data);
+  });
+  if (!pending.empty()) on_line(pending);
+  return out;
+}
+
+void throw_if_error(const HttpResponse& response) {
+  if (response.status < 400) return;
+  const auto body = nlohmann::json::parse(response.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    const auto& error = body["error"];
+    throw ResponseError(response.status, error.value("code", "http_" + std::to_string(response.status)),
+                   error.value("message", std::string("no message")));
+  }
+  std::string text = response.body.substr(0, 200);
+  if (text.empty()) text = "no body";
+  throw ResponseError(response.status, "http_" + std::to_string(response.status), "capsuled answered: " + text);
+}
+
+nlohmann::json request_json(const HttpClient& client, const std::string& method, const std::string& target,
+                            const nlohmann::json& body) {
+  const HttpResponse response = client.request(method, target, body);
+  throw_if_error(response);
+  auto parsed = nlohmann::json::parse(response.body, nullptr, false);
+  if (parsed.is_discarded()) {
+    throw std::runtime_error("capsuled answered " + method + " " + target + " with a body that is not JSON");
+  }
+  return parsed;
+}
+
+std::string url_encode(std::string_view text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || (c != '\0' && std::strchr("-_.~=:,@", c) != nullptr)) {
+      out += c;
+    } else {
+      out += '%';
+      out += hex[byte >> 4];
+      out += hex[byte & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace capsule::http

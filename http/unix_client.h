@@ -1,0 +1,83 @@
+// A small synchronous HTTP/1.1 client for capsuled's Unix socket (Boost.Beast): one connection per request,
+// JSON bodies, and a streaming variant for chunked ndjson events and followed logs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace capsule::http {
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;                            // empty when a streaming call delivered it to the callback
+};
+
+// No daemon answers on the socket: "cannot connect to capsuled at <path>: <errno text>".
+class ConnectError : public std::runtime_error {
+ public:
+  ConnectError(const std::string& path, int error);
+  int error() const { return error_; }  // errno value (ENOENT, ECONNREFUSED, ...)
+  // True when nothing listens there, so starting a daemon is the fix (ENOENT, ECONNREFUSED).
+  bool nobody_listening() const;
+
+ private:
+  int error_;
+};
+
+// The daemon answered with 4xx/5xx; code and message come from its {"error": {"code", "message"}} body.
+class ResponseError : public std::runtime_error {
+ public:
+  ResponseError(int status, std::string code, const std::string& message);
+  int status() const { return status_; }
+  const std::string& code() const { return code_; }
+
+ private:
+  int status_;
+  std::string code_;
+};
+
+using Headers = std::map<std::string, std::string>;
+using ChunkCallback = std::function<void(std::string_view data)>;
+
+class HttpClient {
+ public:
+  explicit HttpClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  const std::string& socket_path() const { return socket_path_; }
+
+  // Sends one request (body as JSON when not null) and reads the whole response. Throws ConnectError when the
+  // socket does not answer and std::runtime_error for transport failures; HTTP error statuses are returned.
+  HttpResponse request(const std::string& method, const std::string& target, const nlohmann::json& body = nullptr,
+                       const Headers& headers = {}) const;
+
+  // Like request(), but a 2xx body is handed to `on_data` piece by piece as it arrives (chunked or not) instead
+  // of being collected. Error bodies (status >= 300) are collected into the response as usual.
+  HttpResponse stream(const std::string& method, const std::string& target, const nlohmann::json& body,
+                      const Headers& headers, const ChunkCallback& on_data) const;
+
+  // stream(), split into lines without their '\n'; a last line without '\n' is delivered too. A line longer
+  // than kMaxLineBytes throws std::runtime_error naming the limit (the daemon's events stay far below it).
+  static constexpr std::size_t kMaxLineBytes = 64u << 20;
+  HttpResponse stream_lines(const std::string& method, const std::string& target, const nlohmann::json& body,
+                            const Headers& headers, const ChunkCallback& on_line) const;
+
+ private:
+  std::string socket_path_;
+};
+
+// Throws ResponseError when the response is an error (status >= 400), with the daemon's code and message when the
+// body has them, otherwise the status and body text.
+void throw_if_error(const HttpResponse& response);
+// request() + throw_if_error() + the body parsed as JSON.
+nlohmann::json request_json(const HttpClient& client, const std::string& method, const std::string& target,
+                            const nlohmann::json& body = nullptr);
+
+// Percent-encodes a path segment or query value: all but unreserved characters and "=:,@" (so a label
+// filter reads label=k=v).
+std::string url_encode(std::string_view text);
+
+}  // namespace capsule::http

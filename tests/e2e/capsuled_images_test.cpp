@@ -1,0 +1,301 @@
+// Integration tests of images through a real capsuled: import a rootfs built here (a shell, cat and their
+// libraries from the host), run in it by ref, digest and toolchain (incl. python "auto" by date), stack
+// layer images on it (`layers`, and toolchain layers picked by selection), save, re-import, remove and gc,
+// and the errors of each.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "http/unix_client.h"
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+// Copies `binary` and the shared libraries ldd lists for it into `root`, at the same paths.
+void copy_with_libraries(const std::string& binary, const fs::path& root) {
+  std::set<std::string> files = {binary};
+  FILE* ldd = popen(("ldd " + binary).c_str(), "r");
+  ASSERT_NE(ldd, nullptr);
+  char line[512];
+  while (fgets(line, sizeof line, ldd) != nullptr) {
+    std::istringstream words(line);
+    for (std::string word; words >> word;) {
+      if (word.front() == '/') files.insert(word);
+    }
+  }
+  pclose(ldd);
+  for (const std::string& file : files) {
+    const fs::path real = fs::canonical(file);
+    fs::create_directories(root / fs::path(file).relative_path().parent_path());
+    fs::copy_file(real, root / fs::path(file).relative_path(), fs::copy_options::overwrite_existing);
+  }
+}
+
+class CapsuledImages : public Capsuled {
+ protected:
+  // A minimal root: /bin/sh, cat, ls, a marker file (root-owned) and one owned by uid 1000.
+  fs::path make_rootfs(const std::string& marker) {
+    const fs::path root = make_dir("rootfs-" + marker);
+    for (const char* binary : {"/bin/sh", "/bin/cat", "/bin/ls"}) copy_with_libraries(binary, root);
+    if (fs::is_symlink("/lib64") || fs::exists("/lib64")) fs::create_directories(root / "lib64");
+    write_file(root / "marker", marker + "\n");
+    write_file(root / "home-file", "user\n");
+    EXPECT_EQ(::chown((root / "home-file").c_str(), 1000, 1000), 0);
+    return root;
+  }
+
+  // `config`: the import's labels, env, working_dir and user.
+  json import_rootfs(const fs::path& root, const std::string& ref, const json& labels = json::object(),
+                     const json& config = json::object()) {
+    json body = {{"source", root.string()}, {"format", "rootfs"}, {"ref", ref}};
+    if (!labels.empty()) body["labels"] = labels;
+    body.update(config);
+    const HttpResponse response = call("POST", "/v1/images", body);
+    EXPECT_EQ(response.status, 201) << response.body;
+    return body_json(response);
+  }
+
+  // make_rootfs() with an /etc/passwd naming root and tester (uid 1000, home /home/tester).
+  fs::path make_base_rootfs() {
+    const fs::path root = make_rootfs("base");
+    fs::create_directories(root / "etc");
+    write_file(root / "etc/passwd", "root:x:0:0:root:/root:/bin/sh\ntester:x:1000:1000::/home/tester:/bin/sh\n");
+    return root;
+  }
+  // A toolchain layer as toolchain-layer.sh makes them: no shell of its own, only /opt/tool/bin/tool.
+  fs::path make_tool_layer() {
+    const fs::path root = make_dir("tool-layer");
+    fs::create_directories(root / "opt/tool/bin");
+    write_file(root / "opt/tool/bin/tool", "#!/bin/sh\necho \"tool 2.1.0 at $0\"\n");
+    fs::permissions(root / "opt/tool/bin/tool", fs::perms::owner_all | fs::perms::group_read |
+                                                    fs::perms::group_exec | fs::perms::others_read |
+                                                    fs::perms::others_exec);
+    return root;
+  }
+  // The tool layer imported with its own PATH and toolchain labels, to stack on `base`.
+  json import_tool_layer(const fs::path& root, const std::string& ref, const json& toolchains,
+                         const std::string& base = "test/base:1") {
+    json labels = {{"org.capsule.layer.base", base}};
+    for (const auto& [name, version] : toolchains.items()) labels["org.capsule.toolchain." + name] = version;
+    return import_rootfs(root, ref, labels, {{"env", {"PATH=/opt/tool/bin"}}});
+  }
+};
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+TEST_F(CapsuledImages, ImportListInspectAndRunByRefAndDigest) {
+  start();
+  const json image = import_rootfs(make_rootfs("alpha"), "test/alpha:1");
+  const std::string digest = image.at("digest");
+  EXPECT_EQ(digest.rfind("sha256:", 0), 0u);
+  EXPECT_EQ(image.at("refs"), json::array({"test/alpha:1"}));
+
+  const json list = body_json(call("GET", "/v1/images"));
+  ASSERT_EQ(list.at("images").size(), 1u);
+  EXPECT_EQ(list["images"][0]["digest"], digest);
+  EXPECT_EQ(body_json(call("GET", "/v1/images/" + http::url_encode("test/alpha:1"))).at("digest"), digest);
+  EXPECT_EQ(body_json(call("GET", "/v1/images/" + http::url_encode(digest))).at("digest"), digest);
+
+  for (const std::string& ref : {std::string("test/alpha:1"), digest}) {
+    json spec = {{"image", ref}, {"argv", {"/bin/sh", "-c", "cat /marker; ls -n /marker /home-file; ls /usr/lib/jvm 2>&1"}}};
+    const json run = run_and_wait(spec);
+    EXPECT_EQ(run.at("state"), "failed") << "ls of a host-only path must fail: " << run.dump();
+    const std::string out = run["record"]["stdout"]["head"];
+    EXPECT_EQ(out.rfind("alpha\n", 0), 0u) << out;
+    EXPECT_TRUE(std::regex_search(out, std::regex(R"(-rw-r--r-- +1 +0 +0 +6 .*/marker)")))
+        << "root-owned in the image, root-owned inside: " << out;
+    EXPECT_TRUE(std::regex_search(out, std::regex(R"(-rw-r--r-- +1 +1000 +1000 +5 .*/home-file)"))) << out;
+    EXPECT_NE(out.find("/usr/lib/jvm': No such file"), std::string::npos)
+        << "the host's /usr must not be visible";
+    EXPECT_EQ(run["spec"]["image_digest"], digest);
+    EXPECT_EQ(run["record"]["manifest"]["image_digest"], digest);
+  }
+}
+
+TEST_F(CapsuledImages, ToolchainSelectionByVersionAndByDate) {
+  start();
+  const std::string old_digest =
+      import_rootfs(make_rootfs("py310"), "test/py:3.10", {{"org.capsule.toolchain.python", "3.10.11"}})["digest"];
+  const std::string new_digest =
+      import_rootfs(make_rootfs("py312"), "test/py:3.12", {{"org.capsule.toolchain.python", "3.12.8"}})["digest"];
+
+  json by_version = run_and_wait({{"toolchains", {{"python", "3.12"}}}, {"argv", {"/bin/cat", "/marker"}}});
+  EXPECT_EQ(by_version["record"]["stdout"]["head"], "py312\n");
+  EXPECT_EQ(by_version["spec"]["image_digest"], new_digest);
+  EXPECT_TRUE(by_version["spec"]["image_choice"].contains("reason"));
+
+  json by_date = run_and_wait(
+      {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-04-11"}, {"argv", {"/bin/cat", "/marker"}}});
+  EXPECT_EQ(by_date["record"]["stdout"]["head"], "py310\n") << by_date.dump();
+  EXPECT_EQ(by_date["spec"]["image_digest"], old_digest);
+  EXPECT_EQ(by_date["spec"]["image_choice"]["python_auto"]["version"], "3.10.11");
+
+  const HttpResponse missing = call("POST", "/v1/runs", {{"toolchains", {{"python", "auto"}}}, {"as_of", "2025-07-31"},
+                                                          {"argv", {"/bin/true"}}});
+  expect_error(missing, 404, "no_matching_image", "3.12.11");
+  expect_error(call("POST", "/v1/runs", {{"toolchains", {{"java", "17"}}}, {"image", "host"}, {"argv", {"x"}}}), 400,
+               "invalid_spec", "image");
+  expect_error(call("POST", "/v1/runs", {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-13-01"},
+                                         {"argv", {"x"}}}),
+               400, "invalid_spec", "as_of");
+}
+
+TEST_F(CapsuledImages, LayersStackOnTheBaseWithMergedEnvAndHome) {
+  start();
+  const fs::path base_root = make_base_rootfs();
+  const std::string base = import_rootfs(base_root, "test/base:1")["digest"];
+  const std::string tester_base = import_rootfs(base_root, "test/base:tester", {}, {{"user", "tester"}})["digest"];
+  const std::string layer = import_tool_layer(make_tool_layer(), "test/tool:2", {{"tool", "2.1.0"}})["digest"];
+
+  const json run = run_and_wait({{"image", "test/base:1"}, {"layers", {"test/tool:2"}},
+                                 {"argv", {"/bin/sh", "-c", "tool; echo PATH=$PATH; echo HOME=$HOME; cat /marker"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
+  EXPECT_EQ(run["record"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\nPATH=/opt/tool/bin:" +
+                                                 std::string(kDefaultPath) + "\nHOME=/root\nbase\n");
+  EXPECT_EQ(run["spec"]["layers"], json::array({"test/tool:2"}));
+  EXPECT_EQ(run["spec"]["image_digest"], base);
+  EXPECT_EQ(run["spec"]["image_digests"], json::array({base, layer}));
+  EXPECT_EQ(run["record"]["manifest"]["image_digests"], json::array({base, layer}));
+  EXPECT_EQ(run["record"]["manifest"]["layers"], json::array({"test/tool:2"}));
+
+  // The base's User; HOME from its passwd entry. A layer named by digest.
+  const json as_tester = run_and_wait(
+      {{"image", "test/base:tester"}, {"layers", {layer}},
+       {"argv", {"/bin/sh", "-c",
+                 "tool; echo HOME=$HOME; while read k v rest; do case $k in Uid:|Gid:) echo $k $v;; esac; done "
+                 "< /proc/self/status"}}});
+  ASSERT_EQ(as_tester.value("state", ""), "succeeded") << as_tester.dump();
+  EXPECT_EQ(as_tester["record"]["stdout"]["head"],
+            "tool 2.1.0 at /opt/tool/bin/tool\nHOME=/home/tester\nUid: 1000\nGid: 1000\n");
+  EXPECT_EQ(as_tester["spec"]["image_digests"], json::array({tester_base, layer}));
+  // HOME from the run's env wins.
+  EXPECT_EQ(run_and_wait({{"image", "test/base:1"}, {"env", {{"HOME", "/w"}}}, {"argv", {"/bin/sh", "-c", "echo $HOME"}}})
+                ["record"]["stdout"]["head"],
+            "/w\n");
+
+  expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", {"test/tool:2", "Bad Ref"}}, {"argv", {"x"}}}),
+               400, "invalid_spec", "layers[1]");
+  expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", {"test/nope:1"}}, {"argv", {"x"}}}), 404,
+               "image_not_found", "layers[0]: 'test/nope:1' is not installed");
+  expect_error(call("POST", "/v1/runs", {{"layers", {"test/tool:2"}}, {"argv", {"x"}}}), 400, "invalid_spec",
+               "layers: are stacked on an imported image");
+}
+
+// 128 layers (the cap) mount although their absolute paths would overflow mount(2)'s one-page option string;
+// one more is refused before anything is created.
+TEST_F(CapsuledImages, DeepStacksRunUpToTheLayerCap) {
+  start();
+  import_rootfs(make_base_rootfs(), "test/base:1");
+  json layers = json::array();
+  for (int i = 0; i < 128; ++i) {
+    const fs::path root = make_dir("deep-" + std::to_string(i));
+    fs::create_directories(root / "stack");
+    write_file(root / "stack" / std::to_string(i), std::to_string(i) + "\n");
+    const std::string ref = "test/deep:" + std::to_string(i);
+    import_rootfs(root, ref);
+    layers.push_back(ref);
+  }
+  const json too_deep = layers;
+  layers.erase(layers.end() - 1);
+
+  const json run = run_and_wait({{"image", "test/base:1"}, {"layers", layers},
+                                 {"argv", {"/bin/sh", "-c", "cat /stack/0 /stack/126 /marker; set -- /stack/*; echo $#"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
+  EXPECT_EQ(run["record"]["stdout"]["head"], "0\n126\nbase\n127\n");
+  EXPECT_EQ(run["spec"]["image_digests"].size(), 128u);
+
+  expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", too_deep}, {"argv", {"true"}}}), 400,
+               "too_many_layers", "129 layers; at most 128 can be stacked");
+}
+
+TEST_F(CapsuledImages, ToolchainsPickALayerImageWithItsBase) {
+  start();
+  const std::string base = import_rootfs(make_base_rootfs(), "test/base:1")["digest"];
+  const fs::path layer_root = make_tool_layer();
+  const std::string tool = import_tool_layer(layer_root, "test/tool:2", {{"tool", "2.1.0"}})["digest"];
+  const std::string python = import_tool_layer(layer_root, "test/py:3.10", {{"python", "3.10.11"}})["digest"];
+  import_tool_layer(layer_root, "test/lost:3", {{"tool", "3.0.0"}}, "test/gone:1");
+
+  const json run = run_and_wait({{"toolchains", {{"tool", "2"}}}, {"argv", {"tool"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
+  EXPECT_EQ(run["record"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\n");
+  EXPECT_EQ(run["spec"]["image"], "test/base:1");
+  EXPECT_EQ(run["spec"]["image_digests"], json::array({base, tool}));
+  EXPECT_EQ(run["record"]["manifest"]["image_digests"], json::array({base, tool}));
+  const json& choice = run["spec"]["image_choice"];
+  EXPECT_EQ(choice["provided"], json({{"tool", "2.1.0"}}));
+  EXPECT_EQ(choice["images"], json::array({{{"ref", "test/base:1"}, {"digest", base}},
+                                           {{"ref", "test/tool:2"}, {"digest", tool}}}));
+  EXPECT_NE(choice.value("reason", "").find("stacked on test/base:1"), std::string::npos) << choice.dump();
+
+  const json by_date = run_and_wait(
+      {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-04-11"}, {"argv", {"/bin/sh", "-c", "echo $PATH"}}});
+  ASSERT_EQ(by_date.value("state", ""), "succeeded") << by_date.dump();
+  EXPECT_EQ(by_date["spec"]["image_digests"], json::array({base, python}));
+  EXPECT_EQ(by_date["spec"]["image_choice"]["python_auto"]["version"], "3.10.11");
+  EXPECT_EQ(by_date["record"]["stdout"]["head"], "/opt/tool/bin:" + std::string(kDefaultPath) + "\n");
+
+  expect_error(call("POST", "/v1/runs", {{"toolchains", {{"tool", "3"}}}, {"argv", {"tool"}}}), 404,
+               "no_matching_image", "test/lost:3 would, but its base test/gone:1 is not installed");
+}
+
+TEST_F(CapsuledImages, StreamedImportSaveReimportRemoveAndGc) {
+  start();
+  const fs::path root = make_rootfs("beta");
+  std::vector<json> events;
+  const HttpResponse streamed = client().stream_lines(
+      "POST", "/v1/images", {{"source", root.string()}, {"format", "rootfs"}, {"ref", "test/beta:1"}},
+      {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) { events.push_back(json::parse(line)); });
+  ASSERT_EQ(streamed.status, 200);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]["event"], "importing");
+  EXPECT_EQ(events[1]["event"], "imported");
+  const std::string digest = events[1]["image"]["digest"];
+
+  const fs::path archive = dir_ / "beta.tar";
+  ASSERT_EQ(call("POST", "/v1/images/" + http::url_encode("test/beta:1") + "/save", {{"path", archive.string()}}).status,
+            200);
+  ASSERT_TRUE(fs::exists(archive));
+  const HttpResponse again = call("POST", "/v1/images", {{"source", archive.string()}, {"format", "archive"}, {"ref", "test/copy:1"}});
+  ASSERT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(body_json(again)["digest"], digest) << "save then import keeps the digest";
+
+  EXPECT_EQ(body_json(call("DELETE", "/v1/images/" + http::url_encode("test/beta:1")))["removed"],
+            json::array({"test/beta:1"}));
+  EXPECT_EQ(call("POST", "/v1/images/gc").status, 200);
+  EXPECT_EQ(run_and_wait({{"image", "test/copy:1"}, {"argv", {"/bin/cat", "/marker"}}})["record"]["stdout"]["head"],
+            "beta\n");
+  EXPECT_EQ(body_json(call("DELETE", "/v1/images/" + http::url_encode(digest)))["removed"], json::array({"test/copy:1"}));
+  const json gc = body_json(call("POST", "/v1/images/gc"));
+  EXPECT_GE(gc["blobs"].size(), 3u) << gc.dump();  // manifest, config, layer
+  expect_error(call("POST", "/v1/runs", {{"image", "test/copy:1"}, {"argv", {"/bin/true"}}}), 404, "image_not_found",
+               "test/copy:1");
+}
+
+TEST_F(CapsuledImages, ImportErrors) {
+  start();
+  expect_error(call("POST", "/v1/images", {{"source", "relative"}, {"format", "rootfs"}, {"ref", "a:1"}}), 400,
+               "invalid_request", "source");
+  expect_error(call("POST", "/v1/images", {{"source", "/x"}, {"format", "zip"}, {"ref", "a:1"}}), 400,
+               "invalid_request", "format");
+  expect_error(call("POST", "/v1/images", {{"source", "/x"}, {"format", "rootfs"}}), 400, "invalid_request", "ref");
+  expect_error(call("POST", "/v1/images", {{"source", "/x"}, {"format", "layout"}, {"ref", "a:1"}, {"labels", {{"k", "v"}}}}),
+               400, "invalid_request", "rootfs");
+  expect_error(call("POST", "/v1/images", {{"source", "/nonexistent-dir"}, {"format", "layout"}, {"ref", "a:1"}}), 400,
+               "image_layout_failed", "/nonexistent-dir");
+  expect_error(call("POST", "/v1/images", {{"source", make_rootfs("x").string()}, {"format", "rootfs"}, {"ref", "Bad Ref"}}),
+               400, "invalid_ref", "Bad Ref");
+  expect_error(call("POST", "/v1/images", {{"source", make_rootfs("y").string()}, {"format", "rootfs"}, {"ref", "a:1"},
+                                          {"labels", {{"org.capsule.layer.base", "Not A Ref"}}}}),
+               400, "invalid_request", "labels.org.capsule.layer.base: not an image ref");
+  expect_error(call("GET", "/v1/images/" + http::url_encode("no/such:1")), 404, "image_not_found", "no/such");
+  expect_error(call("DELETE", "/v1/images/" + http::url_encode("no/such:1")), 404, "image_not_found", "no/such");
+  EXPECT_TRUE(body_json(call("GET", "/v1/images"))["images"].empty());
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -1,0 +1,166 @@
+// network "proxy" runs through a real capsuled: the package proxy listens inside each sandbox's own network
+// namespace with the run's date; real pip resolves as of that date, post-cutoff files are 404 even by URL, the
+// sandbox reaches nothing else, and the record lists every object served.
+#include <cstdio>
+#include <cstdlib>
+
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+class CapsuledProxy : public Capsuled {
+ protected:
+  void SetUp() override {
+    Capsuled::SetUp();
+    const std::string script = std::string(CAPSULE_SOURCE_DIR) + "/tests/proxy/fixtures/package_upstream.py";
+    const std::string command = "python3 " + script + " " + (dir_ / "fixture").string();
+    FILE* out = popen(command.c_str(), "r");
+    ASSERT_NE(out, nullptr);
+    char line[4096] = {};
+    const bool read = fgets(line, sizeof line, out) != nullptr;
+    ASSERT_EQ(pclose(out), 0);
+    ASSERT_TRUE(read);
+    const json fixture = json::parse(line);
+    const json config{{"proxy",
+                       {{"pypi_mirror", fixture["pypi_mirror"]},
+                        {"maven_mirror", {fixture["maven_mirror"]}},
+                        {"maven_publish_times", fixture["maven_publish_times"]}}}};
+    write_file(dir_ / "config.json", config.dump());
+    start({"--config", (dir_ / "config.json").string()});
+  }
+
+  json proxy_run(const std::string& as_of, const std::string& script) const {
+    json spec = sh(script);
+    spec["network"] = "proxy";
+    spec["as_of"] = as_of;
+    return run_and_wait(spec);
+  }
+};
+
+TEST_F(CapsuledProxy, PipResolvesTheNewestVersionsBeforeTheRunsDate) {
+  const std::string download = "cd /tmp && python3 -m pip download -q -d dl alpha beta >&2 && ls dl";
+  const json early = proxy_run("2022-07-01", download);
+  ASSERT_EQ(early["record"]["status"], "succeeded") << early.dump(2);
+  EXPECT_EQ(early["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n");
+  const json later = proxy_run("2023-01-01", download);
+  ASSERT_EQ(later["record"]["status"], "succeeded") << later.dump(2);
+  EXPECT_EQ(later["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-1.0-py3-none-any.whl\n");
+
+  const json& proxy = later["record"]["proxy"];
+  EXPECT_EQ(proxy["cutoff"], "2023-01-01T00:00:00Z");
+  bool saw_wheel = false;
+  for (const auto& object : proxy["served"]) {
+    EXPECT_EQ(object["sha256"].get<std::string>().size(), 64u);
+    EXPECT_TRUE(object["source"] == "upstream" || object["source"] == "cache");
+    if (object["url"] == "/pypi/snapshot/2023-01-01T00:00:00Z/files/beta/beta-1.0-py3-none-any.whl") {
+      saw_wheel = true;
+      EXPECT_EQ(object["size"], fs::file_size(dir_ / "fixture/pypi/files/beta-1.0-py3-none-any.whl"));
+    }
+  }
+  EXPECT_TRUE(saw_wheel) << proxy.dump(2);
+}
+
+// The other pips on the machine (pyenv CPython builds in root's home, pip 18 to 24; old ones ask for HTML), each
+// given to the sandbox read-only as its workspace. Skipped where there are none.
+TEST_F(CapsuledProxy, EveryOtherPipOnTheMachineResolvesTheSame) {
+  std::vector<fs::path> interpreters;
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator("/root/.pyenv/versions", ignored)) {
+    const auto python = entry.path() / "bin/python3";
+    const std::string probe = python.string() + " -m pip --version >/dev/null 2>&1";
+    if (entry.path().filename().string().rfind("3.", 0) == 0 && fs::exists(python) && std::system(probe.c_str()) == 0)
+      interpreters.push_back(entry.path());
+  }
+  if (interpreters.empty()) GTEST_SKIP() << "no pyenv CPython 3 build with pip on this machine";
+  for (const auto& prefix : interpreters) {
+    json spec = sh("cd /tmp && python3 -m pip download -q --no-cache-dir -d dl alpha beta >&2 && ls dl");
+    spec["network"] = "proxy";
+    spec["as_of"] = "2022-07-01";
+    spec["workspace"] = {{"path", prefix.string()}, {"mode", "ro"}};
+    // The build is relocated to /workspace: it finds itself through these.
+    spec["env"] = {{"PATH", "/workspace/bin:/usr/bin:/bin"}, {"PYTHONHOME", "/workspace"},
+                   {"LD_LIBRARY_PATH", "/workspace/lib"}};
+    const json run = run_and_wait(spec);
+    EXPECT_EQ(run["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n")
+        << prefix << ": " << run["record"]["stderr"]["head"];
+  }
+}
+
+TEST_F(CapsuledProxy, PostCutoffFilesAndOtherDatesAreRefusedInsideTheSandbox) {
+  const json run = proxy_run(
+      "2022-07-01",
+      "cd /tmp; python3 -m pip download -q -d dl "
+      "http://127.0.0.1:3141/pypi/snapshot/2022-07-01T00:00:00Z/files/alpha/alpha-2.0-py3-none-any.whl "
+      ">/dev/null 2>&1; echo direct=$?; python3 - <<'EOF'\n"
+      "import urllib.request, urllib.error\n"
+      "for url in ['http://127.0.0.1:3141/pypi/snapshot/2024-01-01/simple/alpha/',\n"
+      "            'http://127.0.0.1:3141/maven/snapshot/2022-07-01T00:00:00Z/org/capsule/fixture/lib/1.1/lib-1.1.pom']:\n"
+      "    try:\n"
+      "        urllib.request.urlopen(url)\n"
+      "        print('open')\n"
+      "    except urllib.error.HTTPError as e:\n"
+      "        print(e.code)\n"
+      "EOF\n"
+      "python3 -c \"import socket; s=socket.socket(); s.settimeout(2); print(s.connect_ex(('10.0.0.1', 80)))\"");
+  ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
+  const std::string out = run["record"]["stdout"]["head"];
+  EXPECT_NE(out.find("direct=1\n"), std::string::npos) << out;  // pip fails on the 404
+  EXPECT_NE(out.find("403\n404\n"), std::string::npos) << out;  // other date refused; lib 1.1 is from 2022-08
+  EXPECT_NE(out.find("101\n"), std::string::npos) << out;       // ENETUNREACH: no route out of the sandbox
+}
+
+TEST_F(CapsuledProxy, HostPipConfigurationNeverReachesTheSandbox) {
+  json spec = sh("env | grep -E '^(PIP|UV)_' | sort; test -s ~/.m2/settings.xml && grep -c '<mirrorOf>\\*</mirrorOf>' ~/.m2/settings.xml");
+  spec["network"] = "proxy";
+  spec["as_of"] = "2022-07-01";
+  spec["env"] = {{"PIP_FIND_LINKS", "/opt/wheels"}};
+  const json run = run_and_wait(spec);
+  ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
+  const std::string out = run["record"]["stdout"]["head"];
+  EXPECT_EQ(out.find("PIP_FIND_LINKS"), std::string::npos) << out;
+  EXPECT_NE(out.find("PIP_CONFIG_FILE=/dev/null\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("PIP_INDEX_URL=http://127.0.0.1:3141/pypi/snapshot/2022-07-01T00:00:00Z/simple/\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("\n1\n"), std::string::npos) << out;
+}
+
+// Maven resolves a parent's version range, a plugin without a version (<release>) and a LATEST plugin from the
+// rewritten maven-metadata.xml, through the settings.xml mirror capsuled wrote into the sandbox's fresh ~/.m2.
+TEST_F(CapsuledProxy, MavenResolvesRangesReleaseAndLatestAsOfTheRunsDate) {
+  const fs::path project = make_dir("maven-project");
+  write_file(project / "pom.xml",
+             "<project xmlns=\"http://maven.apache.org/POM/4.0.0\">\n"
+             "  <modelVersion>4.0.0</modelVersion>\n"
+             "  <parent><groupId>org.capsule.fixture</groupId><artifactId>parent</artifactId>"
+             "<version>[1.0,2.0)</version><relativePath/></parent>\n"
+             "  <artifactId>demo</artifactId><version>1</version><packaging>pom</packaging>\n"
+             "</project>\n");
+  for (const auto& [as_of, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"2022-12-31", "1.1"}, {"2024-01-01", "1.2"}}) {
+    json spec = sh(
+        "mvn -B -q validate >&2 && ls ~/.m2/repository/org/capsule/fixture/parent | grep '^[0-9]' && "
+        "mvn -B org.capsule.fixture:fixture-maven-plugin:echo | grep -o 'fixture-maven-plugin 1[.][0-9]' && "
+        "mvn -B org.capsule.fixture:fixture-maven-plugin:LATEST:echo | grep -o 'fixture-maven-plugin 1[.][0-9]'");
+    spec["network"] = "proxy";
+    spec["as_of"] = as_of;
+    spec["workspace"] = {{"path", project.string()}, {"mode", "cow"}};
+    spec["cwd"] = "/workspace";
+    const json run = run_and_wait(spec);
+    ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
+    EXPECT_EQ(run["record"]["stdout"]["head"],
+              expected + "\nfixture-maven-plugin " + expected + "\nfixture-maven-plugin " + expected + "\n")
+        << as_of;
+  }
+}
+
+TEST_F(CapsuledProxy, ProxyRunsNeedADate) {
+  json spec = sh("true");
+  spec["network"] = "proxy";
+  expect_error(call("POST", "/v1/runs", spec), 400, "invalid_spec", "as_of");
+  spec["network"] = "host";
+  expect_error(call("POST", "/v1/runs", spec), 400, "invalid_spec", "network");
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -1,0 +1,640 @@
+// Integration tests of the toolchain images images/recipes/ builds (python3, jdk17-maven, toolchain layers) through
+// a real capsuled: import with labels.json, toolchain versions and ownership inside, an offline `mvn -B clean verify`
+// end to end, toolchain selection, and the layers stacked on their base by the daemon (`layers`, and selection of
+// toolchain layers). Runs only when CAPSULE_RECIPE_DIR is set.
+//
+// The imports are slow (a 290 MB tarball for the JDK image), so the tests of this suite share one state dir (the
+// image store): a test imports what it needs unless an earlier test already did; each test still starts its own
+// daemon. Timings go to stdout as "[ recipes  ] ..." lines.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "http/unix_client.h"
+#include "daemon/config.h"
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kHowToBuild =
+    "build the recipe images first (root, needs the Debian mirror: images/recipes/README.md):\n"
+    "  sudo images/recipes/all.sh   (python3, jdk17-maven and the toolchain layers this machine has)\n"
+    "then run with CAPSULE_RECIPE_DIR=/var/tmp/capsule-recipes (or the --out root used); scripts/test.sh does both";
+constexpr const char* kToolchainPrefix = "org.capsule.toolchain.";
+constexpr const char* kLayerBaseLabel = "org.capsule.layer.base";
+
+// One recipe output directory: <name>/{labels.json, rootfs.tar.gz, rootfs/}.
+struct Recipe {
+  std::string name;  // the directory's name: python3, jdk17-maven, layer-python-3.12.1
+  fs::path dir;
+  fs::path source;  // what is imported: rootfs.tar.gz, else the rootfs/ tree (when the tarball is missing)
+  fs::path tree;    // rootfs/ when the recipe kept it (not with --tar-only), else empty
+  json labels;      // labels.json as the recipe wrote it: the image's labels, verbatim
+
+  std::string toolchain(const std::string& tool) const { return labels.value(kToolchainPrefix + tool, ""); }
+  // toolchain-layer.sh output: a tree under /opt plus /usr/local/bin links, for stacking on a base image.
+  bool is_layer() const { return labels.contains("org.capsule.layer.path"); }
+  std::string ref() const { return "recipes/" + name + ":latest"; }
+};
+
+fs::path recipe_root() {
+  const char* value = std::getenv("CAPSULE_RECIPE_DIR");
+  return value != nullptr && *value != '\0' ? fs::path(value) : fs::path();
+}
+
+std::vector<Recipe> find_recipes(const fs::path& root) {
+  std::vector<Recipe> found;
+  std::error_code ec;
+  if (root.empty() || !fs::is_directory(root, ec)) return found;
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && !name.starts_with(".")) dirs.push_back(entry.path());  // not .cache, .build.*
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const fs::path& dir : dirs) {
+    if (!fs::is_regular_file(dir / "labels.json")) continue;
+    Recipe recipe;
+    recipe.name = dir.filename().string();
+    recipe.dir = dir;
+    recipe.labels = json::parse(slurp(dir / "labels.json"), nullptr, false);
+    if (!recipe.labels.is_object()) {
+      ADD_FAILURE() << dir / "labels.json" << " is not a JSON object";
+      continue;
+    }
+    if (fs::is_directory(dir / "rootfs")) recipe.tree = dir / "rootfs";
+    if (fs::is_regular_file(dir / "rootfs.tar.gz")) {
+      recipe.source = dir / "rootfs.tar.gz";
+    } else if (!recipe.tree.empty()) {
+      recipe.source = recipe.tree;
+    } else {
+      continue;
+    }
+    found.push_back(std::move(recipe));
+  }
+  return found;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void note(const std::string& text) { std::cout << "[ recipes  ] " << text << std::endl; }
+
+std::string megabytes(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
+  std::ostringstream out;
+  out << (size + 500000) / 1000000 << " MB";
+  return out.str();
+}
+
+std::string strip_ansi(const std::string& text) {
+  return std::regex_replace(text, std::regex("\x1b\\[[0-9;]*[A-Za-z]"), "");
+}
+
+// "3.11.2" -> "3.11", "17.0.21.1" -> "17" (the prefixes a run asks for).
+std::string major_minor(const std::string& version) {
+  return version.substr(0, version.find('.', version.find('.') + 1));
+}
+std::string major(const std::string& version) { return version.substr(0, version.find('.')); }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// "<uid>:<gid> /usr/..." for every entry below `tree`/usr not owned by 0:0, sorted: what `find -printf` shows
+// inside when the image keeps the tree's owners.
+std::vector<std::string> non_root_entries(const fs::path& tree) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(tree / "usr", ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    if (st.st_uid != 0 || st.st_gid != 0) {
+      found.push_back(std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid) + " /" +
+                      fs::relative(it->path(), tree).string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+class CapsuledRecipes : public Capsuled {
+ protected:
+  static void SetUpTestSuite() {
+    recipes_ = find_recipes(recipe_root());
+    if (recipes_.empty()) return;
+    char pattern[] = "/tmp/capsuled-recipes-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) {
+      ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+      return;
+    }
+    shared_ = pattern;
+    ::chmod(shared_.c_str(), 0711);  // sandboxes run as unprivileged ids and walk through it to the layers
+  }
+
+  static void TearDownTestSuite() {
+    if (!shared_.empty() && mounts_below(shared_).empty()) {
+      const auto start = Clock::now();
+      std::error_code ignored;
+      fs::remove_all(shared_, ignored);
+      note("removed the shared image store in " + std::to_string(seconds_since(start)) + " s");
+    }
+    shared_.clear();
+    recipes_.clear();
+  }
+
+  void SetUp() override {
+    Capsuled::SetUp();
+    if (HasFatalFailure()) return;
+    if (recipe_root().empty()) GTEST_SKIP() << "CAPSULE_RECIPE_DIR is not set; " << kHowToBuild;
+    // Asked to test recipe outputs that are not there: a failed or misdirected build, not a reason to skip.
+    ASSERT_FALSE(recipes_.empty()) << "CAPSULE_RECIPE_DIR=" << recipe_root()
+                                   << " holds no recipe outputs (<name>/labels.json with rootfs.tar.gz or rootfs/); "
+                                   << kHowToBuild;
+    ASSERT_FALSE(shared_.empty());
+    state_ = shared_ / "state";  // the shared image store; the ledger and cgroups follow the state dir
+    parent_ = daemon::cgroup_parent_for(state_.string());
+    start();
+  }
+
+  void TearDown() override {
+    Capsuled::TearDown();
+    if (!shared_.empty()) {
+      for (const auto& mount : mounts_below(shared_)) ADD_FAILURE() << "mount left in the shared state dir: " << mount;
+    }
+  }
+
+  // The first recipe output (not a layer) providing every toolchain in `tools`, or nullptr.
+  static const Recipe* image_recipe(std::initializer_list<const char*> tools) {
+    for (const Recipe& recipe : recipes_) {
+      if (recipe.is_layer()) continue;
+      if (std::all_of(tools.begin(), tools.end(), [&](const char* tool) { return !recipe.toolchain(tool).empty(); })) {
+        return &recipe;
+      }
+    }
+    return nullptr;
+  }
+  static std::vector<const Recipe*> layer_recipes() {
+    std::vector<const Recipe*> layers;
+    for (const Recipe& recipe : recipes_) {
+      if (recipe.is_layer()) layers.push_back(&recipe);
+    }
+    return layers;
+  }
+
+  // The image of `recipe` in the store: imported now (rootfs format, `labels` or else labels.json as labels) unless
+  // it already is.
+  json ensure_image(const Recipe& recipe, const json& labels = nullptr) {
+    const HttpResponse existing = call("GET", "/v1/images/" + http::url_encode(recipe.ref()));
+    if (existing.status == 200) return body_json(existing);
+    const json body = {{"source", recipe.source.string()}, {"format", "rootfs"}, {"ref", recipe.ref()},
+                       {"labels", labels.is_null() ? recipe.labels : labels}};
+    const auto start = Clock::now();
+    const HttpResponse response = call("POST", "/v1/images", body);
+    EXPECT_EQ(response.status, 201) << "import of " << recipe.source << ": " << response.body;
+    const json image = body_json(response);
+    std::ostringstream text;
+    text << "imported " << recipe.name << " from " << recipe.source;
+    if (fs::is_regular_file(recipe.source)) text << " (" << megabytes(recipe.source) << ")";
+    text << " in " << seconds_since(start) << " s -> " << image.value("digest", "?");
+    note(text.str());
+    return image;
+  }
+
+  std::string logs(const json& run, const std::string& stream) const {
+    return call("GET", "/v1/runs/" + run.value("id", std::string()) + "/logs?stream=" + stream).body;
+  }
+  // What a failure message needs: state, reason, exit code and the ends of both streams.
+  static std::string describe(const json& run) {
+    const bool has_record = run.is_object() && run.contains("record") && run["record"].is_object();
+    const json record = has_record ? run["record"] : json::object();
+    std::ostringstream out;
+    out << "state " << run.value("state", "?") << ", reason '" << record.value("reason", "") << "', exit "
+        << record.value("exit_code", json()).dump() << "\n--- stdout tail:\n"
+        << (record.contains("stdout") ? record["stdout"].value("tail", "") : "") << "\n--- stderr tail:\n"
+        << (record.contains("stderr") ? record["stderr"].value("tail", "") : "");
+    return out.str();
+  }
+
+  // A run in `image` (ref) with a 2 minute limit; `extra` overrides spec fields.
+  json run_in(const std::string& image, const std::vector<std::string>& argv, const json& extra = json::object()) {
+    json spec = {{"image", image}, {"argv", argv}, {"limits", {{"wall_time", "2m"}}}};
+    spec.update(extra);
+    const auto start = Clock::now();
+    json run = run_and_wait(spec);
+    std::string shown;
+    for (const auto& arg : argv) shown += (shown.empty() ? "" : " ") + arg;
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    const bool has_record = run.is_object() && run.contains("record") && run["record"].is_object();
+    const int wall_ms = has_record ? run["record"].value("wall_ms", 0) : -1;
+    note("ran '" + shown + "' in " + image + ": " + run.value("state", "?") + ", " + std::to_string(wall_ms) +
+         " ms in the sandbox, " +
+         std::to_string(static_cast<int>(seconds_since(start) * 1000)) + " ms for the request");
+    return run;
+  }
+
+  // Inside `image`: runs as root, `paths` (and what symlinks among them point to) are 0:0, and every entry of
+  // /usr not owned by 0:0 is owned as in the recipe's tree (no unmapped 65534 anywhere).
+  void expect_root_owned(const Recipe& recipe, const std::vector<std::string>& paths) {
+    std::string script = "id -u; id -g; stat -c '%u:%g %n'";
+    for (const auto& path : paths) script += " " + path;
+    script += "; stat -L -c '%u:%g %n'";
+    for (const auto& path : paths) script += " " + path;
+    script += "; echo ---; find /usr \\( ! -uid 0 -o ! -gid 0 \\) -printf '%U:%G %p\\n' | LC_ALL=C sort";
+    const json run = run_in(recipe.ref(), {"/bin/sh", "-c", script});
+    ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
+    const std::vector<std::string> lines = lines_of(logs(run, "stdout"));
+    ASSERT_GE(lines.size(), 2 + 2 * paths.size() + 1) << logs(run, "stdout");
+    EXPECT_EQ(lines[0], "0") << "uid inside";
+    EXPECT_EQ(lines[1], "0") << "gid inside";
+    for (std::size_t i = 0; i < 2 * paths.size(); ++i) {
+      EXPECT_EQ(lines[2 + i], "0:0 " + paths[i % paths.size()]) << (i < paths.size() ? "stat" : "stat -L");
+    }
+    ASSERT_EQ(lines[2 + 2 * paths.size()], "---");
+    const std::vector<std::string> inside(lines.begin() + static_cast<std::ptrdiff_t>(3 + 2 * paths.size()),
+                                          lines.end());
+    for (const auto& line : inside) {
+      EXPECT_TRUE(line.starts_with("0:")) << "not owned by root inside: " << line;
+      EXPECT_EQ(line.find("65534"), std::string::npos) << "an unmapped owner inside: " << line;
+    }
+    if (!recipe.tree.empty()) {
+      EXPECT_EQ(inside, non_root_entries(recipe.tree)) << "owners inside differ from " << recipe.tree;
+    }
+  }
+
+  static inline std::vector<Recipe> recipes_;
+  static inline fs::path shared_;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+
+TEST_F(CapsuledRecipes, ImportsEveryRecipeImageWithItsLabels) {
+  std::size_t images = 0;
+  for (const Recipe& recipe : recipes_) {
+    if (recipe.is_layer()) continue;  // not a runnable root alone: see ToolchainLayersStackedOnTheirBase
+    SCOPED_TRACE(recipe.name);
+    ++images;
+    const json image = ensure_image(recipe);
+    ASSERT_TRUE(image.is_object() && image.contains("digest")) << image;
+    EXPECT_EQ(image["refs"], json::array({recipe.ref()}));
+    EXPECT_EQ(image["layers"].size(), 1u) << "a rootfs import is one layer";
+    EXPECT_EQ(image["config"]["labels"], recipe.labels) << "labels.json, verbatim";
+    json toolchains = json::object();
+    for (const auto& [key, value] : recipe.labels.items()) {
+      if (key.starts_with(kToolchainPrefix)) toolchains[key.substr(std::string(kToolchainPrefix).size())] = value;
+    }
+    EXPECT_FALSE(toolchains.empty()) << "a recipe image names its toolchains";
+    EXPECT_EQ(image["toolchains"], toolchains);
+    // Listed, and found by digest.
+    const json listed = body_json(call("GET", "/v1/images"));
+    EXPECT_TRUE(std::any_of(listed["images"].begin(), listed["images"].end(),
+                            [&](const json& entry) { return entry["digest"] == image["digest"]; }))
+        << listed.dump();
+    EXPECT_EQ(body_json(call("GET", "/v1/images/" + http::url_encode(image["digest"].get<std::string>())))["refs"],
+              image["refs"]);
+  }
+  if (images == 0) GTEST_SKIP() << "only toolchain layers in " << recipe_root() << "; " << kHowToBuild;
+}
+
+TEST_F(CapsuledRecipes, JdkImageRunsJavaAndMaven) {
+  const Recipe* jdk = image_recipe({"java", "maven"});
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  const json image = ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const std::string java = jdk->toolchain("java"), maven = jdk->toolchain("maven");
+
+  const json java_run = run_in(jdk->ref(), {"java", "-version"});
+  ASSERT_EQ(java_run.value("state", ""), "succeeded") << describe(java_run);
+  EXPECT_EQ(java_run["spec"]["image_digest"], image["digest"]);
+  const std::string java_says = logs(java_run, "stderr");
+  EXPECT_NE(java_says.find("version \"" + java + "\""), std::string::npos) << java_says;
+
+  const json javac_run = run_in(jdk->ref(), {"javac", "-version"});
+  ASSERT_EQ(javac_run.value("state", ""), "succeeded") << describe(javac_run);
+  const std::string javac_says = logs(javac_run, "stdout") + logs(javac_run, "stderr");
+  EXPECT_NE(javac_says.find("javac " + major(java)), std::string::npos) << javac_says;
+
+  const json mvn_run = run_in(jdk->ref(), {"mvn", "-v"});
+  ASSERT_EQ(mvn_run.value("state", ""), "succeeded") << describe(mvn_run);
+  const std::string mvn_says = strip_ansi(logs(mvn_run, "stdout"));
+  const std::vector<std::string> mvn_lines = lines_of(mvn_says);  // "Apache Maven 3.8.7" (+ " (<commit>)" upstream)
+  ASSERT_FALSE(mvn_lines.empty());
+  EXPECT_TRUE(mvn_lines[0] == "Apache Maven " + maven || mvn_lines[0].starts_with("Apache Maven " + maven + " "))
+      << mvn_says;
+  EXPECT_NE(mvn_says.find("Java version: " + java + ","), std::string::npos)
+      << "Maven runs on the image's JDK: " << mvn_says;
+
+  expect_root_owned(*jdk, {"/usr/bin/java", "/usr/bin/mvn", "/usr/share/maven/bin/mvn", "/usr/share/maven-repo",
+                           "/root/.m2/settings.xml"});
+}
+
+TEST_F(CapsuledRecipes, PythonImageRunsPythonAndPip) {
+  const Recipe* python = image_recipe({"python", "pip"});
+  if (python == nullptr) GTEST_SKIP() << "no python3 output in " << recipe_root() << "; " << kHowToBuild;
+  const json image = ensure_image(*python);
+  ASSERT_FALSE(HasFailure());
+  const std::string version = python->toolchain("python"), pip = python->toolchain("pip");
+
+  const json python_run = run_in(python->ref(), {"python3", "-V"});
+  ASSERT_EQ(python_run.value("state", ""), "succeeded") << describe(python_run);
+  EXPECT_EQ(python_run["spec"]["image_digest"], image["digest"]);
+  EXPECT_EQ(logs(python_run, "stdout"), "Python " + version + "\n");
+
+  const json pip_run = run_in(python->ref(), {"pip", "--version"});
+  ASSERT_EQ(pip_run.value("state", ""), "succeeded") << describe(pip_run);
+  const std::string pip_says = logs(pip_run, "stdout");
+  EXPECT_EQ(pip_says.rfind("pip " + pip + " from ", 0), 0u) << pip_says;
+  EXPECT_NE(pip_says.find("(python " + major_minor(version) + ")"), std::string::npos) << pip_says;
+
+  if (const std::string pytest = python->toolchain("pytest"); !pytest.empty()) {
+    const json pytest_run = run_in(python->ref(), {"/bin/sh", "-c", "python3 -m pytest --version 2>&1"});
+    ASSERT_EQ(pytest_run.value("state", ""), "succeeded") << describe(pytest_run);
+    EXPECT_NE(logs(pytest_run, "stdout").find("pytest " + pytest), std::string::npos) << logs(pytest_run, "stdout");
+  }
+
+  expect_root_owned(*python, {"/usr/bin/python3", "/usr/bin/python" + major_minor(version), "/usr/bin/pip",
+                              "/usr/lib/python3/dist-packages/pip/__init__.py"});
+}
+
+// A Maven project with two JUnit 5 test classes: 5 tests, one @Disabled; Java 17 sources (a record).
+void write_maven_project(const fs::path& root) {
+  fs::create_directories(root / "src/main/java/demo");
+  fs::create_directories(root / "src/main/resources");
+  fs::create_directories(root / "src/test/java/demo");
+  write_file(root / "pom.xml", R"(<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>demo</groupId>
+  <artifactId>recipe-e2e</artifactId>
+  <version>1.0-SNAPSHOT</version>
+  <properties>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+    <maven.compiler.release>17</maven.compiler.release>
+  </properties>
+  <dependencies>
+    <dependency>
+      <groupId>org.junit.jupiter</groupId>
+      <artifactId>junit-jupiter</artifactId>
+      <version>5.9.2</version>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+</project>
+)");
+  write_file(root / "src/main/java/demo/Calc.java", R"(package demo;
+
+public final class Calc {
+  public record Pair(int left, int right) {
+    public int sum() { return left + right; }
+  }
+
+  public static int add(int a, int b) { return new Pair(a, b).sum(); }
+
+  public static String greeting() throws java.io.IOException {
+    java.util.Properties properties = new java.util.Properties();
+    try (java.io.InputStream in = Calc.class.getResourceAsStream("/demo.properties")) { properties.load(in); }
+    return properties.getProperty("greeting");
+  }
+}
+)");
+  write_file(root / "src/main/resources/demo.properties", "greeting=hello\n");
+  write_file(root / "src/test/java/demo/CalcTest.java", R"(package demo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+
+class CalcTest {
+  @Test void adds() { assertEquals(5, Calc.add(2, 3)); }
+  @Test void readsTheResource() throws Exception { assertEquals("hello", Calc.greeting()); }
+  @Disabled("skipped on purpose: the run must count it as skipped")
+  @Test void notYet() { assertEquals(0, 1); }
+}
+)");
+  write_file(root / "src/test/java/demo/PairTest.java", R"(package demo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+
+import org.junit.jupiter.api.Test;
+
+class PairTest {
+  @Test void recordsCompareByValue() { assertEquals(new Calc.Pair(1, 2), new Calc.Pair(1, 2)); }
+  @Test void differentPairsDiffer() { assertNotEquals(new Calc.Pair(1, 2), new Calc.Pair(2, 1)); }
+}
+)");
+}
+
+TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
+  const Recipe* jdk = image_recipe({"java", "maven"});
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  const json image = ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("maven-project");
+  write_maven_project(workspace);
+  const auto before = snapshot_tree(workspace);
+
+  const json spec = {{"image", jdk->ref()},
+                     {"argv", {"mvn", "-B", "clean", "verify"}},
+                     {"workspace", {{"path", workspace.string()}, {"mode", "cow"}}},
+                     {"collect", {{"junit", {"target/surefire-reports/*.xml"}}}},
+                     {"limits", {{"wall_time", "10m"}, {"memory", "2g"}}},
+                     {"network", "none"}};
+  const auto start = Clock::now();
+  const json run = run_and_wait(spec);
+  ASSERT_TRUE(run.is_object() && run.contains("record") && run["record"].is_object()) << run.dump();
+  const json& record = run["record"];
+  note("mvn -B clean verify: " + run.value("state", "?") + " in " + std::to_string(seconds_since(start)) +
+       " s (wall_ms " + std::to_string(record.value("wall_ms", 0)) + ", cpu user+sys ms " +
+       std::to_string(record.value("cpu_user_ms", 0) + record.value("cpu_sys_ms", 0)) + ", peak memory " +
+       std::to_string(record.value("peak_memory_bytes", 0) / 1000000) + " MB, setup " +
+       (record.contains("setup_ms") ? record["setup_ms"].value("total", json()).dump() : "?") + " ms)");
+  const std::string out = logs(run, "stdout");
+  ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run) << "\n--- full stdout:\n" << out;
+  EXPECT_EQ(record["exit_code"], 0);
+  EXPECT_EQ(run["spec"]["image_digest"], image["digest"]);
+  EXPECT_EQ(record["manifest"]["image_digest"], image["digest"]);
+  EXPECT_EQ(run["spec"]["network"], "none");
+  EXPECT_EQ(run["spec"]["limits"]["wall_time_ms"], 600000);
+  EXPECT_EQ(run["spec"]["limits"]["memory_bytes"], 2LL << 30);
+  EXPECT_NE(out.find("Tests run: 5, Failures: 0, Errors: 0, Skipped: 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("BUILD SUCCESS"), std::string::npos) << out;
+
+  // record.tests from the two Surefire reports.
+  ASSERT_TRUE(record.contains("tests")) << record.dump();
+  const json& tests = record["tests"];
+  EXPECT_EQ(tests["total"], 5) << tests.dump();
+  EXPECT_EQ(tests["skipped"], 1) << tests.dump();
+  EXPECT_EQ(tests["failed"], 0) << tests.dump();
+  EXPECT_EQ(tests["errors"], 0) << tests.dump();
+  EXPECT_EQ(tests["files"], json::array({"target/surefire-reports/TEST-demo.CalcTest.xml",
+                                         "target/surefire-reports/TEST-demo.PairTest.xml"}))
+      << tests.dump();
+  EXPECT_TRUE(!tests.contains("unreadable") || tests["unreadable"].empty()) << tests.dump();
+  EXPECT_FALSE(record.contains("collect_error")) << record.dump();
+
+  // The diff: everything the build wrote is under target/, nothing of the sources changed.
+  ASSERT_TRUE(record.contains("diff")) << record.dump();
+  const json& diff = record["diff"];
+  std::set<std::string> added;
+  for (const auto& entry : diff["added"]) added.insert(entry["path"].get<std::string>());
+  for (const auto& path : added) EXPECT_TRUE(path.starts_with("target/")) << path << " added outside target/";
+  for (const char* path : {"target/classes/demo/Calc.class", "target/classes/demo/Calc$Pair.class",
+                           "target/classes/demo.properties", "target/test-classes/demo/CalcTest.class",
+                           "target/test-classes/demo/PairTest.class", "target/recipe-e2e-1.0-SNAPSHOT.jar",
+                           "target/surefire-reports/TEST-demo.CalcTest.xml",
+                           "target/surefire-reports/TEST-demo.PairTest.xml"}) {
+    EXPECT_TRUE(added.count(path)) << path << " missing from diff.added: " << diff["added"].dump();
+  }
+  EXPECT_TRUE(diff["modified"].empty()) << diff["modified"].dump();
+  EXPECT_TRUE(diff["deleted"].empty()) << diff["deleted"].dump();
+  note("diff: " + std::to_string(added.size()) + " files added under target/");
+
+  // The host workspace is untouched: same files, modes, owners and contents; no target/.
+  EXPECT_FALSE(fs::exists(workspace / "target"));
+  EXPECT_EQ(snapshot_tree(workspace), before) << "a cow workspace must not change on the host";
+}
+
+TEST_F(CapsuledRecipes, ToolchainSelectionPicksTheRecipeImages) {
+  const Recipe* jdk = image_recipe({"java", "maven"});
+  const Recipe* python = image_recipe({"python"});
+  if (jdk == nullptr || python == nullptr) {
+    GTEST_SKIP() << "needs both the jdk17-maven and the python3 outputs in " << recipe_root() << "; " << kHowToBuild;
+  }
+  const std::string jdk_digest = ensure_image(*jdk).value("digest", "");
+  const std::string python_digest = ensure_image(*python).value("digest", "");
+  ASSERT_FALSE(HasFailure());
+
+  const std::string java = jdk->toolchain("java");
+  const json by_java = run_and_wait({{"toolchains", {{"java", major(java)}}}, {"argv", {"java", "-version"}}});
+  ASSERT_EQ(by_java.value("state", ""), "succeeded") << describe(by_java);
+  EXPECT_EQ(by_java["spec"]["image"], jdk->ref());
+  EXPECT_EQ(by_java["spec"]["image_digest"], jdk_digest);
+  const json& java_choice = by_java["spec"]["image_choice"];
+  EXPECT_EQ(java_choice["wanted"], json({{"java", major(java)}})) << java_choice.dump();
+  EXPECT_EQ(java_choice["provided"], json({{"java", java}})) << java_choice.dump();
+  EXPECT_EQ(java_choice["matching_images"], 1) << java_choice.dump();
+  EXPECT_FALSE(java_choice.value("reason", "").empty()) << java_choice.dump();
+  EXPECT_NE(logs(by_java, "stderr").find("version \"" + java + "\""), std::string::npos) << logs(by_java, "stderr");
+  note("java " + major(java) + " -> " + jdk->ref() + ": " + java_choice.value("reason", ""));
+
+  const json by_both = run_and_wait(
+      {{"toolchains", {{"java", major(java)}, {"maven", major_minor(jdk->toolchain("maven"))}}}, {"argv", {"true"}}});
+  EXPECT_EQ(by_both.value("state", ""), "succeeded") << describe(by_both);
+  EXPECT_EQ(by_both["spec"]["image_digest"], jdk_digest);
+
+  const std::string version = python->toolchain("python");
+  const json by_python =
+      run_and_wait({{"toolchains", {{"python", major_minor(version)}}}, {"argv", {"python3", "-V"}}});
+  ASSERT_EQ(by_python.value("state", ""), "succeeded") << describe(by_python);
+  EXPECT_EQ(by_python["spec"]["image"], python->ref());
+  EXPECT_EQ(by_python["spec"]["image_digest"], python_digest);
+  const json& python_choice = by_python["spec"]["image_choice"];
+  EXPECT_EQ(python_choice["wanted"], json({{"python", major_minor(version)}})) << python_choice.dump();
+  EXPECT_EQ(python_choice["provided"], json({{"python", version}})) << python_choice.dump();
+  EXPECT_EQ(python_choice["matching_images"], 1) << python_choice.dump();
+  EXPECT_EQ(logs(by_python, "stdout"), "Python " + version + "\n");
+  note("python " + major_minor(version) + " -> " + python->ref() + ": " + python_choice.value("reason", ""));
+
+  // The JDK image has a python3 too (a build-time tool of the recipe) but no python label: never chosen for it.
+  EXPECT_NE(python_digest, jdk_digest);
+  expect_error(call("POST", "/v1/runs", {{"toolchains", {{"java", "8"}}}, {"argv", {"true"}}}), 404,
+               "no_matching_image", "java");
+}
+
+// toolchain-layer.sh outputs hold only /opt/<toolchain> and /usr/local/bin links: not runnable alone. capsuled
+// stacks them on their base at run time: explicitly (`layers`), and when toolchain selection picks them through
+// their org.capsule.layer.base label (set here to the base's ref, whatever the build wrote).
+TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
+  const std::vector<const Recipe*> layers = layer_recipes();
+  if (layers.empty()) GTEST_SKIP() << "no toolchain-layer.sh outputs in " << recipe_root();
+  const Recipe* base = image_recipe({"python"});  // the README's base: Debian bookworm (python3.sh's root)
+  if (base == nullptr) GTEST_SKIP() << "the layers need the python3 output as their base; " << kHowToBuild;
+  const std::string base_digest = ensure_image(*base).value("digest", "");
+  ASSERT_FALSE(HasFailure());
+
+  for (const Recipe* layer : layers) {
+    SCOPED_TRACE(layer->name);
+    const std::string layer_path = layer->labels.value("org.capsule.layer.path", "");
+    if (!layer->tree.empty()) {
+      EXPECT_FALSE(fs::exists(layer->tree / "bin/sh") || fs::exists(layer->tree / "usr/bin/sh"))
+          << "a layer is expected to lack a shell (it is not a root of its own)";
+      EXPECT_TRUE(fs::is_directory(layer->tree / fs::path(layer_path).relative_path())) << layer_path;
+    }
+    json labels = layer->labels;
+    labels[kLayerBaseLabel] = base->ref();
+    const json image = ensure_image(*layer, labels);
+    ASSERT_FALSE(HasFailure());
+    EXPECT_EQ(image["config"]["labels"], labels);
+    const json stacked = json::array({base_digest, image.value("digest", "")});
+
+    const std::string tool = !layer->toolchain("python").empty() ? "python" : "java";
+    const std::string version = layer->toolchain(tool);
+    ASSERT_FALSE(version.empty()) << layer->labels.dump();
+    const std::string script =
+        (tool == "python"
+             ? "command -v python3; python3 -c 'import sys, ssl, sqlite3, zlib, ctypes; print(sys.version.split()[0], "
+               "sys.prefix)'; pip --version; stat -c '%u:%g %n' " + layer_path + "/bin/python3"
+             : "command -v java; java -version 2>&1 | head -n1; java -XshowSettings:properties -version 2>&1 | "
+               "sed -n 's/^ *java.home = //p'; stat -c '%u:%g %n' " + layer_path + "/bin/java") +
+        "; echo HOME=$HOME";
+    // The toolchain runs from the layer's path, found by PATH, root-owned, with HOME from the base's passwd.
+    const auto expect_layer_runs = [&](const json& run) {
+      ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
+      EXPECT_EQ(run["spec"]["image_digests"], stacked);
+      EXPECT_EQ(run["record"]["manifest"]["image_digests"], stacked);
+      const std::vector<std::string> lines = lines_of(logs(run, "stdout"));
+      ASSERT_EQ(lines.size(), 5u) << logs(run, "stdout");
+      EXPECT_EQ(lines[0], "/usr/local/bin/" + std::string(tool == "python" ? "python3" : "java"));
+      if (tool == "python") {
+        EXPECT_EQ(lines[1], version + " " + layer_path);
+        if (const std::string pip = layer->toolchain("pip"); !pip.empty()) {
+          EXPECT_EQ(lines[2].rfind("pip " + pip + " from " + layer_path + "/", 0), 0u) << lines[2];
+        }
+        EXPECT_EQ(lines[3], "0:0 " + layer_path + "/bin/python3");
+      } else {
+        EXPECT_NE(lines[1].find("version \"" + version + "\""), std::string::npos) << lines[1];
+        EXPECT_EQ(lines[2], layer_path);
+        EXPECT_EQ(lines[3], "0:0 " + layer_path + "/bin/java");
+      }
+      EXPECT_EQ(lines[4], "HOME=/root");
+    };
+
+    // 1. Stacked explicitly.
+    const json by_layers = run_in(base->ref(), {"/bin/sh", "-ec", script}, {{"layers", {layer->ref()}}});
+    expect_layer_runs(by_layers);
+    EXPECT_EQ(by_layers["spec"]["layers"], json::array({layer->ref()}));
+
+    // 2. Chosen by its toolchain (the exact version: other layers may share the minor), stacked on its base.
+    const auto start = Clock::now();
+    const json by_toolchain = run_and_wait({{"toolchains", {{tool, version}}}, {"argv", {"/bin/sh", "-ec", script}},
+                                            {"limits", {{"wall_time", "2m"}}}});
+    expect_layer_runs(by_toolchain);
+    const json& choice = by_toolchain["spec"]["image_choice"];
+    EXPECT_EQ(by_toolchain["spec"]["image"], base->ref());
+    EXPECT_EQ(choice["provided"], json({{tool, version}})) << choice.dump();
+    EXPECT_EQ(choice["images"][1]["ref"], layer->ref()) << choice.dump();
+    note(tool + " " + version + " -> " + choice.value("reason", "") + " in " + std::to_string(seconds_since(start)) +
+         " s");
+  }
+}
+
+}  // namespace
+}  // namespace capsule::testing
