@@ -42,7 +42,7 @@ bool may_see_run(const Caller& caller, const AccessPolicy& policy, uid_t owner_u
 }
 
 void require_run_visible(const Caller& caller, const AccessPolicy& policy, uid_t owner_uid, const std::string& id) {
-  if (!may_see_run(caller, policy, owner_uid)) throw http::ApiError(404, "not_found", "no run with id " + id);
+  if (!may_see_run(caller, policy, owner_uid)) throw http::ApiError("not_found", "no run with id " + id);
 }
 
 std::string OpenedHostPath::proc_path() const { return "/proc/self/fd/" + std::to_string(fd.get()); }
@@ -168,13 +168,13 @@ struct HelperAnswer {
 int open_in_helper(const Caller& caller, const std::string& path, HostAccess access, bool* created) {
   int channel[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, channel) != 0) {
-    throw http::ApiError(500, "internal_error", std::string("socketpair for the path helper: ") + std::strerror(errno));
+    throw http::ApiError("internal_error", std::string("socketpair for the path helper: ") + std::strerror(errno));
   }
   base::UniqueFd ours(channel[0]);
   base::UniqueFd theirs(channel[1]);
   std::vector<gid_t> groups = caller.groups;  // copied before fork: the helper must not allocate
   const pid_t pid = fork();
-  if (pid < 0) throw http::ApiError(500, "internal_error", std::string("fork of the path helper: ") + std::strerror(errno));
+  if (pid < 0) throw http::ApiError("internal_error", std::string("fork of the path helper: ") + std::strerror(errno));
   if (pid == 0) run_helper(theirs.get(), caller, groups.data(), groups.size(), path.c_str(), access);
   theirs.reset();
 
@@ -207,12 +207,12 @@ int open_in_helper(const Caller& caller, const std::string& path, HostAccess acc
   }
   base::UniqueFd received(fd);
   if (!answered) {
-    throw http::ApiError(polled > 0 ? 500 : 504, polled > 0 ? "internal_error" : "path_timeout",
+    throw http::ApiError(polled > 0 ? "internal_error" : "path_timeout",
                    "opening '" + path + "' as " + caller.describe() +
                        (polled > 0 ? ": the helper gave no answer" : ": no answer within 10 s"));
   }
   if (answer.error != 0) return -answer.error;
-  if (!received) throw http::ApiError(500, "internal_error", "opening '" + path + "': the helper sent no descriptor");
+  if (!received) throw http::ApiError("internal_error", "opening '" + path + "': the helper sent no descriptor");
   *created = answer.created != 0;
   return received.release();
 }
@@ -232,10 +232,10 @@ const char* access_words(HostAccess access) {
 OpenedHostPath open_as_caller(const Caller& caller, const std::string& path, HostAccess access,
                               const std::string& field, const std::string& bad_field_code) {
   if (!caller.known) {
-    throw http::ApiError(403, "forbidden", field + ": " + caller.describe() + " may not name host paths ('" + path + "')");
+    throw http::ApiError("forbidden", field + ": " + caller.describe() + " may not name host paths ('" + path + "')");
   }
   if (path.empty() || path.front() != '/' || path.find('\0') != std::string::npos) {
-    throw http::ApiError(400, bad_field_code, field + ": must be an absolute host path");
+    throw http::ApiError(bad_field_code, field + ": must be an absolute host path");
   }
   bool created = false;
   int result;
@@ -248,25 +248,25 @@ OpenedHostPath open_as_caller(const Caller& caller, const std::string& path, Hos
     const int error = -result;
     const std::string cause = std::strerror(error);
     if (error == EACCES || error == EPERM || error == EROFS) {
-      throw http::ApiError(403, "forbidden", field + ": " + caller.describe() + " may not " + access_words(access) + " '" +
+      throw http::ApiError("forbidden", field + ": " + caller.describe() + " may not " + access_words(access) + " '" +
                                            path + "' (" + cause + ")");
     }
-    if (error == kNotRegular) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is not a regular file");
-    if (error == ENOTDIR) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is not a directory on the host");
-    if (error == ELOOP) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is a symbolic link (" + cause + ")");
-    if (error == ENOENT) throw http::ApiError(400, bad_field_code, field + ": '" + path + "' does not exist on the host");
-    throw http::ApiError(400, bad_field_code, field + ": cannot open '" + path + "' (" + cause + ")");
+    if (error == kNotRegular) throw http::ApiError(bad_field_code, field + ": '" + path + "' is not a regular file");
+    if (error == ENOTDIR) throw http::ApiError(bad_field_code, field + ": '" + path + "' is not a directory on the host");
+    if (error == ELOOP) throw http::ApiError(bad_field_code, field + ": '" + path + "' is a symbolic link (" + cause + ")");
+    if (error == ENOENT) throw http::ApiError(bad_field_code, field + ": '" + path + "' does not exist on the host");
+    throw http::ApiError(bad_field_code, field + ": cannot open '" + path + "' (" + cause + ")");
   }
   OpenedHostPath opened;
   opened.fd.reset(result);
   opened.created = created;
   opened.path = path;
   if (fstat(opened.fd.get(), &opened.st) != 0) {
-    throw http::ApiError(500, "internal_error", field + ": fstat of '" + path + "': " + std::strerror(errno));
+    throw http::ApiError("internal_error", field + ": fstat of '" + path + "': " + std::strerror(errno));
   }
   const bool want_file = access == HostAccess::kReadFile || access == HostAccess::kCreateFile;
   if (want_file && !S_ISREG(opened.st.st_mode)) {
-    throw http::ApiError(400, bad_field_code, field + ": '" + path + "' is not a regular file");
+    throw http::ApiError(bad_field_code, field + ": '" + path + "' is not a regular file");
   }
   if (want_file) {
     const int flags = fcntl(opened.fd.get(), F_GETFL);

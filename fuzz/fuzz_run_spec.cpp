@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "http/error_status.h"
 #include "http/response.h"
 #include "spec/run_spec.h"
 
@@ -123,7 +124,7 @@ void run(const json& body, const LimitPolicy& policy) {
   try {
     spec = capsule::daemon::parse_run_spec(body, policy);
   } catch (const http::ApiError& e) {
-    check(e.status == 400 && e.code == "invalid_spec", "a rejected spec is 400 invalid_spec");
+    check(http::status_for(e.code()) == 400 && e.code() == "invalid_spec", "a rejected spec is 400 invalid_spec");
     // (No check on what(): it is a C string, and an unknown field named "\u0000" makes it empty.)
     return;
   }

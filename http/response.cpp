@@ -1,6 +1,8 @@
-// The API's error shape: ApiError and the JSON bodies of error and plain JSON responses.
+// The API's error shape: the JSON bodies of error and plain JSON responses.
 // Serialisation replaces invalid UTF-8 so building an error response never throws on odd input.
 #include "http/response.h"
+
+#include "http/error_status.h"
 
 namespace capsule::http {
 
@@ -12,16 +14,13 @@ std::string dump(const nlohmann::json& value) {
 
 }  // namespace
 
-ApiError::ApiError(unsigned status_, std::string code_, std::string message)
-    : std::runtime_error(std::move(message)), status(status_), code(std::move(code_)) {}
-
 std::string error_body(const std::string& code, const std::string& message) {
   return dump({{"error", {{"code", code}, {"message", message}}}});
 }
 
-Response error_response(unsigned status, const std::string& code, const std::string& message) {
+Response error_response(const std::string& code, const std::string& message) {
   Response response;
-  response.status = status;
+  response.status = status_for(code);
   response.body = error_body(code, message);
   return response;
 }

@@ -173,11 +173,11 @@ Router::Match Router::match(std::string_view method, const std::vector<std::stri
       }
     }
   } else if (allowed.empty()) {
-    match.error = error_response(404, "not_found", "no such resource: " + path);
+    match.error = error_response("not_found", "no such resource: " + path);
   } else {
     std::string allow;
     for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
-    match.error = error_response(405, "method_not_allowed",
+    match.error = error_response("method_not_allowed",
                                  "method " + std::string(method) + " is not allowed on " + path + " (allowed: " + allow + ")");
     match.error->headers.emplace_back("Allow", allow);
   }

@@ -2,6 +2,8 @@
 // through the Router of http_router.cpp, respond or stream chunks, keep-alive), and the Unix/TCP listeners.
 #include "http/server.h"
 
+#include "http/error_status.h"
+
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,20 +45,20 @@ void configure(Parser& parser, const ServerOptions& options) {
 // The answer to a failed read, or nullopt when the connection should just close (client went away).
 std::optional<Response> parse_error_response(const beast::error_code& ec, const ServerOptions& options) {
   if (ec == bhttp::error::header_limit) {
-    return error_response(431, "headers_too_large",
+    return error_response("headers_too_large",
                           "the request header exceeds " + std::to_string(options.max_header_bytes) + " bytes");
   }
   if (ec == bhttp::error::body_limit) {
-    return error_response(413, "payload_too_large",
+    return error_response("payload_too_large",
                           "the request body exceeds " + std::to_string(options.max_body_bytes) + " bytes");
   }
   if (ec == bhttp::error::bad_version) {  // Beast accepts only HTTP/1.0 and HTTP/1.1
-    return error_response(505, "http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are supported");
+    return error_response("http_version_not_supported", "only HTTP/1.0 and HTTP/1.1 are supported");
   }
   if (ec == bhttp::error::end_of_stream || ec.category() != bhttp::make_error_code(bhttp::error::end_of_stream).category()) {
     return std::nullopt;
   }
-  return error_response(400, "bad_request", "malformed HTTP request: " + ec.message());
+  return error_response("bad_request", "malformed HTTP request: " + ec.message());
 }
 
 // Checks made once the header is in, before the body is read.
@@ -67,7 +69,7 @@ std::optional<Response> check_header(const bhttp::request_header<>& header) {
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     if (!beast::iequals(beast::string_view(value.data(), value.size()), "chunked")) {
-      return error_response(501, "not_implemented", "Transfer-Encoding '" + std::string(value) + "' is not supported");
+      return error_response("not_implemented", "Transfer-Encoding '" + std::string(value) + "' is not supported");
     }
   }
   return std::nullopt;
@@ -80,7 +82,7 @@ ParsedRequest prepare(Message&& message, const Router& router, const PeerCredent
   const std::string_view target(message.target().data(), message.target().size());
   auto parsed = parse_target(target);
   if (!parsed) {
-    out.error = error_response(400, "bad_request", "malformed request target: " + std::string(target));
+    out.error = error_response("bad_request", "malformed request target: " + std::string(target));
     return out;
   }
   const std::string_view method(message.method_string().data(), message.method_string().size());
@@ -147,7 +149,7 @@ ParsedRequest parse_request_bytes(std::string_view bytes, const Router& router, 
   }
   if (ec) {
     out.complete = true;
-    out.error = parse_error_response(ec, options).value_or(error_response(400, "bad_request", ec.message()));
+    out.error = parse_error_response(ec, options).value_or(error_response("bad_request", ec.message()));
     return out;
   }
   if (!parser.is_done()) return out;
@@ -195,12 +197,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (state_->connections.size() >= options_.max_connections) evicted = idle_connection_locked();
       if (peer_.known && peer_.uid != 0 && options_.max_connections_per_uid != 0 &&
           state_->connections_by_uid[peer_.uid] >= options_.max_connections_per_uid) {
-        refusal = error_response(503, "too_many_connections",
+        refusal = error_response("too_many_connections",
                                  "uid " + std::to_string(peer_.uid) + " has " +
                                      std::to_string(options_.max_connections_per_uid) +
                                      " connections open, the most one user may have; close some");
       } else if (state_->connections.size() >= options_.max_connections && !evicted) {
-        refusal = error_response(503, "too_many_connections", "the server has too many open connections");
+        refusal = error_response("too_many_connections", "the server has too many open connections");
       }
       state_->connections.emplace(this, weak_from_this());
       if (peer_.known) {
@@ -395,7 +397,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_failed(const beast::error_code& ec) {
     if (timed_out_) {
-      return write_response(error_response(408, "request_timeout", "the request did not arrive in time"), false);
+      return write_response(error_response("request_timeout", "the request did not arrive in time"), false);
     }
     if (stopping_) return close();
     auto error = parse_error_response(ec, options_);
@@ -415,14 +417,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const Request& request = prepared.request;
     try {
       (*prepared.handler)(request, Responder(exchange));
-    } catch (const ApiError& e) {
-      Responder(exchange).respond(error_response(e.status, e.code, e.what()));
+    } catch (const base::Error& e) {
+      if (status_for(e.code()) >= 500) spdlog::error("http: {} {} failed: {}", request.method, request.target, e.what());
+      Responder(exchange).respond(error_response(e.code(), e.what()));
     } catch (const std::exception& e) {
       spdlog::error("http: {} {} failed: {}", request.method, request.target, e.what());
-      Responder(exchange).respond(error_response(500, "internal_error", e.what()));
+      Responder(exchange).respond(error_response("internal_error", e.what()));
     } catch (...) {
       spdlog::error("http: {} {} failed with a non-standard exception", request.method, request.target);
-      Responder(exchange).respond(error_response(500, "internal_error", "unknown error"));
+      Responder(exchange).respond(error_response("internal_error", "unknown error"));
     }
   }
 
@@ -434,7 +437,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } catch (const std::exception& e) {
       spdlog::error("http: cannot send a handler's response: {}", e.what());
       *message = {};
-      build_message(*message, error_response(500, "internal_error", "invalid response"));
+      build_message(*message, error_response("internal_error", "invalid response"));
     }
     keep_alive_ = keep_alive && !stopping_;
     message->keep_alive(keep_alive_);
@@ -460,7 +463,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       for (const auto& [name, value] : headers) head->message.set(name, value);
     } catch (const std::exception& e) {
       spdlog::error("http: cannot start a stream: {}", e.what());
-      return write_response(error_response(500, "internal_error", "invalid stream response"), false);
+      return write_response(error_response("internal_error", "invalid stream response"), false);
     }
     phase_ = Phase::kStreaming;
     keep_alive_ = keep_alive_ && !stopping_;
@@ -553,7 +556,7 @@ struct Exchange {
   ~Exchange() {
     if (answered.exchange(true)) return;
     spdlog::error("http: a handler dropped its request without answering");
-    connection->post_response(error_response(500, "internal_error", "the request handler did not answer"));
+    connection->post_response(error_response("internal_error", "the request handler did not answer"));
   }
   bool claim() {
     if (!answered.exchange(true)) return true;

@@ -357,10 +357,10 @@ void PackageProxy::add_routes(http::Router& router, Listener listener) {
         try {
           responder.respond(((*state).*method)(request, listener));
         } catch (const ProxyError& error) {
-          responder.respond(http::error_response(error.status(), error.code(), error.what()));
+          responder.respond(http::error_response(error.code(), error.what()));
         } catch (const std::exception& error) {
           spdlog::error("proxy: {} {}: {}", request.method, request.target, error.what());
-          responder.respond(http::error_response(500, "internal_error", error.what()));
+          responder.respond(http::error_response("internal_error", error.what()));
         }
       });
     }));

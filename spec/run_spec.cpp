@@ -25,7 +25,7 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void invalid(const std::string& field, const std::string& problem) {
-  throw http::ApiError(400, "invalid_spec", field + ": " + problem);
+  throw http::ApiError("invalid_spec", field + ": " + problem);
 }
 
 void reject_unknown(const json& object, const std::string& where, const std::set<std::string>& known) {
@@ -300,7 +300,7 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
 
 void pin_image(RunSpec& spec, const ImageCatalog& catalog) {
   if (spec.toolchains.empty() && spec.image == "host") return;  // parse_run_spec refuses layers on host
-  if (catalog.store == nullptr) throw http::ApiError(404, "image_not_found", "image: this capsuled has no image store");
+  if (catalog.store == nullptr) throw http::ApiError("image_not_found", "image: this capsuled has no image store");
   try {
     if (!spec.toolchains.empty()) {
       images::ToolchainRequest request;
@@ -331,17 +331,17 @@ void pin_image(RunSpec& spec, const ImageCatalog& catalog) {
       spec.image_choice = json::object();
     }
   } catch (const images::ToolchainError& e) {
-    if (e.code() == "no_matching_image") throw http::ApiError(404, "no_matching_image", std::string("toolchains: ") + e.what());
-    if (e.code() == "invalid_release_data") throw http::ApiError(500, "invalid_release_data", e.what());
+    if (e.code() == "no_matching_image") throw http::ApiError("no_matching_image", std::string("toolchains: ") + e.what());
+    if (e.code() == "invalid_release_data") throw http::ApiError("invalid_release_data", e.what());
     invalid(e.code() == "release_data_outdated" ? "as_of" : "toolchains", e.what());
   } catch (const base::Error& e) {
-    throw http::ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed (" + e.what() + ")");
+    throw http::ApiError("image_not_found", "image: '" + spec.image + "' is not installed (" + e.what() + ")");
   }
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     try {
       spec.layer_digests.push_back(catalog.store->resolve(spec.layers[i]).str());
     } catch (const base::Error& e) {
-      throw http::ApiError(404, "image_not_found", "layers[" + std::to_string(i) + "]: '" + spec.layers[i] +
+      throw http::ApiError("image_not_found", "layers[" + std::to_string(i) + "]: '" + spec.layers[i] +
                                                  "' is not installed (" + e.what() + ")");
     }
   }
@@ -395,14 +395,14 @@ void authorize_workspace(RunSpec& spec, const Caller& caller) {
       "invalid_spec"));
   const std::string& path = *spec.workspace_path;
   if (opened->st.st_uid != caller.uid) {
-    throw http::ApiError(403, "forbidden", "workspace.path: '" + path + "' is owned by uid " + std::to_string(opened->st.st_uid) +
+    throw http::ApiError("forbidden", "workspace.path: '" + path + "' is owned by uid " + std::to_string(opened->st.st_uid) +
                                          "; " + caller.describe() + " may only use a directory it owns as a workspace "
                                          "(the sandbox sees the tree with its owners' ids)");
   }
   // ro and rw show the tree with sandbox root standing for the directory's owner and group (the launcher's
   // owner mapping): both must be the caller's, or the run would get a group's rights the caller lacks.
   if (spec.workspace_mode != WorkspaceMode::kCow && !caller.in_group(opened->st.st_gid)) {
-    throw http::ApiError(403, "forbidden", "workspace.path: '" + path + "' has group " + std::to_string(opened->st.st_gid) +
+    throw http::ApiError("forbidden", "workspace.path: '" + path + "' has group " + std::to_string(opened->st.st_gid) +
                                          ", which " + caller.describe() + " is not in; an ro or rw workspace acts with "
                                          "the directory's group (use cow, or chgrp it)");
   }
@@ -412,7 +412,7 @@ void authorize_workspace(RunSpec& spec, const Caller& caller) {
     try {
       opened->fd.reset(sandbox::make_detached_mount(opened->proc_path(), -1, false, true, true));
     } catch (const std::exception& e) {
-      throw http::ApiError(500, "internal_error", "workspace.path: a read-only view of '" + path + "': " + e.what());
+      throw http::ApiError("internal_error", "workspace.path: a read-only view of '" + path + "': " + e.what());
     }
   }
   spec.workspace_dir = std::move(opened);
@@ -424,26 +424,26 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
   std::string image_cwd = "/";
   std::optional<std::string> image_home;  // the host image's env sets HOME itself
   if (spec.image_digest.empty()) {
-    if (spec.image != "host") throw http::ApiError(404, "image_not_found", "image: '" + spec.image + "' is not installed");
+    if (spec.image != "host") throw http::ApiError("image_not_found", "image: '" + spec.image + "' is not installed");
     images::HostImage image = images::prepare_host_image(context.images_dir);
     out.rootfs_layers = image.layers;
     out.mounts = image.mounts;
     image_env = image.env;
   } else {
-    if (context.store == nullptr) throw http::ApiError(404, "image_not_found", "image: this capsuled has no image store");
+    if (context.store == nullptr) throw http::ApiError("image_not_found", "image: this capsuled has no image store");
     std::vector<images::ImageInfo> stacked;
     for (const std::string& digest : spec.image_digests()) {
       try {
         stacked.push_back(context.store->inspect(digest));
       } catch (const base::Error& e) {
-        throw http::ApiError(404, "image_not_found", "image: " + digest + " is no longer installed (" + e.what() + ")");
+        throw http::ApiError("image_not_found", "image: " + digest + " is no longer installed (" + e.what() + ")");
       }
     }
     images::ImageStack stack;
     try {
       stack = images::stack_images(stacked);
     } catch (const base::Error& e) {
-      throw http::ApiError(400, "too_many_layers", std::string("image: ") + e.what());
+      throw http::ApiError("too_many_layers", std::string("image: ") + e.what());
     }
     out.rootfs_layers = stack.layer_dirs;
     image_env = stack.config.env;
@@ -454,7 +454,7 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
       out.gid = user.gid;
       image_home = user.home;
     } catch (const base::Error& e) {
-      throw http::ApiError(400, "invalid_image", std::string("image: ") + e.what());
+      throw http::ApiError("invalid_image", std::string("image: ") + e.what());
     }
   }
   out.argv = spec.argv;
@@ -468,7 +468,7 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
     std::string source = *spec.workspace_path;
     if (!spec.caller.is_root()) {
       if (!spec.workspace_dir) {
-        throw http::ApiError(403, "forbidden", "workspace.path: '" + source + "' was not opened as " + spec.caller.describe());
+        throw http::ApiError("forbidden", "workspace.path: '" + source + "' was not opened as " + spec.caller.describe());
       }
       source = spec.workspace_dir->proc_path();
     }
@@ -501,7 +501,7 @@ sandbox::SandboxSpec resolve_run_spec(const RunSpec& spec, const ResolveContext&
   out.cwd = spec.cwd.value_or(spec.workspace_path ? "/workspace" : image_cwd);
   const std::string policy_path = context.policies_dir + "/" + spec.policy + ".json";
   struct stat st;
-  if (stat(policy_path.c_str(), &st) != 0) throw http::ApiError(404, "policy_not_found", "policy: '" + spec.policy + "' does not exist");
+  if (stat(policy_path.c_str(), &st) != 0) throw http::ApiError("policy_not_found", "policy: '" + spec.policy + "' does not exist");
   out.seccomp_profile = read_text(policy_path);
   out.limits.wall_time = spec.limits.wall_time;
   out.limits.cpu_time = spec.limits.cpu_time;

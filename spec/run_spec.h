@@ -78,7 +78,7 @@ LimitPolicy default_limit_policy();
 // errors. Fields left out stay 0 (unset). Throws ApiError 400 like parse_run_spec.
 RunLimits parse_run_limits(const nlohmann::json& object, const std::string& where);
 
-// Throws ApiError(400, "invalid_spec", "<field>: <problem>") for the first problem; unknown fields included.
+// Throws ApiError("invalid_spec", "<field>: <problem>") for the first problem; unknown fields included.
 RunSpec parse_run_spec(const nlohmann::json& body, const LimitPolicy& policy);
 
 // Where images come from: the OCI store and the Python release table for "auto" toolchains.

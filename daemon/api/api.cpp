@@ -22,7 +22,7 @@ std::string dump(const json& value) { return value.dump(-1, ' ', false, json::er
 
 json parse_body(const http::Request& request) {
   json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) throw http::ApiError(400, "invalid_json", "the request body is not valid JSON");
+  if (body.is_discarded()) throw http::ApiError("invalid_json", "the request body is not valid JSON");
   return body;
 }
 
@@ -168,20 +168,20 @@ http::Response list_runs(ApiContext& ctx, const http::Request& request) {
   if (auto it = request.query.find("state"); it != request.query.end()) {
     const auto& states = run_states();
     if (std::find(states.begin(), states.end(), it->second) == states.end()) {
-      throw http::ApiError(400, "invalid_query", "state: unknown state '" + it->second + "'");
+      throw http::ApiError("invalid_query", "state: unknown state '" + it->second + "'");
     }
     filter.state = it->second;
   }
   if (auto it = request.query.find("label"); it != request.query.end()) {
     auto eq = it->second.find('=');
-    if (eq == std::string::npos || eq == 0) throw http::ApiError(400, "invalid_query", "label: expected KEY=VALUE");
+    if (eq == std::string::npos || eq == 0) throw http::ApiError("invalid_query", "label: expected KEY=VALUE");
     filter.labels[it->second.substr(0, eq)] = it->second.substr(eq + 1);
   }
   if (auto it = request.query.find("limit"); it != request.query.end()) {
     const std::string& text = it->second;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), filter.limit);
     if (ec != std::errc() || end != text.data() + text.size()) {
-      throw http::ApiError(400, "invalid_query", "limit: expected a number, got '" + text + "'");
+      throw http::ApiError("invalid_query", "limit: expected a number, got '" + text + "'");
     }
   }
   if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
@@ -189,7 +189,7 @@ http::Response list_runs(ApiContext& ctx, const http::Request& request) {
   try {
     page = visible_runs(ctx, caller_of(request.peer), filter);
   } catch (const LedgerCursorError& e) {
-    throw http::ApiError(400, "invalid_query", std::string("after: ") + e.what());
+    throw http::ApiError("invalid_query", std::string("after: ") + e.what());
   }
   json runs = json::array();
   for (const auto& row : page.runs) runs.push_back(row.to_json());
@@ -200,7 +200,7 @@ http::Response list_runs(ApiContext& ctx, const http::Request& request) {
 
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id) {
   std::optional<RunRow> row = ctx.ledger.get(id);
-  if (!row) throw http::ApiError(404, "not_found", "no run with id " + id);
+  if (!row) throw http::ApiError("not_found", "no run with id " + id);
   require_run_visible(caller_of(request.peer), ctx.access, row->peer_uid, id);
   return *row;
 }

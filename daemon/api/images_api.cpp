@@ -22,10 +22,12 @@ namespace {
 
 using nlohmann::json;
 
-http::ApiError image_error(const base::Error& e) {
-  if (e.cause().step == "resolve" || e.cause().step == "remove") return http::ApiError(404, "image_not_found", e.what());
-  if (e.cause().step == "ref") return http::ApiError(400, "invalid_ref", e.what());
-  return http::ApiError(400, "image_" + e.cause().step + "_failed", e.what());
+// An image store failure as the API answers it: its code from what the store was doing (an ApiError keeps its own).
+std::string image_error_code(const base::Error& e) {
+  if (dynamic_cast<const http::ApiError*>(&e)) return e.code();
+  if (e.cause().step == "resolve" || e.cause().step == "remove") return "image_not_found";
+  if (e.cause().step == "ref") return "invalid_ref";
+  return "invalid_image";
 }
 
 std::string dump_line(const json& event) { return event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
@@ -39,57 +41,57 @@ struct ImportRequest {
 
 ImportRequest parse_import(const std::string& text) {
   const json body = json::parse(text, nullptr, false);
-  if (body.is_discarded()) throw http::ApiError(400, "invalid_json", "the request body is not valid JSON");
-  if (!body.is_object()) throw http::ApiError(400, "invalid_request", "body: must be a JSON object");
+  if (body.is_discarded()) throw http::ApiError("invalid_json", "the request body is not valid JSON");
+  if (!body.is_object()) throw http::ApiError("invalid_request", "body: must be a JSON object");
   static const std::set<std::string> known = {"source", "format", "ref", "labels", "env", "working_dir", "user"};
   for (const auto& [key, value] : body.items()) {
-    if (!known.count(key)) throw http::ApiError(400, "invalid_request", key + ": unknown field");
+    if (!known.count(key)) throw http::ApiError("invalid_request", key + ": unknown field");
   }
   auto text_field = [&](const char* key, bool required) {
     if (!body.contains(key)) {
-      if (required) throw http::ApiError(400, "invalid_request", std::string(key) + ": is required");
+      if (required) throw http::ApiError("invalid_request", std::string(key) + ": is required");
       return std::string();
     }
     if (!body[key].is_string() || body[key].get<std::string>().empty()) {
-      throw http::ApiError(400, "invalid_request", std::string(key) + ": must be a non-empty string");
+      throw http::ApiError("invalid_request", std::string(key) + ": must be a non-empty string");
     }
     return body[key].get<std::string>();
   };
   ImportRequest request;
   request.source = text_field("source", true);
-  if (request.source.front() != '/') throw http::ApiError(400, "invalid_request", "source: must be an absolute host path");
+  if (request.source.front() != '/') throw http::ApiError("invalid_request", "source: must be an absolute host path");
   request.format = text_field("format", true);
   if (request.format != "layout" && request.format != "archive" && request.format != "rootfs") {
-    throw http::ApiError(400, "invalid_request", "format: must be layout, archive or rootfs");
+    throw http::ApiError("invalid_request", "format: must be layout, archive or rootfs");
   }
   request.ref = text_field("ref", true);
   const bool rootfs_only = body.contains("labels") || body.contains("env") || body.contains("working_dir") || body.contains("user");
   if (rootfs_only && request.format != "rootfs") {
-    throw http::ApiError(400, "invalid_request", "labels, env, working_dir and user describe a rootfs import only");
+    throw http::ApiError("invalid_request", "labels, env, working_dir and user describe a rootfs import only");
   }
   if (body.contains("labels")) {
-    if (!body["labels"].is_object()) throw http::ApiError(400, "invalid_request", "labels: must be an object of strings");
+    if (!body["labels"].is_object()) throw http::ApiError("invalid_request", "labels: must be an object of strings");
     for (const auto& [key, value] : body["labels"].items()) {
-      if (!value.is_string()) throw http::ApiError(400, "invalid_request", "labels." + key + ": must be a string");
+      if (!value.is_string()) throw http::ApiError("invalid_request", "labels." + key + ": must be a string");
       if (key.rfind(images::kToolchainLabelPrefix, 0) == 0 && !images::is_valid_version(value.get<std::string>())) {
-        throw http::ApiError(400, "invalid_request", "labels." + key + ": '" + value.get<std::string>() + "' is not a version");
+        throw http::ApiError("invalid_request", "labels." + key + ": '" + value.get<std::string>() + "' is not a version");
       }
       if (key == images::kLayerBaseLabel) {
         try {
           images::ImageRef::parse(value.get<std::string>());
         } catch (const base::Error& e) {
-          throw http::ApiError(400, "invalid_request", "labels." + key + ": not an image ref (" + e.what() + ")");
+          throw http::ApiError("invalid_request", "labels." + key + ": not an image ref (" + e.what() + ")");
         }
       }
       request.rootfs.labels[key] = value.get<std::string>();
     }
   }
   if (body.contains("env")) {
-    if (!body["env"].is_array()) throw http::ApiError(400, "invalid_request", "env: must be an array of KEY=VALUE");
+    if (!body["env"].is_array()) throw http::ApiError("invalid_request", "env: must be an array of KEY=VALUE");
     request.rootfs.env.clear();
     for (const auto& item : body["env"]) {
       if (!item.is_string() || item.get<std::string>().find('=') == std::string::npos) {
-        throw http::ApiError(400, "invalid_request", "env: must be an array of KEY=VALUE");
+        throw http::ApiError("invalid_request", "env: must be an array of KEY=VALUE");
       }
       request.rootfs.env.push_back(item.get<std::string>());
     }
@@ -124,7 +126,7 @@ std::shared_ptr<const OpenedHostPath> open_import_source(const Caller& caller, c
   auto opened = std::make_shared<OpenedHostPath>(open_as_caller(
       caller, request.source, directory ? HostAccess::kReadDir : HostAccess::kReadFile, "source", "invalid_request"));
   if (directory && opened->st.st_uid != caller.uid) {
-    throw http::ApiError(403, "forbidden", "source: '" + request.source + "' is owned by uid " +
+    throw http::ApiError("forbidden", "source: '" + request.source + "' is owned by uid " +
                                          std::to_string(opened->st.st_uid) + "; " + caller.describe() +
                                          " may only import a directory it owns (or an archive it can read)");
   }
@@ -155,11 +157,10 @@ void import_image(images::ImageStore& store, ImageJobs& jobs, const http::Reques
       answer = http::json_response(201, image);
       event = {{"event", "imported"}, {"image", image}};
     } catch (const base::Error& e) {
-      const http::ApiError error = image_error(e);
-      answer = http::error_response(error.status, error.code, error.what());
-      event = {{"event", "error"}, {"error", {{"code", error.code}, {"message", error.what()}}}};
+      answer = http::error_response(image_error_code(e), e.what());
+      event = {{"event", "error"}, {"error", {{"code", image_error_code(e)}, {"message", e.what()}}}};
     } catch (const std::exception& e) {
-      answer = http::error_response(500, "internal_error", e.what());
+      answer = http::error_response("internal_error", e.what());
       event = {{"event", "error"}, {"error", {{"code", "internal_error"}, {"message", e.what()}}}};
     }
     if (stream) {
@@ -177,7 +178,7 @@ void save_into(images::ImageStore& store, const std::string& ref, OpenedHostPath
   namespace fs = std::filesystem;
   std::string staging_name = (store.root().parent_path() / ".save-XXXXXX").string();
   if (mkdtemp(staging_name.data()) == nullptr) {
-    throw http::ApiError(500, "internal_error", "save: creating a staging dir: " + std::string(std::strerror(errno)));
+    throw http::ApiError("internal_error", "save: creating a staging dir: " + std::string(std::strerror(errno)));
   }
   const fs::path staging = staging_name;
   struct Cleanup {
@@ -191,9 +192,9 @@ void save_into(images::ImageStore& store, const std::string& ref, OpenedHostPath
   store.save(ref, archive);
   base::UniqueFd in(open(archive.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (!in || fstat(in.get(), &st) != 0) throw http::ApiError(500, "internal_error", "save: reading the staged archive: " + std::string(std::strerror(errno)));
+  if (!in || fstat(in.get(), &st) != 0) throw http::ApiError("internal_error", "save: reading the staged archive: " + std::string(std::strerror(errno)));
   auto fail = [&](const char* what) {
-    throw http::ApiError(500, "image_save_failed", "path: " + std::string(what) + " '" + target.path + "': " + std::strerror(errno));
+    throw http::ApiError("image_save_failed", "path: " + std::string(what) + " '" + target.path + "': " + std::strerror(errno));
   };
   if (ftruncate(target.fd.get(), 0) != 0) fail("truncating");
   if (lseek(target.fd.get(), 0, SEEK_SET) < 0) fail("seeking");
@@ -211,7 +212,7 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const http::Request&
   const json body = json::parse(request.body, nullptr, false);
   if (!body.is_object() || !body.contains("path") || !body["path"].is_string() || body.size() != 1 ||
       body["path"].get<std::string>().empty() || body["path"].get<std::string>().front() != '/') {
-    throw http::ApiError(400, "invalid_request", "body: must be {\"path\": absolute host path (.tar for an oci-archive)}");
+    throw http::ApiError("invalid_request", "body: must be {\"path\": absolute host path (.tar for an oci-archive)}");
   }
   const std::string ref = request.params.at("ref");
   const std::string path = body["path"].get<std::string>();
@@ -220,7 +221,7 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const http::Request&
   std::shared_ptr<OpenedHostPath> target;
   if (!caller.is_root()) {
     if (std::filesystem::path(path).extension() != ".tar") {
-      throw http::ApiError(403, "forbidden", "path: " + caller.describe() + " may save an oci-archive (a path ending in "
+      throw http::ApiError("forbidden", "path: " + caller.describe() + " may save an oci-archive (a path ending in "
                                            ".tar) only; layout directories are saved by root");
     }
     target = std::make_shared<OpenedHostPath>(open_as_caller(caller, path, HostAccess::kCreateFile, "path", "invalid_request"));
@@ -231,12 +232,9 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const http::Request&
       else store.save(ref, path);
       responder.respond(http::json_response(200, {{"ref", ref}, {"path", path}}));
     } catch (const base::Error& e) {
-      const http::ApiError error = image_error(e);
-      responder.respond(http::error_response(error.status, error.code, error.what()));
-    } catch (const http::ApiError& e) {
-      responder.respond(http::error_response(e.status, e.code, e.what()));
+      responder.respond(http::error_response(image_error_code(e), e.what()));
     } catch (const std::exception& e) {
-      responder.respond(http::error_response(500, "internal_error", e.what()));
+      responder.respond(http::error_response("internal_error", e.what()));
     }
   });
 }
@@ -246,8 +244,10 @@ template <typename Fn>
 auto with_store_errors(Fn&& fn) {
   try {
     return fn();
+  } catch (const http::ApiError&) {
+    throw;
   } catch (const base::Error& e) {
-    throw image_error(e);
+    throw http::ApiError(image_error_code(e), e.what());
   }
 }
 

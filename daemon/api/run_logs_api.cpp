@@ -130,7 +130,7 @@ void serve_run_logs(ApiContext& ctx, const http::Request& request, http::Respond
   Stream stream = Stream::kStdout;
   if (auto it = request.query.find("stream"); it != request.query.end()) {
     if (it->second == "stderr") stream = Stream::kStderr;
-    else if (it->second != "stdout") throw http::ApiError(400, "invalid_query", "stream: expected stdout or stderr");
+    else if (it->second != "stdout") throw http::ApiError("invalid_query", "stream: expected stdout or stderr");
   }
   const auto follow_it = request.query.find("follow");
   const bool follow = follow_it != request.query.end() && (follow_it->second == "true" || follow_it->second == "1") &&
@@ -143,7 +143,7 @@ void serve_run_logs(ApiContext& ctx, const http::Request& request, http::Respond
       first = reader->read(kPieceBytes);
     }
   } catch (const LogStoreError& e) {
-    throw http::ApiError(500, "log_unreadable", e.what());
+    throw http::ApiError("log_unreadable", e.what());
   }
   // A log closed past the cap says so in a header too (the marker line is in the text).
   std::vector<std::pair<std::string, std::string>> headers;
@@ -163,15 +163,15 @@ http::Response delete_run(ApiContext& ctx, const http::Request& request) {
   const std::string& id = request.params.at("id");
   const RunRow row = require_visible_run(ctx, request, id);
   if (!is_finished(row)) {
-    throw http::ApiError(409, "run_active", "run " + id + " is " + row.state + "; cancel it and wait until it has finished");
+    throw http::ApiError("run_active", "run " + id + " is " + row.state + "; cancel it and wait until it has finished");
   }
   switch (ctx.ledger.remove_finished(id)) {
     case Ledger::Removal::kRemoved:
       break;
     case Ledger::Removal::kUnknown:
-      throw http::ApiError(404, "not_found", "no run with id " + id);
+      throw http::ApiError("not_found", "no run with id " + id);
     case Ledger::Removal::kActive:
-      throw http::ApiError(409, "run_active", "run " + id + " is not finished");
+      throw http::ApiError("run_active", "run " + id + " is not finished");
   }
   try {
     ctx.logs.remove(id);

@@ -30,7 +30,7 @@ std::optional<std::string> storage_shortage(const std::string& dir, const Storag
 }
 
 void require_storage(const std::string& dir, const StorageWatermark& watermark) {
-  if (auto shortage = storage_shortage(dir, watermark)) throw http::ApiError(507, "insufficient_storage", *shortage);
+  if (auto shortage = storage_shortage(dir, watermark)) throw http::ApiError("insufficient_storage", *shortage);
 }
 
 }  // namespace capsule::daemon

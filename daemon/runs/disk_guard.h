@@ -17,7 +17,7 @@ struct StorageWatermark {
 // when both are above it. A filesystem that cannot be queried counts as short (its errno in the message).
 std::optional<std::string> storage_shortage(const std::string& dir, const StorageWatermark& watermark);
 
-// For submission: throws ApiError(507, "insufficient_storage", message) when storage_shortage() says so.
+// For submission: throws ApiError("insufficient_storage", message) when storage_shortage() says so.
 // RunManager::submit (or the POST /v1/runs handler) calls it with the state dir before accepting a run.
 void require_storage(const std::string& dir, const StorageWatermark& watermark);
 

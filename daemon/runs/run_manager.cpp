@@ -98,18 +98,18 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
   // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
   // Unknown names are the client's error (404/400) now; what vanishes before the start fails its setup.
   if (run->spec.network == "proxy" && !options_.proxies.proxy) {
-    throw http::ApiError(400, "invalid_spec", "network: this capsuled has no package proxy configured");
+    throw http::ApiError("invalid_spec", "network: this capsuled has no package proxy configured");
   }
   pin_image(run->spec, options_.images);
   run->sandbox_spec = resolve_run_spec(
       run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
   {
     std::lock_guard lock(mutex_);
-    if (draining_) throw http::ApiError(503, "draining", "capsuled is shutting down and accepts no new runs");
+    if (draining_) throw http::ApiError("draining", "capsuled is shutting down and accepts no new runs");
     // Runs popped from the queue count until they finish, so a burst of submissions cannot overfill it
     // before the supervision thread gets to start any of them.
     if (running_ + queue_.size() >= options_.max_concurrent + options_.max_queue) {
-      throw http::ApiError(429, "queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
+      throw http::ApiError("queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
                                             std::to_string(running_) + " running); retry later");
     }
     ledger_.insert_queued(run->id, run->spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
@@ -132,8 +132,8 @@ void RunManager::cancel(const std::string& id) {
       return;
     }
   }
-  if (ledger_.get(id)) throw http::ApiError(409, "already_finished", "run " + id + " has already finished");
-  throw http::ApiError(404, "not_found", "no run with id " + id);
+  if (ledger_.get(id)) throw http::ApiError("already_finished", "run " + id + " has already finished");
+  throw http::ApiError("not_found", "no run with id " + id);
 }
 
 bool RunManager::subscribe(const std::string& id, Listener listener) {

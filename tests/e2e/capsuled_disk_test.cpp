@@ -6,6 +6,7 @@
 
 #include <cstdio>
 
+#include "http/error_status.h"
 #include "http/response.h"
 #include "daemon/config.h"
 #include "daemon/runs/disk_guard.h"
@@ -217,8 +218,8 @@ TEST(DiskGuard, RefusesBelowTheWatermarkOfBytesOrInodes) {
     daemon::require_storage(dir, watermark);
     ADD_FAILURE() << "require_storage accepted a full filesystem";
   } catch (const http::ApiError& e) {
-    EXPECT_EQ(e.status, 507u);
-    EXPECT_EQ(e.code, "insufficient_storage");
+    EXPECT_EQ(http::status_for(e.code()), 507u);
+    EXPECT_EQ(e.code(), "insufficient_storage");
   }
 
   fs::remove(dir + "/fill");

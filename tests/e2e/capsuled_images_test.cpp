@@ -286,7 +286,7 @@ TEST_F(CapsuledImages, ImportErrors) {
   expect_error(call("POST", "/v1/images", {{"source", "/x"}, {"format", "layout"}, {"ref", "a:1"}, {"labels", {{"k", "v"}}}}),
                400, "invalid_request", "rootfs");
   expect_error(call("POST", "/v1/images", {{"source", "/nonexistent-dir"}, {"format", "layout"}, {"ref", "a:1"}}), 400,
-               "image_layout_failed", "/nonexistent-dir");
+               "invalid_image", "/nonexistent-dir");
   expect_error(call("POST", "/v1/images", {{"source", make_rootfs("x").string()}, {"format", "rootfs"}, {"ref", "Bad Ref"}}),
                400, "invalid_ref", "Bad Ref");
   expect_error(call("POST", "/v1/images", {{"source", make_rootfs("y").string()}, {"format", "rootfs"}, {"ref", "a:1"},

@@ -163,7 +163,7 @@ class HttpServerTest : public ::testing::Test {
     router_.add("GET", "/v1/text", [](const http::Request&) {
       return http::Response{202, "text/plain", "plain", {{"X-Capsule", "yes"}}};
     });
-    router_.add("GET", "/v1/api-error", [](const http::Request&) -> http::Response { throw http::ApiError(409, "conflict", "busy"); });
+    router_.add("GET", "/v1/api-error", [](const http::Request&) -> http::Response { throw http::ApiError("conflict", "busy"); });
     router_.add("GET", "/v1/boom", [](const http::Request&) -> http::Response { throw std::runtime_error("kaboom"); });
     router_.add("GET", "/v1/silent", [](const http::Request&, http::Responder) {});
     router_.add("GET", "/v1/later", [this](const http::Request&, http::Responder responder) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 
+#include "http/error_status.h"
 #include "http/response.h"
 #include "spec/run_spec.h"
 
@@ -19,7 +20,7 @@ std::string error_of(const json& body) {
   try {
     parse_run_spec(body, default_limit_policy());
   } catch (const http::ApiError& e) {
-    EXPECT_EQ(e.status, 400u);
+    EXPECT_EQ(http::status_for(e.code()), 400u);
     return e.what();
   }
   return "no error";
@@ -148,7 +149,7 @@ TEST(RunSpecResolve, WorkspaceModesAndNames) {
     resolve_run_spec(spec, context);
     ADD_FAILURE() << "unknown policy accepted";
   } catch (const http::ApiError& e) {
-    EXPECT_EQ(e.status, 404u);
+    EXPECT_EQ(http::status_for(e.code()), 404u);
   }
   spec.policy = "default";
   spec.image = "python:3.12";
@@ -245,8 +246,8 @@ TEST_F(RunSpecLayers, UnknownLayersAre404NamingTheField) {
     resolve({{"image", "test/base:1"}, {"layers", {"test/tool:2", "test/nope:1"}}, {"argv", {"x"}}});
     ADD_FAILURE() << "an unknown layer was accepted";
   } catch (const http::ApiError& e) {
-    EXPECT_EQ(e.status, 404u);
-    EXPECT_EQ(e.code, "image_not_found");
+    EXPECT_EQ(http::status_for(e.code()), 404u);
+    EXPECT_EQ(e.code(), "image_not_found");
     EXPECT_NE(std::string(e.what()).find("layers[1]: 'test/nope:1' is not installed"), std::string::npos) << e.what();
   }
 }

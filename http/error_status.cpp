@@ -1,0 +1,41 @@
+// The error code -> HTTP status table. A new code is added here once; docs/api.md lists the same codes.
+// Grouped by status so a reader sees what each status means for capsule.
+#include "http/error_status.h"
+
+#include <map>
+#include <string>
+
+namespace capsule::http {
+
+unsigned status_for(std::string_view code) {
+  static const std::map<std::string, unsigned, std::less<>> kStatus = {
+      // 400: the request is malformed or names something invalid.
+      {"bad_request", 400}, {"invalid_json", 400}, {"invalid_request", 400}, {"invalid_query", 400},
+      {"invalid_spec", 400}, {"invalid_ref", 400}, {"invalid_image", 400}, {"too_many_layers", 400},
+      {"bad_cutoff", 400}, {"bad_coordinate", 400}, {"bad_path", 400}, {"bad_project_name", 400},
+      {"bad_upstream_url", 400}, {"bad_mirror", 400}, {"bad_cache_key", 400},
+      // 403: the caller may not do this.
+      {"forbidden", 403}, {"cutoff_mismatch", 403},
+      // 404: nothing by that name, or hidden by the cutoff.
+      {"not_found", 404}, {"image_not_found", 404}, {"no_matching_image", 404}, {"policy_not_found", 404},
+      // Protocol-level refusals of the server itself.
+      {"method_not_allowed", 405}, {"not_acceptable", 406}, {"request_timeout", 408},
+      {"payload_too_large", 413}, {"headers_too_large", 431}, {"not_implemented", 501},
+      {"http_version_not_supported", 505},
+      // 409: the resource's state does not allow it.
+      {"conflict", 409}, {"already_finished", 409}, {"run_active", 409},
+      // 429 / 503 / 507: come back later.
+      {"queue_full", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
+      {"insufficient_storage", 507},
+      // 502 / 504: an upstream failed us.
+      {"bad_upstream", 502}, {"upstream_unavailable", 502}, {"upstream_too_large", 502}, {"hash_mismatch", 502},
+      {"unverifiable_file", 502}, {"bad_publish_times", 502}, {"upstream_timeout", 504}, {"path_timeout", 504},
+      // 500: capsule's own failure.
+      {"internal", 500}, {"internal_error", 500}, {"image_save_failed", 500}, {"invalid_release_data", 500},
+      {"log_unreadable", 500}, {"cache_failure", 500}, {"bad_ca_file", 500},
+  };
+  const auto found = kStatus.find(code);
+  return found == kStatus.end() ? 500 : found->second;
+}
+
+}  // namespace capsule::http
