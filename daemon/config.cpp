@@ -1,5 +1,5 @@
 // The capsuled configuration file: a flat JSON object, checked key by key.
-// "default_limits" and "max_limits" use the syntax of a RunSpec's "limits" ("10m", "4g").
+// "default_limits" and "max_limits" use the vocabulary of a RunSpec's "limits" (spec/limits.h; 0 in max_limits: no ceiling).
 #include "daemon/config.h"
 
 #include <cstdio>
@@ -10,25 +10,7 @@
 
 #include "base/units.h"
 
-
 namespace capsule::daemon {
-namespace {
-
-// Fields set in `given` replace those of `base`.
-void overlay(RunLimits& base, const RunLimits& given) {
-  if (given.wall_time.count() != 0) base.wall_time = given.wall_time;
-  if (given.cpu_time.count() != 0) base.cpu_time = given.cpu_time;
-  if (given.kill_grace.count() != 0) base.kill_grace = given.kill_grace;
-  if (given.memory_bytes != 0) base.memory_bytes = given.memory_bytes;
-  if (given.pids != 0) base.pids = given.pids;
-  if (given.cpus != 0) base.cpus = given.cpus;
-  if (given.tmp_size_bytes != 0) base.tmp_size_bytes = given.tmp_size_bytes;
-  if (given.output_cap_bytes != 0) base.output_cap_bytes = given.output_cap_bytes;
-  if (given.disk_bytes != 0) base.disk_bytes = given.disk_bytes;
-  if (given.inodes != 0) base.inodes = given.inodes;
-}
-
-}  // namespace
 
 std::string cgroup_parent_for(const std::string& state_dir) {
   if (state_dir == DaemonConfig{}.state_dir) return "capsule";
@@ -69,7 +51,7 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
   // The same parser and checks as a RunSpec's "limits", so a default can never be a value a run may not ask for.
   auto limits = [&](const char* key) {
     try {
-      return parse_run_limits(j[key], key);
+      return spec::parse_limit_values(j[key], key);
     } catch (const std::exception& e) {
       throw std::invalid_argument(path + ": " + e.what());
     }
@@ -86,8 +68,8 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "host_id_base") config.host_id_base = static_cast<std::uint32_t>(number("host_id_base"));
     else if (key == "cgroup_parent") config.cgroup_parent = text("cgroup_parent");
     else if (key == "drain_grace_ms") config.drain_grace_ms = number("drain_grace_ms");
-    else if (key == "default_limits") overlay(config.limits.defaults, limits("default_limits"));
-    else if (key == "max_limits") overlay(config.limits.maxima, limits("max_limits"));
+    else if (key == "default_limits") spec::overlay(config.limits.defaults, limits("default_limits"));
+    else if (key == "max_limits") spec::overlay(config.limits.maxima, limits("max_limits"));
     else if (key == "min_free_bytes") config.storage.min_free_bytes = size("min_free_bytes");
     else if (key == "min_free_inodes") config.storage.min_free_inodes = number("min_free_inodes");
     else if (key == "proxy") config.proxy = value;  // checked by parse_proxy_options when capsuled starts

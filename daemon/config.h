@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/runs/disk_guard.h"
-#include "spec/run_spec.h"
+#include "spec/limits.h"
 
 namespace capsule::daemon {
 
@@ -24,7 +24,7 @@ struct DaemonConfig {
   std::uint32_t host_id_base = 100000;
   std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
-  LimitPolicy limits = default_limit_policy();
+  spec::LimitPolicy limits = spec::default_limit_policy();
   StorageWatermark storage;              // "min_free_bytes" ("1g" or bytes), "min_free_inodes"
   nlohmann::json proxy = nlohmann::json::object();  // the package proxy's options (proxy/proxy_options.h)
   std::uint64_t log_cap_bytes = 64ull << 20;       // stored log per stream (decompressed); 0: no cap

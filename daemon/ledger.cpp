@@ -2,6 +2,8 @@
 // with bound parameters only, schema versioned with PRAGMA user_version.
 #include "daemon/ledger.h"
 
+#include "daemon/ledger_upgrade.h"
+
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <tuple>
 
 namespace capsule::daemon {
 namespace {
@@ -18,7 +21,7 @@ using nlohmann::json;
 
 constexpr int kBusyTimeoutMs = 5000;
 constexpr const char* kColumns =
-    "id, state, created_ms, started_ms, finished_ms, labels, spec, record, peer_uid, peer_pid";
+    "id, state, created_ms, started_ms, finished_ms, labels, spec, pinned, record, peer_uid, peer_pid";
 
 std::string sqlite_message(sqlite3* db) {
   return std::string(sqlite3_errmsg(db)) + " (code " + std::to_string(sqlite3_extended_errcode(db)) + ")";
@@ -44,6 +47,10 @@ class Statement {
 
   Statement& bind(int index, std::string_view text) {
     check(sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind_null(int index) {
+    check(sqlite3_bind_null(stmt_, index));
     return *this;
   }
   Statement& bind(int index, std::int64_t value) {
@@ -124,9 +131,10 @@ RunRow read_row(const Statement& row) {
   run.finished_ms = row.optional_integer(4);
   run.labels = parse_column(row.text(5), run.id, "labels");
   run.spec = parse_column(row.text(6), run.id, "spec");
-  if (!row.is_null(7)) run.record = parse_column(row.text(7), run.id, "record");
-  run.peer_uid = static_cast<uid_t>(row.integer(8));
-  run.peer_pid = static_cast<pid_t>(row.integer(9));
+  run.pinned = parse_column(row.text(7), run.id, "pinned");
+  if (!row.is_null(8)) run.outcome = parse_column(row.text(8), run.id, "record");
+  run.peer_uid = static_cast<uid_t>(row.integer(9));
+  run.peer_pid = static_cast<pid_t>(row.integer(10));
   return run;
 }
 
@@ -149,18 +157,6 @@ const std::vector<std::string>& run_states() {
   return states;
 }
 
-json RunRow::to_json() const {
-  auto optional = [](const auto& value) { return value ? json(*value) : json(); };
-  return {{"id", id},
-          {"state", state},
-          {"created_ms", created_ms},
-          {"started_ms", optional(started_ms)},
-          {"finished_ms", optional(finished_ms)},
-          {"labels", labels},
-          {"spec", spec},
-          {"record", optional(record)},
-          {"peer", {{"uid", peer_uid}, {"pid", peer_pid}}}};
-}
 
 Ledger::Ledger(const std::string& db_path) : path_(db_path) {
   const bool in_memory = db_path == ":memory:";
@@ -194,6 +190,27 @@ Ledger::Ledger(const std::string& db_path) : path_(db_path) {
 
 Ledger::~Ledger() { sqlite3_close_v2(db_); }
 
+// Rewrites every v1 row into the v2 form (daemon/ledger_upgrade.h), inside migrate()'s transaction.
+static void upgrade_v1_rows(sqlite3* db) {
+  std::vector<std::tuple<std::string, std::string, std::optional<std::string>>> rows;
+  {
+    Statement query(db, "SELECT id, spec, record FROM runs", "read v1 rows");
+    while (query.step()) {
+      rows.emplace_back(query.text(0), query.text(1),
+                        query.is_null(2) ? std::nullopt : std::optional<std::string>(query.text(2)));
+    }
+  }
+  for (const auto& [id, spec, record] : rows) {
+    const UpgradedRow upgraded = upgrade_v1_row(parse_column(spec, id, "spec"),
+                                                record ? parse_column(*record, id, "record") : json());
+    Statement update(db, "UPDATE runs SET spec = ?, pinned = ?, record = ? WHERE id = ?", "upgrade run " + id);
+    update.bind(1, dump(upgraded.spec)).bind(2, dump(upgraded.pinned));
+    if (upgraded.outcome.is_null()) update.bind_null(3);
+    else update.bind(3, dump(upgraded.outcome));
+    update.bind(4, id).run();
+  }
+}
+
 void Ledger::migrate() {
   Transaction transaction(db_);
   std::int64_t version = 0;
@@ -224,19 +241,25 @@ void Ledger::migrate() {
     exec(db_, "CREATE INDEX runs_newest ON runs (created_ms DESC, id DESC)", "create index runs_newest");
     exec(db_, "CREATE INDEX runs_by_state ON runs (state, created_ms DESC, id DESC)", "create index runs_by_state");
   }
+  if (version < 2) {
+    // v2: the run object's form (spec/run_object.h): pins apart from the spec, the outcome without the state.
+    exec(db_, "ALTER TABLE runs ADD COLUMN pinned TEXT NOT NULL DEFAULT '{}'", "add column pinned");
+    if (version == 1) upgrade_v1_rows(db_);
+  }
   exec(db_, "PRAGMA user_version = " + std::to_string(kSchemaVersion), "set the schema version");
   transaction.commit();
 }
 
-void Ledger::insert_queued(const std::string& id, const json& spec, const std::map<std::string, std::string>& labels,
-                           uid_t peer_uid, pid_t peer_pid, std::int64_t created_ms) {
+void Ledger::insert_queued(const std::string& id, const json& spec, const json& pinned,
+                           const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
+                           std::int64_t created_ms) {
   std::lock_guard lock(mutex_);
   Statement insert(db_,
-                   "INSERT INTO runs (id, state, created_ms, labels, spec, peer_uid, peer_pid)"
-                   " VALUES (?, 'queued', ?, ?, ?, ?, ?)",
+                   "INSERT INTO runs (id, state, created_ms, labels, spec, pinned, peer_uid, peer_pid)"
+                   " VALUES (?, 'queued', ?, ?, ?, ?, ?, ?)",
                    "insert queued run " + id);
-  insert.bind(1, id).bind(2, created_ms).bind(3, dump(json(labels))).bind(4, dump(spec));
-  insert.bind(5, static_cast<std::int64_t>(peer_uid)).bind(6, static_cast<std::int64_t>(peer_pid));
+  insert.bind(1, id).bind(2, created_ms).bind(3, dump(json(labels))).bind(4, dump(spec)).bind(5, dump(pinned));
+  insert.bind(6, static_cast<std::int64_t>(peer_uid)).bind(7, static_cast<std::int64_t>(peer_pid));
   insert.run();
 }
 
@@ -248,7 +271,7 @@ void Ledger::mark_running(const std::string& id, std::int64_t started_ms) {
   if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued");
 }
 
-void Ledger::mark_finished(const std::string& id, const std::string& state, const json& record,
+void Ledger::mark_finished(const std::string& id, const std::string& state, const json& outcome,
                            std::int64_t finished_ms) {
   const auto& states = run_states();
   if (is_unfinished(state) || std::find(states.begin(), states.end(), state) == states.end()) {
@@ -259,7 +282,7 @@ void Ledger::mark_finished(const std::string& id, const std::string& state, cons
                    "UPDATE runs SET state = ?, record = ?, finished_ms = ?"
                    " WHERE id = ? AND state IN ('queued', 'running')",
                    "mark run " + id + " " + state);
-  update.bind(1, state).bind(2, dump(record)).bind(3, finished_ms).bind(4, id).run();
+  update.bind(1, state).bind(2, dump(outcome)).bind(3, finished_ms).bind(4, id).run();
   if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued or running");
 }
 
@@ -274,7 +297,7 @@ std::vector<std::string> Ledger::mark_unfinished_interrupted(std::int64_t now_ms
   }
   std::vector<std::string> ids;
   for (const auto& [id, state] : unfinished) {
-    const json record = {{"status", "interrupted"}, {"reason", "daemon restarted while the run was " + state}};
+    const json record = {{"result", {{"reason", "daemon restarted while the run was " + state}}}};
     Statement update(db_, "UPDATE runs SET state = 'interrupted', record = ?, finished_ms = ? WHERE id = ?",
                      "mark run " + id + " interrupted");
     update.bind(1, dump(record)).bind(2, now_ms).bind(3, id).run();
@@ -360,7 +383,8 @@ std::vector<FinishedRunSize> Ledger::finished_runs_oldest_first() const {
   std::lock_guard lock(mutex_);
   Statement query(db_,
                   "SELECT id, COALESCE(finished_ms, created_ms),"
-                  " LENGTH(CAST(spec AS BLOB)) + COALESCE(LENGTH(CAST(record AS BLOB)), 0) + LENGTH(CAST(labels AS BLOB))"
+                  " LENGTH(CAST(spec AS BLOB)) + LENGTH(CAST(pinned AS BLOB)) + COALESCE(LENGTH(CAST(record AS BLOB)), 0)"
+                  " + LENGTH(CAST(labels AS BLOB))"
                   " FROM runs WHERE state NOT IN ('queued', 'running') ORDER BY 2, id",
                   "list finished runs for retention");
   std::vector<FinishedRunSize> runs;
@@ -373,7 +397,7 @@ std::vector<FinishedRunSize> Ledger::finished_runs_oldest_first() const {
 std::uint64_t Ledger::record_bytes_total() const {
   std::lock_guard lock(mutex_);
   Statement query(db_,
-                  "SELECT COALESCE(SUM(LENGTH(CAST(spec AS BLOB)) + COALESCE(LENGTH(CAST(record AS BLOB)), 0)"
+                  "SELECT COALESCE(SUM(LENGTH(CAST(spec AS BLOB)) + LENGTH(CAST(pinned AS BLOB)) + COALESCE(LENGTH(CAST(record AS BLOB)), 0)"
                   " + LENGTH(CAST(labels AS BLOB))), 0) FROM runs",
                   "sum record sizes");
   return query.step() ? static_cast<std::uint64_t>(query.integer(0)) : 0;

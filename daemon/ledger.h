@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "spec/run_object.h"
+
 struct sqlite3;
 
 namespace capsule::daemon {
@@ -30,22 +32,8 @@ class LedgerCursorError : public LedgerError {
   using LedgerError::LedgerError;
 };
 
-struct RunRow {
-  std::string id;
-  std::string state;
-  std::int64_t created_ms = 0;
-  std::optional<std::int64_t> started_ms;
-  std::optional<std::int64_t> finished_ms;
-  nlohmann::json labels = nlohmann::json::object();
-  nlohmann::json spec;
-  std::optional<nlohmann::json> record;
-  uid_t peer_uid = 0;
-  pid_t peer_pid = 0;
-
-  // {"id","state","created_ms","started_ms","finished_ms","labels","spec","record","peer":{"uid","pid"}},
-  // null where a value is absent.
-  nlohmann::json to_json() const;
-};
+// A ledger row is the run object (spec/run_object.h): the outcome column holds what finishing recorded.
+using RunRow = spec::RunObject;
 
 struct RunFilter {
   std::optional<std::string> state;
@@ -63,7 +51,7 @@ struct RunPage {
 struct FinishedRunSize {
   std::string id;
   std::int64_t finished_ms = 0;
-  std::uint64_t record_bytes = 0;  // spec + record + labels, as stored
+  std::uint64_t record_bytes = 0;  // spec + pinned + outcome + labels, as stored
 };
 
 // Every state a run can be in; the schema rejects anything else.
@@ -72,7 +60,7 @@ const std::vector<std::string>& run_states();
 class Ledger {
  public:
   static constexpr std::size_t kMaxListLimit = 1000;
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating it 0600 if needed) the database and brings its schema to kSchemaVersion.
   // Throws LedgerError if the file cannot be opened or holds a newer schema than this build knows.
@@ -81,12 +69,15 @@ class Ledger {
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
 
-  void insert_queued(const std::string& id, const nlohmann::json& spec, const std::map<std::string, std::string>& labels,
-                     uid_t peer_uid, pid_t peer_pid, std::int64_t created_ms);
+  // `spec` and `pinned` as spec/ prints them.
+  void insert_queued(const std::string& id, const nlohmann::json& spec, const nlohmann::json& pinned,
+                     const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
+                     std::int64_t created_ms);
   // queued -> running. Throws LedgerError if the run is unknown or not queued.
   void mark_running(const std::string& id, std::int64_t started_ms);
   // queued|running -> `state` (a terminal state). Throws LedgerError if the run is unknown or finished.
-  void mark_finished(const std::string& id, const std::string& state, const nlohmann::json& record,
+  // `outcome`: {"result", "tests", "diff", "proxy", ...} (daemon/record/run_record.h).
+  void mark_finished(const std::string& id, const std::string& state, const nlohmann::json& outcome,
                      std::int64_t finished_ms);
   // Restart recovery: every queued or running run becomes `interrupted`; returns their ids, oldest first.
   std::vector<std::string> mark_unfinished_interrupted(std::int64_t now_ms);
@@ -102,7 +93,7 @@ class Ledger {
   Removal remove_finished(const std::string& id);
   // Every finished run, oldest finished first (finished_ms, then id).
   std::vector<FinishedRunSize> finished_runs_oldest_first() const;
-  // Bytes of spec + record + labels over all rows (finished or not).
+  // Bytes of spec + pinned + outcome + labels over all rows (finished or not).
   std::uint64_t record_bytes_total() const;
 
   const std::string& path() const { return path_; }

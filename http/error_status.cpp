@@ -23,7 +23,7 @@ unsigned status_for(std::string_view code) {
       {"payload_too_large", 413}, {"headers_too_large", 431}, {"not_implemented", 501},
       {"http_version_not_supported", 505},
       // 409: the resource's state does not allow it.
-      {"conflict", 409}, {"already_finished", 409}, {"run_active", 409},
+      {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409},
       // 429 / 503 / 507: come back later.
       {"queue_full", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
       {"insufficient_storage", 507},

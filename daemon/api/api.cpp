@@ -120,9 +120,10 @@ struct EventLines {
   }
 };
 
-// POST /v1/runs: 202 with the id, or the finished run (?wait=true), or a stream of events (ndjson).
+// POST /v1/runs (a spec, or a stored run's {spec, pinned}): 202 with the id, or the finished run (?wait=true),
+// or a stream of events (ndjson).
 void submit_run(ApiContext& ctx, const http::Request& request, http::Responder responder) {
-  RunSpec spec = parse_run_spec(parse_body(request), ctx.limits);
+  Submission spec = parse_submission(parse_body(request), ctx.limits);
   authorize_workspace(spec, caller_of(request.peer));
   Peer peer{request.peer.uid, request.peer.pid};
   if (wants_ndjson(request)) {

@@ -10,7 +10,7 @@
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_manager.h"
-#include "spec/run_spec.h"
+#include "spec/limits.h"
 
 namespace capsule::daemon {
 
@@ -19,7 +19,7 @@ struct ApiContext {
   RunManager& runs;
   Ledger& ledger;
   LogStore& logs;
-  LimitPolicy limits;
+  spec::LimitPolicy limits;
   int cgroup_version = 0;
   AccessPolicy access;  // who sees every run (auth.h)
 };

@@ -78,10 +78,10 @@ bool shorten_lists(json& record, const char* section, std::initializer_list<cons
 
 std::size_t json_size(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace).size(); }
 
-void bound_stream_parts(json& record, std::size_t max_part_bytes) {
+void bound_stream_parts(json& result, std::size_t max_part_bytes) {
   for (const char* name : {"stdout", "stderr"}) {
-    if (!record.contains(name) || !record[name].is_object()) continue;
-    json& stream = record[name];
+    if (!result.contains(name) || !result[name].is_object()) continue;
+    json& stream = result[name];
     const bool head_cut = bound_part(stream, "head", max_part_bytes, true);
     const bool tail_cut = bound_part(stream, "tail", max_part_bytes, false);
     if (head_cut || tail_cut) stream["truncated"] = true;
@@ -93,66 +93,60 @@ json bound_record(json record, std::size_t max_bytes) {
   if (original <= max_bytes) return record;
   if (shorten_lists(record, "diff", {"added", "modified", "deleted", "errors"}, max_bytes)) return record;
   if (shorten_lists(record, "tests", {"files", "unreadable"}, max_bytes)) return record;
+  json& result = record["result"];
+  if (!result.is_object()) result = json::object();
   for (const char* name : {"stdout", "stderr"}) {
-    if (!record.contains(name) || !record[name].is_object()) continue;
-    record[name]["head"] = "";
-    record[name]["tail"] = "";
-    record[name]["truncated"] = true;
+    if (!result.contains(name) || !result[name].is_object()) continue;
+    result[name]["head"] = "";
+    result[name]["tail"] = "";
+    result[name]["truncated"] = true;
   }
   if (json_size(record) <= max_bytes) return record;
-  json minimal;
-  for (const char* key : {"status", "exit_code", "signal", "wall_ms", "cpu_user_ms", "cpu_sys_ms",
-                          "peak_memory_bytes", "oom_kills"}) {
-    if (record.contains(key) && !record[key].is_object()) minimal[key] = record[key];
+  json summary = json::object();
+  for (const char* key : {"exit_code", "signal", "wall_ms", "cpu_user_ms", "cpu_sys_ms", "peak_memory_bytes",
+                          "oom_kills"}) {
+    if (result.contains(key) && !result[key].is_object()) summary[key] = result[key];
   }
-  std::string reason = record.value("reason", std::string());
+  std::string reason = result.value("reason", std::string());
   if (reason.size() > 4096) reason.resize(4096);
-  minimal["reason"] = reason;
-  minimal["record_error"] = "the record of " + std::to_string(original) + " bytes exceeded the " +
-                            std::to_string(max_bytes) + "-byte ceiling; only this summary was kept";
-  return minimal;
+  summary["reason"] = reason;
+  return {{"result", summary},
+          {"record_error", "the record of " + std::to_string(original) + " bytes exceeded the " +
+                               std::to_string(max_bytes) + "-byte ceiling; only this summary was kept"}};
 }
 
 json failure_record(const std::string& reason, const sandbox::Result& result) {
   std::string text = reason;
   if (text.size() > 4096) text.resize(4096);
-  return {{"status", "internal_error"},
-          {"reason", text},
-          {"exit_code", result.exit_code},
-          {"signal", result.signal},
-          {"wall_ms", result.wall_ms}};
+  return {{"result", {{"reason", text}, {"exit_code", result.exit_code}, {"signal", result.signal}, {"wall_ms", result.wall_ms}}}};
 }
 
-json build_record(const RunSpec& spec, const sandbox::Result& result, const RecordSources& sources) {
-  json record = sandbox::result_to_json(result);
-  bound_stream_parts(record);
+json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources) {
+  json summary = sandbox::result_to_json(result);
+  summary.erase("status");  // the run's state
+  bound_stream_parts(summary);
+  json record = {{"result", std::move(summary)}};
   if (sources.proxy) record["proxy"] = *sources.proxy;
   std::string collect_error;
-  const bool cow = spec.workspace_path && spec.workspace_mode == WorkspaceMode::kCow;
+  const bool cow = spec.cow_workspace();
   std::error_code ec;
   const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
   if (have_upper) {
     try {
-      record["diff"] = diff_upper(sources.upper_dir, *spec.workspace_path).to_json();
+      record["diff"] = diff_upper(sources.upper_dir, spec.workspace->path).to_json();
     } catch (const std::exception& e) {
       collect_error = std::string("diff: ") + e.what();
     }
   }
-  if (!spec.junit_globs.empty() && spec.workspace_path && (!cow || have_upper)) {
+  if (!spec.junit_globs.empty() && spec.workspace && (!cow || have_upper)) {
     try {
-      const std::string root = cow ? sources.upper_dir : *spec.workspace_path;
+      const std::string root = cow ? sources.upper_dir : spec.workspace->path;
       record["tests"] = collect_junit(root, spec.junit_globs).to_json();
     } catch (const std::exception& e) {
       collect_error += (collect_error.empty() ? "" : "; ") + std::string("junit: ") + e.what();
     }
   }
   if (!collect_error.empty()) record["collect_error"] = collect_error;
-  record["manifest"] = {{"image", spec.image},
-                        {"image_digest", spec.image_digest.empty() ? json() : json(spec.image_digest)},
-                        {"layers", spec.layers},
-                        {"image_digests", spec.image_digests()},
-                        {"policy", spec.policy},
-                        {"workspace", spec.workspace_path ? json(*spec.workspace_path) : json()}};
   return bound_record(std::move(record));
 }
 

@@ -1,5 +1,5 @@
-// The finished run's record: the sandbox result plus what is collected from the workspace (diff, JUnit
-// counts), kept under a hard size ceiling so nothing a sandbox produces can make the ledger refuse it.
+// The finished run's outcome: {"result" (the sandbox's, without the status: that is the run's state), "tests",
+// "diff", "proxy"}, kept under a hard size ceiling so nothing a sandbox produces can make the ledger refuse it.
 #pragma once
 
 #include <cstddef>
@@ -23,24 +23,24 @@ struct RecordSources {
   std::optional<nlohmann::json> proxy;  // the package proxy's record, for network "proxy" runs
 };
 
-// result_to_json(result) + diff (cow workspaces) + tests (collect.junit) + manifest, with output parts
-// bounded (bound_stream_parts) and the whole record bounded (bound_record). A collector that fails leaves
-// its cause in "collect_error" instead of its section; never throws for what the sandbox left behind.
-nlohmann::json build_record(const RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);
+// {"result": result_to_json(result) without "status", "diff" (cow workspaces), "tests" (collect.junit),
+// "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded (bound_record). A collector that
+// fails leaves its cause in "collect_error" instead of its section; never throws for what the sandbox left.
+nlohmann::json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);
 
-// Cuts stdout/stderr head (keeping its start) and tail (keeping its end) at character boundaries until each
-// is at most `max_part_bytes` of JSON text; a stream that was cut gets "truncated": true.
-void bound_stream_parts(nlohmann::json& record, std::size_t max_part_bytes = kMaxStreamPartBytes);
+// Cuts a result's stdout/stderr head (keeping its start) and tail (keeping its end) at character boundaries
+// until each is at most `max_part_bytes` of JSON text; a stream that was cut gets "truncated": true.
+void bound_stream_parts(nlohmann::json& result, std::size_t max_part_bytes = kMaxStreamPartBytes);
 
 // Makes the record's JSON text at most `max_bytes`: first shortens the diff lists and the tests' lists
-// (marking "truncated": true; totals stay), then drops the output parts, and as a last resort replaces the
-// record by a minimal one (status, reason, exit code, times) with "record_error" saying why.
+// (marking "truncated": true; totals stay), then drops the output parts, and as a last resort keeps only a
+// summary result (reason, exit code, times) with "record_error" saying why.
 nlohmann::json bound_record(nlohmann::json record, std::size_t max_bytes = kMaxRecordBytes);
 
 // Size of value.dump() with invalid UTF-8 replaced (as the ledger stores it).
 std::size_t json_size(const nlohmann::json& value);
 
-// The smallest record of a run whose finishing failed: {"status": "internal_error", "reason", ...}.
+// The outcome of a run whose finishing failed (its state is internal_error): {"result": {"reason", ...}}.
 nlohmann::json failure_record(const std::string& reason, const sandbox::Result& result);
 
 }  // namespace capsule::daemon

@@ -35,7 +35,8 @@ std::int64_t unix_ms() {
 
 struct RunManager::Run {
   std::string id;
-  RunSpec spec;
+  Submission submission;
+  const spec::RunSpec& spec = submission.spec;
   sandbox::SandboxSpec sandbox_spec;  // resolved once, at submission (names checked, policy read)
   std::string run_dir;
   std::vector<Listener> listeners;  // guarded by RunManager::mutex_
@@ -87,12 +88,12 @@ void RunManager::wake() {
   (void)!write(wake_fd_, &one, sizeof one);
 }
 
-std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener listener) {
+std::string RunManager::submit(const Submission& submission, const Peer& peer, Listener listener) {
   // Before anything is written for it: below the watermark the ledger and the logs keep their room.
   if (!options_.state_dir.empty()) require_storage(options_.state_dir, options_.storage);
   auto run = std::make_shared<Run>();
   run->id = sandbox::new_sandbox_id();
-  run->spec = spec;
+  run->submission = submission;
   run->run_dir = options_.runs_dir + "/" + run->id;
   if (listener) run->listeners.push_back(std::move(listener));
   // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
@@ -100,9 +101,9 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
   if (run->spec.network == "proxy" && !options_.proxies.proxy) {
     throw http::ApiError("invalid_spec", "network: this capsuled has no package proxy configured");
   }
-  pin_image(run->spec, options_.images);
-  run->sandbox_spec = resolve_run_spec(
-      run->spec, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
+  pin_images(run->submission, options_.images);
+  run->sandbox_spec = resolve_run(
+      run->submission, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
   {
     std::lock_guard lock(mutex_);
     if (draining_) throw http::ApiError("draining", "capsuled is shutting down and accepts no new runs");
@@ -112,7 +113,8 @@ std::string RunManager::submit(const RunSpec& spec, const Peer& peer, Listener l
       throw http::ApiError("queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
                                             std::to_string(running_) + " running); retry later");
     }
-    ledger_.insert_queued(run->id, run->spec.to_json(), spec.labels, peer.uid, peer.pid, unix_ms());
+    ledger_.insert_queued(run->id, spec::to_json(run->spec), spec::to_json(run->submission.pinned), run->spec.labels,
+                          peer.uid, peer.pid, unix_ms());
     live_[run->id] = run;
     // Under the lock, before the supervision thread can see the run: "queued" always comes before "started".
     for (const auto& first : run->listeners) first({{"event", "queued"}, {"id", run->id}});
@@ -249,7 +251,7 @@ void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::str
     spdlog::error("run {}: recording it as {} failed: {}", run->id, state, e.what());
     try {
       sandbox::Result none;
-      none.wall_ms = record.value("wall_ms", 0.0);
+      none.wall_ms = record.contains("result") ? record["result"].value("wall_ms", 0.0) : 0.0;
       ledger_.mark_finished(run->id, "internal_error",
                             failure_record(std::string("recording the run failed: ") + e.what(), none), unix_ms());
     } catch (const std::exception& again) {
@@ -289,7 +291,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
   } catch (const std::exception& e) {
     spdlog::error("run {}: reading its final row failed: {}", run->id, e.what());
   }
-  nlohmann::json run_json = row ? row->to_json() : nlohmann::json{{"id", run->id}, {"state", state}, {"record", record}};
+  nlohmann::json run_json = row ? row->to_json() : nlohmann::json{{"id", run->id}, {"state", state}, {"result", record.value("result", nlohmann::json())}};
   if (row) state = row->state;
   {
     // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.

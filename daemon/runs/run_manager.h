@@ -21,7 +21,7 @@
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_finisher.h"
 #include "daemon/runs/run_proxy.h"
-#include "spec/run_spec.h"
+#include "daemon/resolve.h"
 #include "sandbox/launcher.h"
 
 namespace capsule::daemon {
@@ -71,7 +71,7 @@ class RunManager {
   // Records the run as queued and returns its id. `listener`, if given, is attached before the run can
   // start, so it sees every event. Throws ApiError 400/404 (names that do not resolve: workspace, image,
   // policy), 429 (queue full) or 503 (draining).
-  std::string submit(const RunSpec& spec, const Peer& peer, Listener listener = {});
+  std::string submit(const Submission& submission, const Peer& peer, Listener listener = {});
   // Throws ApiError 404 (unknown) or 409 (already finished).
   void cancel(const std::string& id);
   // Attaches a listener to a live run; false when the run is not live (read the ledger instead).

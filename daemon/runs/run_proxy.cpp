@@ -80,8 +80,7 @@ RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, cons
 RunProxy::~RunProxy() { server_->stop(); }
 
 nlohmann::json RunProxy::record() const {
-  return {{"cutoff", cutoff_.text},
-          {"port", kRunProxyPort},
+  return {{"port", kRunProxyPort},
           {"upstream", proxy_.options().to_json()},
           {"served", log_->to_json()}};
 }

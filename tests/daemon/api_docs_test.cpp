@@ -38,7 +38,7 @@ TEST(ApiDocs, EveryRegisteredRouteIsDocumentedAndNothingElse) {
     RunManagerOptions options;
     options.runs_dir = dir + "/runs";
     RunManager runs(testing::shared_launcher(), ledger, logs, options);
-    ApiContext context{io, runs, ledger, logs, default_limit_policy(), 1, {}};
+    ApiContext context{io, runs, ledger, logs, spec::default_limit_policy(), 1, {}};
     images::ImageStore store(dir + "/store");
     ImageJobs jobs;
     http::Router router;

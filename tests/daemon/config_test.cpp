@@ -38,7 +38,7 @@ TEST_F(ConfigFileTest, KeysAndLimitObjects) {
   EXPECT_EQ(config.max_concurrent, 3u);
   EXPECT_EQ(config.limits.defaults.wall_time, std::chrono::minutes(20));
   EXPECT_EQ(config.limits.defaults.memory_bytes, 2ull << 30);
-  EXPECT_EQ(config.limits.defaults.pids, default_limit_policy().defaults.pids);  // untouched fields keep defaults
+  EXPECT_EQ(config.limits.defaults.pids, spec::default_limit_policy().defaults.pids);  // untouched fields keep defaults
   EXPECT_EQ(config.limits.maxima.wall_time, std::chrono::hours(1));
 }
 

@@ -2,6 +2,8 @@
 // filters (with hostile-looking labels), restart recovery, counts and concurrent writers.
 #include "daemon/ledger.h"
 
+#include "spec/run_spec.h"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -39,10 +41,10 @@ std::string run_id(int i) {
 TEST_F(LedgerTest, PersistsAcrossReopen) {
   {
     Ledger ledger(db_);
-    ledger.insert_queued("a", json{{"argv", {"true"}}}, {{"suite", "x"}}, 1000, 42, 100);
+    ledger.insert_queued("a", json{{"argv", {"true"}}}, json::object(), {{"suite", "x"}}, 1000, 42, 100);
     ledger.mark_running("a", 110);
-    ledger.mark_finished("a", "succeeded", json{{"status", "succeeded"}, {"exit_code", 0}}, 150);
-    ledger.insert_queued("b", json::object(), {}, 0, 1, 200);
+    ledger.mark_finished("a", "succeeded", json{{"result", {{"exit_code", 0}}}}, 150);
+    ledger.insert_queued("b", json::object(), json::object(), {}, 0, 1, 200);
   }
   Ledger ledger(db_);
   auto a = ledger.get("a");
@@ -53,8 +55,8 @@ TEST_F(LedgerTest, PersistsAcrossReopen) {
   EXPECT_EQ(a->finished_ms, 150);
   EXPECT_EQ(a->labels, json({{"suite", "x"}}));
   EXPECT_EQ(a->spec, json({{"argv", {"true"}}}));
-  ASSERT_TRUE(a->record);
-  EXPECT_EQ((*a->record)["exit_code"], 0);
+  ASSERT_TRUE(a->outcome);
+  EXPECT_EQ((*a->outcome)["result"]["exit_code"], 0);
   EXPECT_EQ(a->peer_uid, 1000u);
   EXPECT_EQ(a->peer_pid, 42);
 
@@ -62,7 +64,7 @@ TEST_F(LedgerTest, PersistsAcrossReopen) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->state, "queued");
   EXPECT_FALSE(b->started_ms);
-  EXPECT_FALSE(b->record);
+  EXPECT_FALSE(b->outcome);
   EXPECT_FALSE(ledger.get("nope"));
 }
 
@@ -108,8 +110,8 @@ TEST_F(LedgerTest, OpenErrorNamesThePath) {
 
 TEST_F(LedgerTest, TransitionsAreChecked) {
   Ledger ledger(db_);
-  ledger.insert_queued("a", json::object(), {}, 0, 0, 1);
-  EXPECT_THROW(ledger.insert_queued("a", json::object(), {}, 0, 0, 2), LedgerError);  // duplicate id
+  ledger.insert_queued("a", json::object(), json::object(), {}, 0, 0, 1);
+  EXPECT_THROW(ledger.insert_queued("a", json::object(), json::object(), {}, 0, 0, 2), LedgerError);  // duplicate id
   EXPECT_THROW(ledger.mark_running("zzz", 5), LedgerError);
   EXPECT_THROW(ledger.mark_finished("a", "running", json::object(), 5), LedgerError);
   EXPECT_THROW(ledger.mark_finished("a", "exploded", json::object(), 5), LedgerError);
@@ -125,7 +127,7 @@ TEST_F(LedgerTest, TransitionsAreChecked) {
   EXPECT_EQ(ledger.get("a")->state, "failed");
 
   // Cancelled while still queued: finished without ever running.
-  ledger.insert_queued("b", json::object(), {}, 0, 0, 6);
+  ledger.insert_queued("b", json::object(), json::object(), {}, 0, 0, 6);
   ledger.mark_finished("b", "cancelled", json{{"status", "cancelled"}}, 7);
   EXPECT_FALSE(ledger.get("b")->started_ms);
   EXPECT_EQ(ledger.get("b")->finished_ms, 7);
@@ -133,29 +135,34 @@ TEST_F(LedgerTest, TransitionsAreChecked) {
 
 TEST_F(LedgerTest, ToJsonHasTheApiShape) {
   Ledger ledger(db_);
-  ledger.insert_queued("a", json{{"argv", {"ls"}}}, {{"k", "v"}}, 7, 8, 100);
+  ledger.insert_queued("a", json{{"argv", {"ls"}}}, json{{"policy_sha256", "x"}}, {{"k", "v"}}, 7, 8, 100);
   const json queued = ledger.get("a")->to_json();
   EXPECT_EQ(queued, json({{"id", "a"},
                           {"state", "queued"},
-                          {"created_ms", 100},
-                          {"started_ms", nullptr},
-                          {"finished_ms", nullptr},
                           {"labels", {{"k", "v"}}},
+                          {"peer", {{"uid", 7}, {"pid", 8}}},
+                          {"times", {{"created", 100}, {"started", nullptr}, {"finished", nullptr}}},
                           {"spec", {{"argv", {"ls"}}}},
-                          {"record", nullptr},
-                          {"peer", {{"uid", 7}, {"pid", 8}}}}));
+                          {"pinned", {{"policy_sha256", "x"}}},
+                          {"result", nullptr},
+                          {"tests", nullptr},
+                          {"diff", nullptr},
+                          {"proxy", nullptr}}));
   ledger.mark_running("a", 101);
-  ledger.mark_finished("a", "timed_out", json{{"status", "timed_out"}}, 102);
+  ledger.mark_finished("a", "timed_out", json{{"result", {{"exit_code", -1}}}, {"tests", {{"total", 3}}}}, 102);
   const json done = ledger.get("a")->to_json();
-  EXPECT_EQ(done["started_ms"], 101);
-  EXPECT_EQ(done["finished_ms"], 102);
-  EXPECT_EQ(done["record"]["status"], "timed_out");
+  EXPECT_EQ(done["times"]["started"], 101);
+  EXPECT_EQ(done["times"]["finished"], 102);
+  EXPECT_EQ(done["state"], "timed_out");
+  EXPECT_EQ(done["result"]["exit_code"], -1);
+  EXPECT_EQ(done["tests"]["total"], 3) << "the outcome's sections are at the top, once";
+  EXPECT_FALSE(done.contains("record"));
 }
 
 TEST_F(LedgerTest, KeysetPaginationOver120Rows) {
   Ledger ledger(db_);
   // Pairs of runs share a created_ms, so the id breaks ties.
-  for (int i = 0; i < 120; ++i) ledger.insert_queued(run_id(i), json::object(), {}, 0, 0, 1000 + i / 2);
+  for (int i = 0; i < 120; ++i) ledger.insert_queued(run_id(i), json::object(), json::object(), {}, 0, 0, 1000 + i / 2);
 
   std::vector<std::string> seen;
   RunFilter filter;
@@ -170,7 +177,7 @@ TEST_F(LedgerTest, KeysetPaginationOver120Rows) {
     EXPECT_EQ(*page.next, page.runs.back().id);
     filter.after = page.next;
     // A run inserted while paging (newer than everything) must not shift later pages.
-    if (pages == 1) ledger.insert_queued("late", json::object(), {}, 0, 0, 999999);
+    if (pages == 1) ledger.insert_queued("late", json::object(), json::object(), {}, 0, 0, 999999);
   }
   EXPECT_EQ(pages, 5);
   ASSERT_EQ(seen.size(), 120u);
@@ -195,10 +202,10 @@ TEST_F(LedgerTest, KeysetPaginationOver120Rows) {
 
 TEST_F(LedgerTest, FiltersByStateAndLabels) {
   Ledger ledger(db_);
-  ledger.insert_queued("j17-a", json::object(), {{"bench", "java"}, {"jdk", "17"}}, 0, 0, 1);
-  ledger.insert_queued("j21-a", json::object(), {{"bench", "java"}, {"jdk", "21"}}, 0, 0, 2);
-  ledger.insert_queued("py-a", json::object(), {{"bench", "python"}}, 0, 0, 3);
-  ledger.insert_queued("j17-b", json::object(), {{"bench", "java"}, {"jdk", "17"}, {"a.b/c-d_e", "x"}}, 0, 0, 4);
+  ledger.insert_queued("j17-a", json::object(), json::object(), {{"bench", "java"}, {"jdk", "17"}}, 0, 0, 1);
+  ledger.insert_queued("j21-a", json::object(), json::object(), {{"bench", "java"}, {"jdk", "21"}}, 0, 0, 2);
+  ledger.insert_queued("py-a", json::object(), json::object(), {{"bench", "python"}}, 0, 0, 3);
+  ledger.insert_queued("j17-b", json::object(), json::object(), {{"bench", "java"}, {"jdk", "17"}, {"a.b/c-d_e", "x"}}, 0, 0, 4);
   ledger.mark_running("j17-a", 5);
   ledger.mark_finished("j17-a", "succeeded", json::object(), 6);
 
@@ -244,8 +251,8 @@ TEST_F(LedgerTest, InjectionLookingLabelsAreJustData) {
   const std::string evil_value = "x' OR '1'='1";
   const std::string evil_key = "k\"); DROP TABLE runs; --";
   const std::string dollar_key = "$.bench";
-  ledger.insert_queued("evil", json::object(), {{evil_key, evil_value}, {dollar_key, "\"quoted\""}}, 0, 0, 1);
-  ledger.insert_queued("plain", json::object(), {{"bench", "java"}}, 0, 0, 2);
+  ledger.insert_queued("evil", json::object(), json::object(), {{evil_key, evil_value}, {dollar_key, "\"quoted\""}}, 0, 0, 1);
+  ledger.insert_queued("plain", json::object(), json::object(), {{"bench", "java"}}, 0, 0, 2);
 
   RunFilter by_value;
   by_value.labels = {{evil_key, evil_value}};
@@ -272,29 +279,29 @@ TEST_F(LedgerTest, InjectionLookingLabelsAreJustData) {
 TEST_F(LedgerTest, MarksUnfinishedRunsInterrupted) {
   {
     Ledger ledger(db_);
-    ledger.insert_queued("q", json::object(), {}, 0, 0, 1);
-    ledger.insert_queued("r", json::object(), {}, 0, 0, 2);
-    ledger.insert_queued("done", json::object(), {}, 0, 0, 3);
+    ledger.insert_queued("q", json::object(), json::object(), {}, 0, 0, 1);
+    ledger.insert_queued("r", json::object(), json::object(), {}, 0, 0, 2);
+    ledger.insert_queued("done", json::object(), json::object(), {}, 0, 0, 3);
     ledger.mark_running("r", 4);
     ledger.mark_running("done", 5);
-    ledger.mark_finished("done", "succeeded", json{{"status", "succeeded"}}, 6);
+    ledger.mark_finished("done", "succeeded", json{{"result", json::object()}}, 6);
   }
   Ledger ledger(db_);  // the daemon restarted
   EXPECT_EQ(ledger.mark_unfinished_interrupted(100), (std::vector<std::string>{"q", "r"}));
   auto q = ledger.get("q");
   EXPECT_EQ(q->state, "interrupted");
   EXPECT_EQ(q->finished_ms, 100);
-  EXPECT_EQ(*q->record, json({{"status", "interrupted"}, {"reason", "daemon restarted while the run was queued"}}));
-  EXPECT_EQ((*ledger.get("r")->record)["reason"], "daemon restarted while the run was running");
+  EXPECT_EQ(*q->outcome, json({{"result", {{"reason", "daemon restarted while the run was queued"}}}}));
+  EXPECT_EQ((*ledger.get("r")->outcome)["result"]["reason"], "daemon restarted while the run was running");
   EXPECT_EQ(ledger.get("done")->state, "succeeded");
   EXPECT_TRUE(ledger.mark_unfinished_interrupted(200).empty());
 }
 
 TEST_F(LedgerTest, CountsByState) {
   Ledger ledger(db_);
-  ledger.insert_queued("a", json::object(), {}, 0, 0, 1);
-  ledger.insert_queued("b", json::object(), {}, 0, 0, 2);
-  ledger.insert_queued("c", json::object(), {}, 0, 0, 3);
+  ledger.insert_queued("a", json::object(), json::object(), {}, 0, 0, 1);
+  ledger.insert_queued("b", json::object(), json::object(), {}, 0, 0, 2);
+  ledger.insert_queued("c", json::object(), json::object(), {}, 0, 0, 3);
   ledger.mark_running("b", 4);
   ledger.mark_running("c", 4);
   ledger.mark_finished("c", "oom_killed", json::object(), 5);
@@ -315,7 +322,7 @@ TEST_F(LedgerTest, ConcurrentInsertsFromEightThreads) {
     threads.emplace_back([&ledger, t] {
       for (int i = 0; i < kPerThread; ++i) {
         const std::string id = "t" + std::to_string(t) + "-" + std::to_string(i);
-        ledger.insert_queued(id, json{{"i", i}}, {{"thread", std::to_string(t)}}, 0, t, t * 1000 + i);
+        ledger.insert_queued(id, json{{"i", i}}, json::object(), {{"thread", std::to_string(t)}}, 0, t, t * 1000 + i);
         ledger.mark_running(id, t * 1000 + i + 1);
         if (i % 2 == 0) ledger.mark_finished(id, "succeeded", json::object(), t * 1000 + i + 2);
         (void)ledger.list(RunFilter{});
@@ -339,6 +346,49 @@ TEST_F(LedgerTest, ConcurrentInsertsFromEightThreads) {
   std::set<std::string> ids;
   for (const auto& run : reader.list(all).runs) ids.insert(run.id);
   EXPECT_EQ(ids.size(), static_cast<std::size_t>(kThreads * kPerThread));
+}
+
+// A ledger written by the v1 schema (pins and *_ms limits inside the spec, status and manifest in the record)
+// is upgraded in place: its runs read as run objects and their specs are valid requests again.
+TEST_F(LedgerTest, V1RowsAreUpgradedToTheRunObject) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &db), SQLITE_OK);
+    const std::string v1_spec = json{{"image", "jdk:17"}, {"argv", {"mvn", "verify"}}, {"env", json::object()},
+                                     {"cwd", nullptr}, {"network", "none"}, {"policy", "default"},
+                                     {"labels", json::object()}, {"collect", {{"junit", json::array()}}},
+                                     {"limits", {{"wall_time_ms", 60000}, {"memory_bytes", 1073741824}, {"pids", 100}}},
+                                     {"workspace", {{"path", "/srv/p"}, {"mode", "cow"}}}, {"stdin_bytes", 0},
+                                     {"layers", json::array()}, {"image_digest", "sha256:" + std::string(64, 'a')},
+                                     {"image_digests", {"sha256:" + std::string(64, 'a')}}}.dump();
+    const std::string v1_record = json{{"status", "failed"}, {"exit_code", 1}, {"wall_ms", 12.5},
+                                       {"stdout", {{"head", "x"}}}, {"tests", {{"total", 2}}},
+                                       {"manifest", {{"image", "jdk:17"}}}}.dump();
+    const std::string sql =
+        "CREATE TABLE runs (id TEXT PRIMARY KEY NOT NULL, state TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+        " started_ms INTEGER, finished_ms INTEGER, labels TEXT NOT NULL DEFAULT '{}', spec TEXT NOT NULL,"
+        " record TEXT, peer_uid INTEGER NOT NULL, peer_pid INTEGER NOT NULL);"
+        "INSERT INTO runs VALUES ('old', 'failed', 1, 2, 3, '{}', '" + v1_spec + "', '" + v1_record + "', 0, 9);"
+        "INSERT INTO runs VALUES ('live', 'queued', 4, NULL, NULL, '{}', '" + v1_spec + "', NULL, 0, 9);"
+        "PRAGMA user_version = 1;";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  Ledger ledger(db_);
+  const json old = ledger.get("old")->to_json();
+  EXPECT_EQ(old["state"], "failed");
+  EXPECT_EQ(old["result"]["exit_code"], 1);
+  EXPECT_EQ(old["result"]["stdout"]["head"], "x");
+  EXPECT_FALSE(old["result"].contains("status")) << "the state says it once";
+  EXPECT_EQ(old["tests"]["total"], 2);
+  EXPECT_EQ(old["pinned"]["image_digests"], json::array({"sha256:" + std::string(64, 'a')}));
+  EXPECT_EQ(old["spec"]["limits"]["wall_time"], 60000);
+  EXPECT_EQ(old["spec"]["limits"]["memory"], 1073741824);
+  EXPECT_FALSE(old["spec"].contains("image_digests"));
+  const spec::RunSpec again = spec::parse_run_spec(old["spec"], spec::default_limit_policy());
+  EXPECT_EQ(again.limits.wall_time, std::chrono::minutes(1));
+  EXPECT_EQ(again.workspace->path, "/srv/p");
+  EXPECT_TRUE(ledger.get("live")->to_json()["result"].is_null());
 }
 
 }  // namespace

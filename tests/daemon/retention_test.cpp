@@ -41,7 +41,7 @@ TEST_F(RetentionTest, AppliesToFinishedRunsOnlyOldestFirst) {
   Ledger ledger(dir_ + "/ledger.db");
   LogStore logs(dir_ + "/logs");
   auto finished = [&](const std::string& id, std::int64_t at, std::size_t log_bytes) {
-    ledger.insert_queued(id, json::object(), {}, 0, 0, at - 10);
+    ledger.insert_queued(id, json::object(), json::object(), {}, 0, 0, at - 10);
     ledger.mark_running(id, at - 5);
     logs.open_writer(id, Stream::kStdout)->append(std::string(log_bytes, 'x'));
     ledger.mark_finished(id, "succeeded", json{{"status", "succeeded"}}, at);
@@ -50,8 +50,8 @@ TEST_F(RetentionTest, AppliesToFinishedRunsOnlyOldestFirst) {
   finished("old", 10 * kDay, 10);
   finished("big", 98 * kDay, 0);
   finished("new", 99 * kDay, 10);
-  ledger.insert_queued("queued", json::object(), {}, 0, 0, 1);  // older than all, but live
-  ledger.insert_queued("running", json::object(), {}, 0, 0, 2);
+  ledger.insert_queued("queued", json::object(), json::object(), {}, 0, 0, 1);  // older than all, but live
+  ledger.insert_queued("running", json::object(), json::object(), {}, 0, 0, 2);
   ledger.mark_running("running", 3);
   auto live_log = logs.open_writer("running", Stream::kStdout);
   live_log->append("still writing");
@@ -87,8 +87,8 @@ TEST_F(RetentionTest, AppliesToFinishedRunsOnlyOldestFirst) {
 
 TEST_F(RetentionTest, LedgerRemovesOnlyFinishedRuns) {
   Ledger ledger(dir_ + "/ledger.db");
-  ledger.insert_queued("q", json::object(), {}, 0, 0, 1);
-  ledger.insert_queued("done", json{{"argv", {"x"}}}, {{"k", "v"}}, 0, 0, 2);
+  ledger.insert_queued("q", json::object(), json::object(), {}, 0, 0, 1);
+  ledger.insert_queued("done", json{{"argv", {"x"}}}, json::object(), {{"k", "v"}}, 0, 0, 2);
   ledger.mark_running("done", 3);
   ledger.mark_finished("done", "failed", json{{"status", "failed"}}, 4);
   EXPECT_EQ(ledger.finished_runs_oldest_first().size(), 1u);

@@ -29,8 +29,7 @@ TEST(RunRecord, StreamPartsAreCutByTheirJsonSizeAtCharacterBoundaries) {
 TEST(RunRecord, ListsAreShortenedFirstAndTotalsKept) {
   json added = json::array();
   for (int i = 0; i < 5000; ++i) added.push_back({{"path", "file-" + std::to_string(i)}, {"size", 1}});
-  json record = {{"status", "succeeded"},
-                 {"stdout", {{"head", "hello"}, {"tail", ""}, {"truncated", false}}},
+  json record = {{"result", {{"stdout", {{"head", "hello"}, {"tail", ""}, {"truncated", false}}}}},
                  {"diff", {{"added", added}, {"modified", json::array()}, {"deleted", json::array()},
                            {"truncated", false}, {"totals", {{"added", 5000}}}}}};
   const json bounded = bound_record(record, 20000);
@@ -39,30 +38,28 @@ TEST(RunRecord, ListsAreShortenedFirstAndTotalsKept) {
   EXPECT_EQ(bounded["diff"]["totals"]["added"], 5000);
   EXPECT_GT(bounded["diff"]["added"].size(), 0u);
   EXPECT_EQ(bounded["diff"]["added"][0]["path"], "file-0");
-  EXPECT_EQ(bounded["stdout"]["head"], "hello") << "output parts stay while lists can give way";
+  EXPECT_EQ(bounded["result"]["stdout"]["head"], "hello") << "output parts stay while lists can give way";
   EXPECT_EQ(bound_record(record, 1 << 20), record) << "a record under the ceiling is untouched";
 }
 
 TEST(RunRecord, LastResortIsAMinimalRecordWithTheReason) {
-  json record = {{"status", "failed"}, {"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""},
-                 {"manifest", {{"image", std::string(100000, 'i')}}}};
+  json record = {{"result", {{"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""}}},
+                 {"proxy", {{"served", std::string(100000, 'i')}}}};
   const json bounded = bound_record(record, 1000);
   EXPECT_LE(json_size(bounded), 1000u);
-  EXPECT_EQ(bounded["status"], "failed");
-  EXPECT_EQ(bounded["exit_code"], 2);
-  EXPECT_EQ(bounded["wall_ms"], 12.5);
+  EXPECT_EQ(bounded["result"]["exit_code"], 2);
+  EXPECT_EQ(bounded["result"]["wall_ms"], 12.5);
   EXPECT_NE(bounded["record_error"].get<std::string>().find("exceeded the 1000-byte ceiling"), std::string::npos)
       << bounded;
-  EXPECT_FALSE(bounded.contains("manifest"));
+  EXPECT_FALSE(bounded.contains("proxy"));
 }
 
-TEST(RunRecord, FailureRecordSaysInternalErrorWithTheCause) {
+TEST(RunRecord, FailureRecordSaysTheCause) {
   sandbox::Result result;
   result.exit_code = 3;
   const json record = failure_record("finishing the run failed: disk I/O error", result);
-  EXPECT_EQ(record["status"], "internal_error");
-  EXPECT_EQ(record["reason"], "finishing the run failed: disk I/O error");
-  EXPECT_EQ(record["exit_code"], 3);
+  EXPECT_EQ(record["result"]["reason"], "finishing the run failed: disk I/O error");
+  EXPECT_EQ(record["result"]["exit_code"], 3);
 }
 
 }  // namespace

@@ -150,15 +150,15 @@ TEST_F(CapsuledAuth, MemberUsesOwnDirectoryAndRwWritesLandAsTheMember) {
                           with_workspace("cat /workspace/input.txt /workspace/private.txt; cat /workspace/root-secret",
                                          own, "cow"));
   ASSERT_EQ(cow.status, 200) << cow.body;
-  EXPECT_EQ(cow.json()["record"]["stdout"]["head"], "alice's input\nalice's private\n") << cow.body;
-  EXPECT_NE(cow.json()["record"]["stderr"]["head"].get<std::string>().find("Permission denied"), std::string::npos)
+  EXPECT_EQ(cow.json()["result"]["stdout"]["head"], "alice's input\nalice's private\n") << cow.body;
+  EXPECT_NE(cow.json()["result"]["stderr"]["head"].get<std::string>().find("Permission denied"), std::string::npos)
       << "root's 0600 file in alice's tree stays root's: " << cow.body;
   const UserCall ro = as(alice_, "POST", "/v1/runs?wait=true",
                          with_workspace("cat /workspace/input.txt /workspace/private.txt; cat /workspace/root-secret; "
                                         "touch /workspace/new 2>/dev/null && echo wrote; ls -ln /workspace/private.txt",
                                         own, "ro"));
   ASSERT_EQ(ro.status, 200) << ro.body;
-  const std::string out = ro.json()["record"]["stdout"]["head"];
+  const std::string out = ro.json()["result"]["stdout"]["head"];
   EXPECT_EQ(out.rfind("alice's input\nalice's private\n", 0), 0u) << ro.body;
   EXPECT_EQ(out.find("root's"), std::string::npos) << ro.body;
   EXPECT_EQ(out.find("wrote"), std::string::npos) << "ro is read-only: " << ro.body;
@@ -193,7 +193,7 @@ TEST_F(CapsuledAuth, MemberUsesOwnDirectoryAndRwWritesLandAsTheMember) {
 TEST_F(CapsuledAuth, RootKeepsItsRights) {
   const json run = run_and_wait(with_workspace("head -c 5 /workspace/shadow >/dev/null && echo read", "/etc", "ro"));
   EXPECT_EQ(run["state"], "succeeded") << run.dump();
-  EXPECT_EQ(run["record"]["stdout"]["head"], "read\n") << run.dump();
+  EXPECT_EQ(run["result"]["stdout"]["head"], "read\n") << run.dump();
 }
 
 TEST_F(CapsuledAuth, ImportsReadWithTheCallersRights) {

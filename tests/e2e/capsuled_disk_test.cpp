@@ -31,7 +31,7 @@ Command host(const std::string& command) {
 }
 
 bool has(const json& run, const std::string& text) {
-  return run["record"]["stdout"]["head"].get<std::string>().find(text) != std::string::npos;
+  return run["result"]["stdout"]["head"].get<std::string>().find(text) != std::string::npos;
 }
 
 class CapsuledDisk : public Capsuled {
@@ -79,10 +79,10 @@ TEST_F(CapsuledDisk, DiskLimitStopsWritesToTheCowWorkspaceAndTheRootfs) {
   spec["limits"] = {{"disk", "32m"}, {"inodes", 5000}};
   const json run = run_and_wait(spec);
   ASSERT_EQ(run["state"], "succeeded") << run;
-  EXPECT_TRUE(has(run, "No space left on device")) << run["record"]["stdout"];
-  EXPECT_TRUE(has(run, "workspace-rc=1")) << run["record"]["stdout"];
-  EXPECT_TRUE(has(run, "var-rc=1")) << run["record"]["stdout"];
-  EXPECT_EQ(run["spec"]["limits"]["disk_bytes"], 32u << 20);
+  EXPECT_TRUE(has(run, "No space left on device")) << run["result"]["stdout"];
+  EXPECT_TRUE(has(run, "workspace-rc=1")) << run["result"]["stdout"];
+  EXPECT_TRUE(has(run, "var-rc=1")) << run["result"]["stdout"];
+  EXPECT_EQ(run["spec"]["limits"]["disk"], 32u << 20);
   EXPECT_EQ(run["spec"]["limits"]["inodes"], 5000);
   EXPECT_FALSE(fs::exists(workspace / "big"));
   EXPECT_EQ(health()["status"], "ok");
@@ -93,10 +93,10 @@ TEST_F(CapsuledDisk, DefaultLimitsBoundDiskInodesMemoryAndTmp) {
   const json run = run_and_wait(sh("df -k /tmp | tail -1"));
   ASSERT_EQ(run["state"], "succeeded") << run;
   const json& limits = run["spec"]["limits"];
-  EXPECT_EQ(limits["disk_bytes"], 10ull << 30);
+  EXPECT_EQ(limits["disk"], 10ull << 30);
   EXPECT_EQ(limits["inodes"], 1u << 20);
-  EXPECT_EQ(limits["memory_bytes"], 4ull << 30);
-  EXPECT_EQ(limits["tmp_size_bytes"], 256u << 20);
+  EXPECT_EQ(limits["memory"], 4ull << 30);
+  EXPECT_EQ(limits["tmp_size"], 256u << 20);
 }
 
 TEST_F(CapsuledDisk, InodeLimitStopsCreatingFiles) {
@@ -106,7 +106,7 @@ TEST_F(CapsuledDisk, InodeLimitStopsCreatingFiles) {
   spec["limits"] = {{"disk", "64m"}, {"inodes", 1000}};
   const json run = run_and_wait(spec);
   ASSERT_EQ(run["state"], "succeeded") << run;
-  const std::string out = run["record"]["stdout"]["head"];
+  const std::string out = run["result"]["stdout"]["head"];
   ASSERT_NE(out.find("created="), std::string::npos) << out;
   const int created = std::stoi(out.substr(out.find("created=") + 8));
   EXPECT_GE(created, 900) << out;
@@ -149,7 +149,7 @@ TEST_F(CapsuledDisk, OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon) {
   const std::string id = submit(spec);
   const json run = wait_finished(id);
   EXPECT_NE(run["state"], "succeeded") << run;
-  EXPECT_NE(run["record"]["reason"].get<std::string>().find("No space left on device"), std::string::npos) << run;
+  EXPECT_NE(run["result"]["reason"].get<std::string>().find("No space left on device"), std::string::npos) << run;
   EXPECT_EQ(health()["status"], "ok");
   const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
   EXPECT_GT(std::stoi(df.output), 100) << "the sandbox's disk was not released";
@@ -244,9 +244,9 @@ TEST(DiskGuard, WatermarkAndDiskLimitsComeFromTheConfigFile) {
   EXPECT_EQ(config.storage.min_free_bytes, 2ull << 30);
   EXPECT_EQ(config.storage.min_free_inodes, 5000u);
   EXPECT_EQ(config.limits.defaults.disk_bytes, 1ull << 30);
-  EXPECT_EQ(config.limits.defaults.inodes, 1000u);
+  EXPECT_EQ(config.limits.defaults.disk_inodes, 1000u);
   EXPECT_EQ(config.limits.maxima.disk_bytes, 8ull << 30);
-  EXPECT_EQ(config.limits.maxima.inodes, 16u << 20);  // untouched: the built-in ceiling
+  EXPECT_EQ(config.limits.maxima.disk_inodes, 16u << 20);  // untouched: the built-in ceiling
 
   write_file(file, R"({"min_free_bytes": "lots"})");
   try {

@@ -43,12 +43,12 @@ TEST_F(Capsuled, RecordBloatedByControlCharacterNamesStaysUnderItsCeiling) {
   spec["limits"] = {{"wall_time", "5m"}};
   const json run = run_and_wait(spec);
   ASSERT_TRUE(run["state"] == "succeeded" || run["state"] == "internal_error") << run["state"];
-  const json& record = run["record"];
+  const json& record = run["result"];
   if (run["state"] == "succeeded") {
     EXPECT_EQ(record["stdout"]["head"], "made\n");
-    EXPECT_EQ(record["diff"]["totals"]["added"], 12000) << record["diff"]["totals"];
-    EXPECT_EQ(record["diff"]["truncated"], true);
-    EXPECT_LT(record["diff"]["added"].size(), 12000u);
+    EXPECT_EQ(run["diff"]["totals"]["added"], 12000) << run["diff"]["totals"];
+    EXPECT_EQ(run["diff"]["truncated"], true);
+    EXPECT_LT(run["diff"]["added"].size(), 12000u);
   } else {
     EXPECT_FALSE(record.value("reason", "").empty()) << record;
   }
@@ -67,10 +67,10 @@ TEST_F(Capsuled, DirectoryChainPastPathMaxKeepsTheDiffAndTheTests) {
   spec["workspace"] = {{"path", workspace.string()}};
   spec["collect"] = {{"junit", {"**/TEST-*.xml"}}};
   const json run = run_and_wait(spec);
-  ASSERT_EQ(run["state"], "succeeded") << run["record"];
-  const json& diff = run["record"]["diff"];
-  ASSERT_TRUE(diff.is_object()) << run["record"];
-  EXPECT_FALSE(run["record"].contains("collect_error")) << run["record"]["collect_error"];
+  ASSERT_EQ(run["state"], "succeeded") << run["result"];
+  const json& diff = run["diff"];
+  ASSERT_TRUE(diff.is_object()) << run["result"];
+  EXPECT_FALSE(run.contains("collect_error")) << run["collect_error"];
   std::vector<std::string> paths;
   for (const auto& entry : diff["added"]) paths.push_back(entry["path"]);
   EXPECT_NE(std::find(paths.begin(), paths.end(), "early.txt"), paths.end()) << diff;
@@ -82,8 +82,8 @@ TEST_F(Capsuled, DirectoryChainPastPathMaxKeepsTheDiffAndTheTests) {
   });
   EXPECT_TRUE(deep_listed) << "an entry past PATH_MAX is listed, its path cut";
   EXPECT_EQ(diff["truncated"], true);
-  EXPECT_EQ(run["record"]["tests"]["total"], 3) << run["record"]["tests"];
-  EXPECT_EQ(run["record"]["tests"]["failed"], 1);
+  EXPECT_EQ(run["tests"]["total"], 3) << run["tests"];
+  EXPECT_EQ(run["tests"]["failed"], 1);
 }
 
 // 150 sparse 63 MiB "reports" are skipped without being read (they used to hold the supervision loop for
@@ -100,8 +100,8 @@ TEST_F(Capsuled, SparseReportsAreSkippedAndSaidSo) {
   const std::string neighbour_id = submit(neighbour);
   const json report_run = wait_finished(report_id);
   const json neighbour_run = wait_finished(neighbour_id);
-  ASSERT_EQ(report_run["state"], "succeeded") << report_run["record"];
-  const json& tests = report_run["record"]["tests"];
+  ASSERT_EQ(report_run["state"], "succeeded") << report_run["result"];
+  const json& tests = report_run["tests"];
   EXPECT_EQ(tests["total"], 0) << tests;
   EXPECT_EQ(tests["files"], json::array());
   ASSERT_EQ(tests["unreadable"].size(), 100u) << "listed up to the limit";
@@ -109,8 +109,8 @@ TEST_F(Capsuled, SparseReportsAreSkippedAndSaidSo) {
   EXPECT_NE(tests["unreadable"][0].get<std::string>().find("is larger than the 16 MiB limit; not read"),
             std::string::npos)
       << tests["unreadable"][0];
-  EXPECT_EQ(neighbour_run["state"], "timed_out") << neighbour_run["record"];
-  std::cout << "neighbour wall_ms: " << neighbour_run["record"]["wall_ms"] << "\n";
+  EXPECT_EQ(neighbour_run["state"], "timed_out") << neighbour_run["result"];
+  std::cout << "neighbour wall_ms: " << neighbour_run["result"]["wall_ms"] << "\n";
 }
 
 // Every byte value, then a 4-byte UTF-8 character split across two writes, arrive exactly as written.

@@ -104,15 +104,14 @@ TEST_F(CapsuledImages, ImportListInspectAndRunByRefAndDigest) {
     json spec = {{"image", ref}, {"argv", {"/bin/sh", "-c", "cat /marker; ls -n /marker /home-file; ls /usr/lib/jvm 2>&1"}}};
     const json run = run_and_wait(spec);
     EXPECT_EQ(run.at("state"), "failed") << "ls of a host-only path must fail: " << run.dump();
-    const std::string out = run["record"]["stdout"]["head"];
+    const std::string out = run["result"]["stdout"]["head"];
     EXPECT_EQ(out.rfind("alpha\n", 0), 0u) << out;
     EXPECT_TRUE(std::regex_search(out, std::regex(R"(-rw-r--r-- +1 +0 +0 +6 .*/marker)")))
         << "root-owned in the image, root-owned inside: " << out;
     EXPECT_TRUE(std::regex_search(out, std::regex(R"(-rw-r--r-- +1 +1000 +1000 +5 .*/home-file)"))) << out;
     EXPECT_NE(out.find("/usr/lib/jvm': No such file"), std::string::npos)
         << "the host's /usr must not be visible";
-    EXPECT_EQ(run["spec"]["image_digest"], digest);
-    EXPECT_EQ(run["record"]["manifest"]["image_digest"], digest);
+    EXPECT_EQ(run["pinned"]["image_digests"][0], digest);
   }
 }
 
@@ -124,15 +123,15 @@ TEST_F(CapsuledImages, ToolchainSelectionByVersionAndByDate) {
       import_rootfs(make_rootfs("py312"), "test/py:3.12", {{"org.capsule.toolchain.python", "3.12.8"}})["digest"];
 
   json by_version = run_and_wait({{"toolchains", {{"python", "3.12"}}}, {"argv", {"/bin/cat", "/marker"}}});
-  EXPECT_EQ(by_version["record"]["stdout"]["head"], "py312\n");
-  EXPECT_EQ(by_version["spec"]["image_digest"], new_digest);
-  EXPECT_TRUE(by_version["spec"]["image_choice"].contains("reason"));
+  EXPECT_EQ(by_version["result"]["stdout"]["head"], "py312\n");
+  EXPECT_EQ(by_version["pinned"]["image_digests"][0], new_digest);
+  EXPECT_TRUE(by_version["pinned"]["image_choice"].contains("reason"));
 
   json by_date = run_and_wait(
       {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-04-11"}, {"argv", {"/bin/cat", "/marker"}}});
-  EXPECT_EQ(by_date["record"]["stdout"]["head"], "py310\n") << by_date.dump();
-  EXPECT_EQ(by_date["spec"]["image_digest"], old_digest);
-  EXPECT_EQ(by_date["spec"]["image_choice"]["python_auto"]["version"], "3.10.11");
+  EXPECT_EQ(by_date["result"]["stdout"]["head"], "py310\n") << by_date.dump();
+  EXPECT_EQ(by_date["pinned"]["image_digests"][0], old_digest);
+  EXPECT_EQ(by_date["pinned"]["image_choice"]["python_auto"]["version"], "3.10.11");
 
   const HttpResponse missing = call("POST", "/v1/runs", {{"toolchains", {{"python", "auto"}}}, {"as_of", "2025-07-31"},
                                                           {"argv", {"/bin/true"}}});
@@ -154,13 +153,10 @@ TEST_F(CapsuledImages, LayersStackOnTheBaseWithMergedEnvAndHome) {
   const json run = run_and_wait({{"image", "test/base:1"}, {"layers", {"test/tool:2"}},
                                  {"argv", {"/bin/sh", "-c", "tool; echo PATH=$PATH; echo HOME=$HOME; cat /marker"}}});
   ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
-  EXPECT_EQ(run["record"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\nPATH=/opt/tool/bin:" +
+  EXPECT_EQ(run["result"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\nPATH=/opt/tool/bin:" +
                                                  std::string(kDefaultPath) + "\nHOME=/root\nbase\n");
   EXPECT_EQ(run["spec"]["layers"], json::array({"test/tool:2"}));
-  EXPECT_EQ(run["spec"]["image_digest"], base);
-  EXPECT_EQ(run["spec"]["image_digests"], json::array({base, layer}));
-  EXPECT_EQ(run["record"]["manifest"]["image_digests"], json::array({base, layer}));
-  EXPECT_EQ(run["record"]["manifest"]["layers"], json::array({"test/tool:2"}));
+  EXPECT_EQ(run["pinned"]["image_digests"], json::array({base, layer}));
 
   // The base's User; HOME from its passwd entry. A layer named by digest.
   const json as_tester = run_and_wait(
@@ -169,12 +165,12 @@ TEST_F(CapsuledImages, LayersStackOnTheBaseWithMergedEnvAndHome) {
                  "tool; echo HOME=$HOME; while read k v rest; do case $k in Uid:|Gid:) echo $k $v;; esac; done "
                  "< /proc/self/status"}}});
   ASSERT_EQ(as_tester.value("state", ""), "succeeded") << as_tester.dump();
-  EXPECT_EQ(as_tester["record"]["stdout"]["head"],
+  EXPECT_EQ(as_tester["result"]["stdout"]["head"],
             "tool 2.1.0 at /opt/tool/bin/tool\nHOME=/home/tester\nUid: 1000\nGid: 1000\n");
-  EXPECT_EQ(as_tester["spec"]["image_digests"], json::array({tester_base, layer}));
+  EXPECT_EQ(as_tester["pinned"]["image_digests"], json::array({tester_base, layer}));
   // HOME from the run's env wins.
   EXPECT_EQ(run_and_wait({{"image", "test/base:1"}, {"env", {{"HOME", "/w"}}}, {"argv", {"/bin/sh", "-c", "echo $HOME"}}})
-                ["record"]["stdout"]["head"],
+                ["result"]["stdout"]["head"],
             "/w\n");
 
   expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", {"test/tool:2", "Bad Ref"}}, {"argv", {"x"}}}),
@@ -205,8 +201,8 @@ TEST_F(CapsuledImages, DeepStacksRunUpToTheLayerCap) {
   const json run = run_and_wait({{"image", "test/base:1"}, {"layers", layers},
                                  {"argv", {"/bin/sh", "-c", "cat /stack/0 /stack/126 /marker; set -- /stack/*; echo $#"}}});
   ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
-  EXPECT_EQ(run["record"]["stdout"]["head"], "0\n126\nbase\n127\n");
-  EXPECT_EQ(run["spec"]["image_digests"].size(), 128u);
+  EXPECT_EQ(run["result"]["stdout"]["head"], "0\n126\nbase\n127\n");
+  EXPECT_EQ(run["pinned"]["image_digests"].size(), 128u);
 
   expect_error(call("POST", "/v1/runs", {{"image", "test/base:1"}, {"layers", too_deep}, {"argv", {"true"}}}), 400,
                "too_many_layers", "129 layers; at most 128 can be stacked");
@@ -222,11 +218,10 @@ TEST_F(CapsuledImages, ToolchainsPickALayerImageWithItsBase) {
 
   const json run = run_and_wait({{"toolchains", {{"tool", "2"}}}, {"argv", {"tool"}}});
   ASSERT_EQ(run.value("state", ""), "succeeded") << run.dump();
-  EXPECT_EQ(run["record"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\n");
-  EXPECT_EQ(run["spec"]["image"], "test/base:1");
-  EXPECT_EQ(run["spec"]["image_digests"], json::array({base, tool}));
-  EXPECT_EQ(run["record"]["manifest"]["image_digests"], json::array({base, tool}));
-  const json& choice = run["spec"]["image_choice"];
+  EXPECT_EQ(run["result"]["stdout"]["head"], "tool 2.1.0 at /opt/tool/bin/tool\n");
+  EXPECT_EQ(run["pinned"]["image_choice"]["images"][0]["ref"], "test/base:1");
+  EXPECT_EQ(run["pinned"]["image_digests"], json::array({base, tool}));
+  const json& choice = run["pinned"]["image_choice"];
   EXPECT_EQ(choice["provided"], json({{"tool", "2.1.0"}}));
   EXPECT_EQ(choice["images"], json::array({{{"ref", "test/base:1"}, {"digest", base}},
                                            {{"ref", "test/tool:2"}, {"digest", tool}}}));
@@ -235,12 +230,90 @@ TEST_F(CapsuledImages, ToolchainsPickALayerImageWithItsBase) {
   const json by_date = run_and_wait(
       {{"toolchains", {{"python", "auto"}}}, {"as_of", "2023-04-11"}, {"argv", {"/bin/sh", "-c", "echo $PATH"}}});
   ASSERT_EQ(by_date.value("state", ""), "succeeded") << by_date.dump();
-  EXPECT_EQ(by_date["spec"]["image_digests"], json::array({base, python}));
-  EXPECT_EQ(by_date["spec"]["image_choice"]["python_auto"]["version"], "3.10.11");
-  EXPECT_EQ(by_date["record"]["stdout"]["head"], "/opt/tool/bin:" + std::string(kDefaultPath) + "\n");
+  EXPECT_EQ(by_date["pinned"]["image_digests"], json::array({base, python}));
+  EXPECT_EQ(by_date["pinned"]["image_choice"]["python_auto"]["version"], "3.10.11");
+  EXPECT_EQ(by_date["result"]["stdout"]["head"], "/opt/tool/bin:" + std::string(kDefaultPath) + "\n");
 
   expect_error(call("POST", "/v1/runs", {{"toolchains", {{"tool", "3"}}}, {"argv", {"tool"}}}), 404,
                "no_matching_image", "test/lost:3 would, but its base test/gone:1 is not installed");
+}
+
+// The basis of replay: 20 varied stored runs (images, layers, toolchains, workspaces in each mode, limits in
+// units, stdin, labels, JUnit, failures and a timeout), each submitted again as its stored {spec, pinned}, give
+// the same spec and the same pins; a ref moved since does not change what a pinned run uses.
+TEST_F(CapsuledImages, TwentyStoredRunsResubmitToTheSameSpecAndPins) {
+  start();
+  const fs::path base_root = make_base_rootfs();
+  const std::string base = import_rootfs(base_root, "test/base:1", {{"org.capsule.toolchain.shell", "1.0.0"}})["digest"];
+  import_rootfs(base_root, "test/base:tester", {}, {{"user", "tester"}});
+  import_tool_layer(make_tool_layer(), "test/tool:2", {{"tool", "2.1.0"}});
+  const fs::path workspace = make_dir("replay-ws");
+  fs::create_directories(workspace / "reports");
+  write_file(workspace / "reports/TEST-a.xml",
+             "<testsuite name=\"a\" tests=\"2\" failures=\"1\"><testcase name=\"x\"/><testcase name=\"y\">"
+             "<failure message=\"no\"/></testcase></testsuite>");
+  const std::vector<json> specs = {
+      sh("echo plain"),
+      sh("exit 3"),
+      {{"argv", {"/bin/sh", "-c", "cat"}}, {"stdin", "typed input\n"}},
+      {{"argv", {"/bin/sh", "-c", "echo $A $B"}}, {"env", {{"A", "1"}, {"B", "two words"}}}},
+      {{"argv", {"/bin/sh", "-c", "pwd"}}, {"cwd", "/tmp"}},
+      {{"argv", {"true"}}, {"limits", {{"wall_time", "90s"}, {"memory", "512m"}, {"pids", 64}, {"cpus", 1.5}}}},
+      {{"argv", {"true"}}, {"limits", {{"tmp_size", "32m"}, {"output_cap", "64k"}, {"kill_grace", 1500}}}},
+      {{"argv", {"true"}}, {"limits", {{"disk", "64m"}, {"inodes", 4096}, {"cpu_time", "1m"}}}},
+      {{"argv", {"sleep", "5"}}, {"limits", {{"wall_time", 300}, {"kill_grace", 100}}}},
+      {{"argv", {"true"}}, {"labels", {{"bench", "replay"}, {"case", "labels"}}}},
+      {{"argv", {"/bin/sh", "-c", "ls /workspace"}}, {"workspace", workspace.string()}},
+      {{"argv", {"/bin/sh", "-c", "ls /workspace"}}, {"workspace", {{"path", workspace.string()}, {"mode", "ro"}}}},
+      {{"argv", {"/bin/sh", "-c", "touch /workspace/rw-mark"}}, {"workspace", {{"path", workspace.string()}, {"mode", "rw"}}}},
+      {{"argv", {"cp", "/workspace/reports/TEST-a.xml", "/workspace/reports/TEST-run.xml"}},
+       {"workspace", workspace.string()}, {"collect", {{"junit", {"reports/*.xml"}}}}},
+      {{"image", "test/base:1"}, {"argv", {"cat", "/marker"}}},
+      {{"image", base}, {"argv", {"cat", "/marker"}}},
+      {{"image", "test/base:tester"}, {"argv", {"/bin/sh", "-c", "echo $HOME"}}},
+      {{"image", "test/base:1"}, {"layers", {"test/tool:2"}}, {"argv", {"tool"}}},
+      {{"toolchains", {{"tool", "2"}}}, {"argv", {"tool"}}},
+      {{"toolchains", {{"shell", "1"}}}, {"argv", {"cat", "/marker"}}, {"policy", "default"}},
+  };
+  ASSERT_EQ(specs.size(), 20u);
+  std::vector<json> stored;
+  for (const json& spec : specs) {
+    const json run = get_run(run_and_wait(spec)["id"]);
+    ASSERT_TRUE(is_finished(run["state"])) << run.dump();
+    ASSERT_TRUE(run["spec"].is_object() && run["pinned"].is_object()) << run.dump();
+    EXPECT_EQ(run["pinned"]["policy_sha256"].get<std::string>().rfind("sha256:", 0), 0u) << run.dump();
+    stored.push_back(run);
+  }
+  EXPECT_EQ(stored[8]["state"], "timed_out");
+  EXPECT_EQ(stored[13]["tests"]["failed"], 1) << stored[13].dump();
+  EXPECT_EQ(stored[18]["pinned"]["toolchains"], json({{"tool", "2.1.0"}}));
+
+  // Move a ref: a resubmitted run keeps the digest it was pinned to; the plain spec alone follows the ref.
+  const fs::path other_root = make_rootfs("moved");
+  const std::string moved = import_rootfs(other_root, "test/base:1")["digest"];
+  ASSERT_NE(moved, base);
+  for (const json& old : stored) {
+    const json again = run_and_wait({{"spec", old["spec"]}, {"pinned", old["pinned"]}});
+    EXPECT_EQ(again["state"], old["state"]) << again.dump();
+    EXPECT_EQ(again["spec"], old["spec"]) << "the stored spec is a request that stores as itself";
+    EXPECT_EQ(again["pinned"], old["pinned"]) << again.dump();
+  }
+  const json by_pins = get_run(run_and_wait({{"spec", stored[14]["spec"]}, {"pinned", stored[14]["pinned"]}})["id"]);
+  EXPECT_EQ(by_pins["result"]["stdout"]["head"], "base\n") << "the pinned image, not the moved ref";
+  const json by_ref = run_and_wait(stored[14]["spec"]);
+  EXPECT_EQ(by_ref["result"]["stdout"]["head"], "moved\n");
+  EXPECT_EQ(by_ref["pinned"]["image_digests"], json::array({moved}));
+
+  // Pins that no longer hold are refused with the field: an image gone, pins that do not fit the spec.
+  json gone = stored[15]["pinned"];
+  gone["image_digests"] = json::array({"sha256:" + std::string(64, 'e')});
+  expect_error(call("POST", "/v1/runs", {{"spec", stored[15]["spec"]}, {"pinned", gone}}), 404, "image_not_found",
+               "pinned.image_digests[0]");
+  expect_error(call("POST", "/v1/runs", {{"spec", stored[0]["spec"]}, {"pinned", stored[15]["pinned"]}}), 400,
+               "invalid_spec", "pinned.image_digests");
+  expect_error(call("POST", "/v1/runs", {{"spec", stored[0]["spec"]}, {"pinned", {{"bogus", 1}}}}), 400,
+               "invalid_spec", "pinned.bogus");
+  expect_error(call("POST", "/v1/runs", {{"spec", stored[0]["spec"]}, {"extra", 1}}), 400, "invalid_spec", "extra");
 }
 
 TEST_F(CapsuledImages, StreamedImportSaveReimportRemoveAndGc) {
@@ -267,7 +340,7 @@ TEST_F(CapsuledImages, StreamedImportSaveReimportRemoveAndGc) {
   EXPECT_EQ(body_json(call("DELETE", "/v1/images/" + http::url_encode("test/beta:1")))["removed"],
             json::array({"test/beta:1"}));
   EXPECT_EQ(call("POST", "/v1/images/gc").status, 200);
-  EXPECT_EQ(run_and_wait({{"image", "test/copy:1"}, {"argv", {"/bin/cat", "/marker"}}})["record"]["stdout"]["head"],
+  EXPECT_EQ(run_and_wait({{"image", "test/copy:1"}, {"argv", {"/bin/cat", "/marker"}}})["result"]["stdout"]["head"],
             "beta\n");
   EXPECT_EQ(body_json(call("DELETE", "/v1/images/" + http::url_encode(digest)))["removed"], json::array({"test/copy:1"}));
   const json gc = body_json(call("POST", "/v1/images/gc"));

@@ -58,7 +58,7 @@ TEST_F(Capsuled, ThirtyTwoConcurrentClientsEachGetTheirOwnOutput) {
         if (response.status != 200) {
           problems[i] = "status " + std::to_string(response.status) + ": " + response.body;
         } else if (run.is_discarded() || run["state"] != "succeeded" ||
-                   run["record"]["stdout"]["head"] != std::to_string(i) + "\n") {
+                   run["result"]["stdout"]["head"] != std::to_string(i) + "\n") {
           problems[i] = "unexpected run: " + response.body;
         }
       } catch (const std::exception& e) {
@@ -98,8 +98,8 @@ TEST_F(Capsuled, RestartAfterKill9InterruptsUnfinishedRunsAndRemovesTheirSandbox
   for (const auto& id : sleeping) {
     const json run = get_run(id);
     EXPECT_EQ(run["state"], "interrupted") << run;
-    EXPECT_EQ(run["record"]["status"], "interrupted") << run;
-    EXPECT_TRUE(run["finished_ms"].is_number()) << run;
+    EXPECT_EQ(run["state"], "interrupted") << run;
+    EXPECT_TRUE(run["times"]["finished"].is_number()) << run;
   }
   EXPECT_EQ(get_run(done["id"]), done) << "a run finished before the crash keeps its record";
   for (const fs::path& dir : cgroup_parent_dirs(parent_)) {
@@ -114,7 +114,7 @@ TEST_F(Capsuled, RestartAfterKill9InterruptsUnfinishedRunsAndRemovesTheirSandbox
   EXPECT_EQ(list("?state=interrupted").size(), 4u);
   EXPECT_NE(call("GET", "/metrics").body.find("capsule_runs{state=\"interrupted\"} 4\n"), std::string::npos);
   EXPECT_EQ(health(), json::parse(R"({"status": "ok", "active": 0, "queued": 0, "draining": false})"));
-  EXPECT_EQ(run_and_wait(sh("echo after"))["record"]["stdout"]["head"], "after\n") << "the restarted daemon runs";
+  EXPECT_EQ(run_and_wait(sh("echo after"))["result"]["stdout"]["head"], "after\n") << "the restarted daemon runs";
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -134,10 +134,10 @@ TEST_F(Capsuled, CowWorkspaceLeavesTheHostUntouchedAndReportsTheDiff) {
   spec["workspace"] = {{"path", workspace.string()}};
   const json run = run_and_wait(spec);
   ASSERT_EQ(run["state"], "succeeded") << run;
-  EXPECT_EQ(run["record"]["stdout"]["head"], "unchanged\n/workspace\n");
+  EXPECT_EQ(run["result"]["stdout"]["head"], "unchanged\n/workspace\n");
   EXPECT_EQ(run["spec"]["workspace"], json({{"path", workspace.string()}, {"mode", "cow"}}));
-  EXPECT_EQ(run["record"]["manifest"]["workspace"], workspace.string());
-  EXPECT_EQ(run["record"]["diff"], json::parse(R"({
+  EXPECT_EQ(run["spec"]["workspace"]["path"], workspace.string());
+  EXPECT_EQ(run["diff"], json::parse(R"({
     "added": [{"path": "added.txt", "size": 6}],
     "modified": [{"path": "src/edit.txt", "size": 12}],
     "deleted": [{"path": "gone.txt", "size": 10}],
@@ -156,10 +156,10 @@ TEST_F(Capsuled, ReadOnlyWorkspaceRefusesWrites) {
   spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
   const json run = run_and_wait(spec);
   EXPECT_EQ(run["state"], "failed") << run;
-  EXPECT_EQ(run["record"]["stdout"]["head"], "original\n");
-  EXPECT_NE(run["record"]["stderr"]["head"].get<std::string>().find("Read-only file system"), std::string::npos)
-      << run["record"]["stderr"];
-  EXPECT_FALSE(run["record"].contains("diff"));
+  EXPECT_EQ(run["result"]["stdout"]["head"], "original\n");
+  EXPECT_NE(run["result"]["stderr"]["head"].get<std::string>().find("Read-only file system"), std::string::npos)
+      << run["result"]["stderr"];
+  EXPECT_TRUE(run["diff"].is_null());
   EXPECT_EQ(snapshot_tree(workspace), before);
 }
 
@@ -183,7 +183,7 @@ TEST_F(Capsuled, ReadWriteWorkspaceWritesLandOnTheHost) {
   struct stat st {};
   ASSERT_EQ(::stat((workspace / "new.txt").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, kOwner) << "new files belong to the directory's owner";
-  EXPECT_FALSE(run["record"].contains("diff"));
+  EXPECT_TRUE(run["diff"].is_null());
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -224,7 +224,7 @@ TEST_F(Capsuled, JunitReportsFromSurefireAndPytestAreCounted) {
   spec["collect"] = {{"junit", {"target/surefire-reports/TEST-*.xml", "**/pytest-results.xml"}}};
   const json run = run_and_wait(spec);
   ASSERT_EQ(run["state"], "succeeded") << run;
-  const json& tests = run["record"]["tests"];
+  const json& tests = run["tests"];
   EXPECT_EQ(tests["total"], 9) << tests;
   EXPECT_EQ(tests["failed"], 2) << tests;
   EXPECT_EQ(tests["errors"], 1) << tests;
@@ -232,7 +232,7 @@ TEST_F(Capsuled, JunitReportsFromSurefireAndPytestAreCounted) {
   EXPECT_EQ(tests["files"],
             json({"build/py/pytest-results.xml", "target/surefire-reports/TEST-com.example.FooTest.xml"}));
   EXPECT_EQ(tests["unreadable"], json::array());
-  EXPECT_FALSE(run["record"].contains("collect_error")) << run["record"];
+  EXPECT_FALSE(run.contains("collect_error")) << run["result"];
   EXPECT_TRUE(fs::is_empty(workspace)) << "cow: the reports stay out of the host directory";
 }
 
@@ -293,7 +293,7 @@ TEST_F(Capsuled, SigtermDrainsRefusesNewRunsAndRecordsRunsInFlight) {
   ASSERT_EQ(quick_runs.size(), 1u) << quick_runs;
   ASSERT_EQ(slow_runs.size(), 1u) << slow_runs;
   EXPECT_EQ(quick_runs[0]["state"], "succeeded");
-  EXPECT_EQ(quick_runs[0]["record"]["stdout"]["head"], "finished in time\n");
+  EXPECT_EQ(quick_runs[0]["result"]["stdout"]["head"], "finished in time\n");
   EXPECT_EQ(slow_runs[0]["state"], "cancelled");
   EXPECT_EQ(list().size(), 2u) << "the refused run was not recorded";
   if (quick.response.status == 200) {

@@ -41,14 +41,14 @@ class CapsuledProxy : public Capsuled {
 TEST_F(CapsuledProxy, PipResolvesTheNewestVersionsBeforeTheRunsDate) {
   const std::string download = "cd /tmp && python3 -m pip download -q -d dl alpha beta >&2 && ls dl";
   const json early = proxy_run("2022-07-01", download);
-  ASSERT_EQ(early["record"]["status"], "succeeded") << early.dump(2);
-  EXPECT_EQ(early["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n");
+  ASSERT_EQ(early["state"], "succeeded") << early.dump(2);
+  EXPECT_EQ(early["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n");
   const json later = proxy_run("2023-01-01", download);
-  ASSERT_EQ(later["record"]["status"], "succeeded") << later.dump(2);
-  EXPECT_EQ(later["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-1.0-py3-none-any.whl\n");
+  ASSERT_EQ(later["state"], "succeeded") << later.dump(2);
+  EXPECT_EQ(later["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-1.0-py3-none-any.whl\n");
 
-  const json& proxy = later["record"]["proxy"];
-  EXPECT_EQ(proxy["cutoff"], "2023-01-01T00:00:00Z");
+  const json& proxy = later["proxy"];
+  EXPECT_EQ(later["pinned"]["cutoff"], "2023-01-01") << "the cutoff is pinned with the run, once";
   bool saw_wheel = false;
   for (const auto& object : proxy["served"]) {
     EXPECT_EQ(object["sha256"].get<std::string>().size(), 64u);
@@ -82,8 +82,8 @@ TEST_F(CapsuledProxy, EveryOtherPipOnTheMachineResolvesTheSame) {
     spec["env"] = {{"PATH", "/workspace/bin:/usr/bin:/bin"}, {"PYTHONHOME", "/workspace"},
                    {"LD_LIBRARY_PATH", "/workspace/lib"}};
     const json run = run_and_wait(spec);
-    EXPECT_EQ(run["record"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n")
-        << prefix << ": " << run["record"]["stderr"]["head"];
+    EXPECT_EQ(run["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n")
+        << prefix << ": " << run["result"]["stderr"]["head"];
   }
 }
 
@@ -103,8 +103,8 @@ TEST_F(CapsuledProxy, PostCutoffFilesAndOtherDatesAreRefusedInsideTheSandbox) {
       "        print(e.code)\n"
       "EOF\n"
       "python3 -c \"import socket; s=socket.socket(); s.settimeout(2); print(s.connect_ex(('10.0.0.1', 80)))\"");
-  ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
-  const std::string out = run["record"]["stdout"]["head"];
+  ASSERT_EQ(run["state"], "succeeded") << run.dump(2);
+  const std::string out = run["result"]["stdout"]["head"];
   EXPECT_NE(out.find("direct=1\n"), std::string::npos) << out;  // pip fails on the 404
   EXPECT_NE(out.find("403\n404\n"), std::string::npos) << out;  // other date refused; lib 1.1 is from 2022-08
   EXPECT_NE(out.find("101\n"), std::string::npos) << out;       // ENETUNREACH: no route out of the sandbox
@@ -116,8 +116,8 @@ TEST_F(CapsuledProxy, HostPipConfigurationNeverReachesTheSandbox) {
   spec["as_of"] = "2022-07-01";
   spec["env"] = {{"PIP_FIND_LINKS", "/opt/wheels"}};
   const json run = run_and_wait(spec);
-  ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
-  const std::string out = run["record"]["stdout"]["head"];
+  ASSERT_EQ(run["state"], "succeeded") << run.dump(2);
+  const std::string out = run["result"]["stdout"]["head"];
   EXPECT_EQ(out.find("PIP_FIND_LINKS"), std::string::npos) << out;
   EXPECT_NE(out.find("PIP_CONFIG_FILE=/dev/null\n"), std::string::npos) << out;
   EXPECT_NE(out.find("PIP_INDEX_URL=http://127.0.0.1:3141/pypi/snapshot/2022-07-01T00:00:00Z/simple/\n"),
@@ -147,8 +147,8 @@ TEST_F(CapsuledProxy, MavenResolvesRangesReleaseAndLatestAsOfTheRunsDate) {
     spec["workspace"] = {{"path", project.string()}, {"mode", "cow"}};
     spec["cwd"] = "/workspace";
     const json run = run_and_wait(spec);
-    ASSERT_EQ(run["record"]["status"], "succeeded") << run.dump(2);
-    EXPECT_EQ(run["record"]["stdout"]["head"],
+    ASSERT_EQ(run["state"], "succeeded") << run.dump(2);
+    EXPECT_EQ(run["result"]["stdout"]["head"],
               expected + "\nfixture-maven-plugin " + expected + "\nfixture-maven-plugin " + expected + "\n")
         << as_of;
   }

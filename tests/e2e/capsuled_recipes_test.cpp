@@ -223,8 +223,8 @@ class CapsuledRecipes : public Capsuled {
   }
   // What a failure message needs: state, reason, exit code and the ends of both streams.
   static std::string describe(const json& run) {
-    const bool has_record = run.is_object() && run.contains("record") && run["record"].is_object();
-    const json record = has_record ? run["record"] : json::object();
+    const bool has_record = run.is_object() && run.contains("result") && run["result"].is_object();
+    const json record = has_record ? run["result"] : json::object();
     std::ostringstream out;
     out << "state " << run.value("state", "?") << ", reason '" << record.value("reason", "") << "', exit "
         << record.value("exit_code", json()).dump() << "\n--- stdout tail:\n"
@@ -242,8 +242,8 @@ class CapsuledRecipes : public Capsuled {
     std::string shown;
     for (const auto& arg : argv) shown += (shown.empty() ? "" : " ") + arg;
     if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-    const bool has_record = run.is_object() && run.contains("record") && run["record"].is_object();
-    const int wall_ms = has_record ? run["record"].value("wall_ms", 0) : -1;
+    const bool has_record = run.is_object() && run.contains("result") && run["result"].is_object();
+    const int wall_ms = has_record ? run["result"].value("wall_ms", 0) : -1;
     note("ran '" + shown + "' in " + image + ": " + run.value("state", "?") + ", " + std::to_string(wall_ms) +
          " ms in the sandbox, " +
          std::to_string(static_cast<int>(seconds_since(start) * 1000)) + " ms for the request");
@@ -322,7 +322,7 @@ TEST_F(CapsuledRecipes, JdkImageRunsJavaAndMaven) {
 
   const json java_run = run_in(jdk->ref(), {"java", "-version"});
   ASSERT_EQ(java_run.value("state", ""), "succeeded") << describe(java_run);
-  EXPECT_EQ(java_run["spec"]["image_digest"], image["digest"]);
+  EXPECT_EQ(java_run["pinned"]["image_digests"], json::array({image["digest"]}));
   const std::string java_says = logs(java_run, "stderr");
   EXPECT_NE(java_says.find("version \"" + java + "\""), std::string::npos) << java_says;
 
@@ -354,7 +354,7 @@ TEST_F(CapsuledRecipes, PythonImageRunsPythonAndPip) {
 
   const json python_run = run_in(python->ref(), {"python3", "-V"});
   ASSERT_EQ(python_run.value("state", ""), "succeeded") << describe(python_run);
-  EXPECT_EQ(python_run["spec"]["image_digest"], image["digest"]);
+  EXPECT_EQ(python_run["pinned"]["image_digests"], json::array({image["digest"]}));
   EXPECT_EQ(logs(python_run, "stdout"), "Python " + version + "\n");
 
   const json pip_run = run_in(python->ref(), {"pip", "--version"});
@@ -459,8 +459,8 @@ TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
                      {"network", "none"}};
   const auto start = Clock::now();
   const json run = run_and_wait(spec);
-  ASSERT_TRUE(run.is_object() && run.contains("record") && run["record"].is_object()) << run.dump();
-  const json& record = run["record"];
+  ASSERT_TRUE(run.is_object() && run.contains("result") && run["result"].is_object()) << run.dump();
+  const json& record = run["result"];
   note("mvn -B clean verify: " + run.value("state", "?") + " in " + std::to_string(seconds_since(start)) +
        " s (wall_ms " + std::to_string(record.value("wall_ms", 0)) + ", cpu user+sys ms " +
        std::to_string(record.value("cpu_user_ms", 0) + record.value("cpu_sys_ms", 0)) + ", peak memory " +
@@ -469,17 +469,17 @@ TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
   const std::string out = logs(run, "stdout");
   ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run) << "\n--- full stdout:\n" << out;
   EXPECT_EQ(record["exit_code"], 0);
-  EXPECT_EQ(run["spec"]["image_digest"], image["digest"]);
-  EXPECT_EQ(record["manifest"]["image_digest"], image["digest"]);
+  EXPECT_EQ(run["pinned"]["image_digests"], json::array({image["digest"]}));
+  EXPECT_EQ(run["pinned"]["image_digests"][0], image["digest"]);
   EXPECT_EQ(run["spec"]["network"], "none");
-  EXPECT_EQ(run["spec"]["limits"]["wall_time_ms"], 600000);
+  EXPECT_EQ(run["spec"]["limits"]["wall_time"], 600000);
   EXPECT_EQ(run["spec"]["limits"]["memory_bytes"], 2LL << 30);
   EXPECT_NE(out.find("Tests run: 5, Failures: 0, Errors: 0, Skipped: 1"), std::string::npos) << out;
   EXPECT_NE(out.find("BUILD SUCCESS"), std::string::npos) << out;
 
   // record.tests from the two Surefire reports.
-  ASSERT_TRUE(record.contains("tests")) << record.dump();
-  const json& tests = record["tests"];
+  ASSERT_TRUE(run.contains("tests")) << record.dump();
+  const json& tests = run["tests"];
   EXPECT_EQ(tests["total"], 5) << tests.dump();
   EXPECT_EQ(tests["skipped"], 1) << tests.dump();
   EXPECT_EQ(tests["failed"], 0) << tests.dump();
@@ -488,11 +488,11 @@ TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
                                          "target/surefire-reports/TEST-demo.PairTest.xml"}))
       << tests.dump();
   EXPECT_TRUE(!tests.contains("unreadable") || tests["unreadable"].empty()) << tests.dump();
-  EXPECT_FALSE(record.contains("collect_error")) << record.dump();
+  EXPECT_FALSE(run.contains("collect_error")) << record.dump();
 
   // The diff: everything the build wrote is under target/, nothing of the sources changed.
-  ASSERT_TRUE(record.contains("diff")) << record.dump();
-  const json& diff = record["diff"];
+  ASSERT_TRUE(run.contains("diff")) << record.dump();
+  const json& diff = run["diff"];
   std::set<std::string> added;
   for (const auto& entry : diff["added"]) added.insert(entry["path"].get<std::string>());
   for (const auto& path : added) EXPECT_TRUE(path.starts_with("target/")) << path << " added outside target/";
@@ -525,9 +525,9 @@ TEST_F(CapsuledRecipes, ToolchainSelectionPicksTheRecipeImages) {
   const std::string java = jdk->toolchain("java");
   const json by_java = run_and_wait({{"toolchains", {{"java", major(java)}}}, {"argv", {"java", "-version"}}});
   ASSERT_EQ(by_java.value("state", ""), "succeeded") << describe(by_java);
-  EXPECT_EQ(by_java["spec"]["image"], jdk->ref());
-  EXPECT_EQ(by_java["spec"]["image_digest"], jdk_digest);
-  const json& java_choice = by_java["spec"]["image_choice"];
+  EXPECT_EQ(by_java["pinned"]["image_choice"]["images"][0]["ref"], jdk->ref());
+  EXPECT_EQ(by_java["pinned"]["image_digests"], json::array({jdk_digest}));
+  const json& java_choice = by_java["pinned"]["image_choice"];
   EXPECT_EQ(java_choice["wanted"], json({{"java", major(java)}})) << java_choice.dump();
   EXPECT_EQ(java_choice["provided"], json({{"java", java}})) << java_choice.dump();
   EXPECT_EQ(java_choice["matching_images"], 1) << java_choice.dump();
@@ -538,15 +538,15 @@ TEST_F(CapsuledRecipes, ToolchainSelectionPicksTheRecipeImages) {
   const json by_both = run_and_wait(
       {{"toolchains", {{"java", major(java)}, {"maven", major_minor(jdk->toolchain("maven"))}}}, {"argv", {"true"}}});
   EXPECT_EQ(by_both.value("state", ""), "succeeded") << describe(by_both);
-  EXPECT_EQ(by_both["spec"]["image_digest"], jdk_digest);
+  EXPECT_EQ(by_both["pinned"]["image_digests"], json::array({jdk_digest}));
 
   const std::string version = python->toolchain("python");
   const json by_python =
       run_and_wait({{"toolchains", {{"python", major_minor(version)}}}, {"argv", {"python3", "-V"}}});
   ASSERT_EQ(by_python.value("state", ""), "succeeded") << describe(by_python);
-  EXPECT_EQ(by_python["spec"]["image"], python->ref());
-  EXPECT_EQ(by_python["spec"]["image_digest"], python_digest);
-  const json& python_choice = by_python["spec"]["image_choice"];
+  EXPECT_EQ(by_python["pinned"]["image_choice"]["images"][0]["ref"], python->ref());
+  EXPECT_EQ(by_python["pinned"]["image_digests"], json::array({python_digest}));
+  const json& python_choice = by_python["pinned"]["image_choice"];
   EXPECT_EQ(python_choice["wanted"], json({{"python", major_minor(version)}})) << python_choice.dump();
   EXPECT_EQ(python_choice["provided"], json({{"python", version}})) << python_choice.dump();
   EXPECT_EQ(python_choice["matching_images"], 1) << python_choice.dump();
@@ -598,8 +598,8 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
     // The toolchain runs from the layer's path, found by PATH, root-owned, with HOME from the base's passwd.
     const auto expect_layer_runs = [&](const json& run) {
       ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
-      EXPECT_EQ(run["spec"]["image_digests"], stacked);
-      EXPECT_EQ(run["record"]["manifest"]["image_digests"], stacked);
+      EXPECT_EQ(run["pinned"]["image_digests"], stacked);
+      EXPECT_EQ(run["pinned"]["image_digests"], stacked);
       const std::vector<std::string> lines = lines_of(logs(run, "stdout"));
       ASSERT_EQ(lines.size(), 5u) << logs(run, "stdout");
       EXPECT_EQ(lines[0], "/usr/local/bin/" + std::string(tool == "python" ? "python3" : "java"));
@@ -627,8 +627,8 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
     const json by_toolchain = run_and_wait({{"toolchains", {{tool, version}}}, {"argv", {"/bin/sh", "-ec", script}},
                                             {"limits", {{"wall_time", "2m"}}}});
     expect_layer_runs(by_toolchain);
-    const json& choice = by_toolchain["spec"]["image_choice"];
-    EXPECT_EQ(by_toolchain["spec"]["image"], base->ref());
+    const json& choice = by_toolchain["pinned"]["image_choice"];
+    EXPECT_EQ(choice["images"][0]["ref"], base->ref());
     EXPECT_EQ(choice["provided"], json({{tool, version}})) << choice.dump();
     EXPECT_EQ(choice["images"][1]["ref"], layer->ref()) << choice.dump();
     note(tool + " " + version + " -> " + choice.value("reason", "") + " in " + std::to_string(seconds_since(start)) +

@@ -87,13 +87,13 @@ TEST_F(Capsuled, SubmitAnswers202AndTheRunFinishesInTheBackground) {
   const json run = wait_finished(id);
   EXPECT_EQ(run["id"], id);
   EXPECT_EQ(run["state"], "succeeded");
-  EXPECT_EQ(run["record"]["status"], "succeeded");
-  EXPECT_EQ(run["record"]["exit_code"], 0);
-  EXPECT_EQ(run["record"]["stdout"]["head"], "hello\n");
+  EXPECT_EQ(run["state"], "succeeded");
+  EXPECT_EQ(run["result"]["exit_code"], 0);
+  EXPECT_EQ(run["result"]["stdout"]["head"], "hello\n");
   EXPECT_EQ(run["spec"]["argv"], json({"sh", "-c", "echo hello"}));
-  for (const char* field : {"created_ms", "started_ms", "finished_ms"}) EXPECT_TRUE(run[field].is_number()) << field;
-  EXPECT_LE(run["created_ms"].get<std::int64_t>(), run["started_ms"].get<std::int64_t>());
-  EXPECT_LE(run["started_ms"].get<std::int64_t>(), run["finished_ms"].get<std::int64_t>());
+  for (const char* field : {"created", "started", "finished"}) EXPECT_TRUE(run["times"][field].is_number()) << field;
+  EXPECT_LE(run["times"]["created"].get<std::int64_t>(), run["times"]["started"].get<std::int64_t>());
+  EXPECT_LE(run["times"]["started"].get<std::int64_t>(), run["times"]["finished"].get<std::int64_t>());
   EXPECT_EQ(run["peer"]["uid"], ::getuid());
   EXPECT_EQ(run["peer"]["pid"], ::getpid());
 }
@@ -104,8 +104,8 @@ TEST_F(Capsuled, SubmitWithWaitAnswersWithTheFinishedRecord) {
   spec["stdin"] = "from stdin\n";
   const json run = run_and_wait(spec);
   EXPECT_EQ(run["state"], "failed");
-  const json& record = run["record"];
-  EXPECT_EQ(record["status"], "failed");
+  const json& record = run["result"];
+  EXPECT_EQ(run["state"], "failed");
   EXPECT_EQ(record["exit_code"], 3);
   EXPECT_EQ(record["stdout"]["head"], "out\nfrom stdin\n");
   EXPECT_EQ(record["stdout"]["bytes"], 15);
@@ -113,8 +113,8 @@ TEST_F(Capsuled, SubmitWithWaitAnswersWithTheFinishedRecord) {
   EXPECT_EQ(record["stderr"]["head"], "err\n");
   EXPECT_TRUE(record["wall_ms"].is_number());
   EXPECT_TRUE(record["setup_ms"]["total"].is_number());
-  EXPECT_EQ(record["manifest"]["image"], "host");
-  EXPECT_EQ(record["manifest"]["policy"], "default");
+  EXPECT_EQ(run["spec"]["image"], "host");
+  EXPECT_EQ(run["spec"]["policy"], "default");
   EXPECT_EQ(get_run(run["id"]), run) << "the ledger holds what ?wait=true answered";
 }
 
@@ -146,7 +146,7 @@ TEST_F(Capsuled, SubmitWithNdjsonStreamsEventsInOrder) {
   EXPECT_EQ(last["event"], "finished");
   EXPECT_EQ(last["id"], id);
   EXPECT_EQ(last["run"]["state"], "succeeded");
-  EXPECT_EQ(last["run"]["record"]["stdout"]["head"], "one\nthree\n");
+  EXPECT_EQ(last["run"]["result"]["stdout"]["head"], "one\nthree\n");
   EXPECT_EQ(get_run(id), last["run"]);
 }
 
@@ -175,7 +175,7 @@ TEST_F(Capsuled, ListFiltersByStateAndLabelAndPagesWithACursor) {
     for (const auto& run : page["runs"]) {
       listed.push_back(run["id"]);
       EXPECT_EQ(run["labels"]["suite"], "list");
-      EXPECT_TRUE(run.contains("record") && run.contains("spec"));
+      EXPECT_TRUE(run.contains("result") && run.contains("spec"));
     }
     ++pages;
     if (page["next"].is_null()) break;
@@ -208,8 +208,8 @@ TEST_F(Capsuled, LogsServeFullStdoutAndStderrBeyondTheRecordCap) {
   ASSERT_EQ(run["state"], "succeeded") << run;
   std::string expected;
   for (int i = 1; i <= 20000; ++i) expected += std::to_string(i) + "\n";
-  EXPECT_EQ(run["record"]["stdout"]["truncated"], true);
-  EXPECT_EQ(run["record"]["stdout"]["bytes"], expected.size());
+  EXPECT_EQ(run["result"]["stdout"]["truncated"], true);
+  EXPECT_EQ(run["result"]["stdout"]["bytes"], expected.size());
   const std::string id = run["id"];
 
   const HttpResponse out = call("GET", "/v1/runs/" + id + "/logs");
@@ -279,7 +279,7 @@ TEST_F(Capsuled, CancelEndsARunningRunAsCancelled) {
   EXPECT_TRUE(body["state"] == "running" || body["state"] == "cancelled") << body;
   const json run = wait_for_run(id, [](const json& r) { return is_finished(r["state"]); }, 30s);
   EXPECT_EQ(run["state"], "cancelled");
-  EXPECT_EQ(run["record"]["status"], "cancelled");
+  EXPECT_EQ(run["state"], "cancelled");
   EXPECT_TRUE(sandbox_processes("sleep").empty());
 }
 

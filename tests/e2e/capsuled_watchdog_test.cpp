@@ -36,7 +36,7 @@ TEST_F(Capsuled, WatchdogLeavesTheTimeoutToALiveDaemon) {
   start();
   const json run = run_and_wait(json{{"argv", {"sleep", "600"}}, {"limits", {{"wall_time", "1s"}}}});
   EXPECT_EQ(run["state"], "timed_out") << run;
-  EXPECT_EQ(run["record"]["signal"], 15) << "the daemon's SIGTERM ended it, not the watchdog's later one";
+  EXPECT_EQ(run["result"]["signal"], 15) << "the daemon's SIGTERM ended it, not the watchdog's later one";
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
-// RunSpec parsing: defaults, clamping to the daemon's maxima, unit strings, and 400 errors that name
-// the field; resolution of a workspace into a copy-on-write overlay, ro or rw bind; images stacked with
-// `layers` or a toolchain layer, their merged environment and HOME.
+// RunSpec parsing: defaults, clamping to the daemon's maxima, unit strings, 400 errors that name the field,
+// and printing: to_json parses back to the same spec (the stored spec is a valid request).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +10,7 @@
 #include "http/response.h"
 #include "spec/run_spec.h"
 
-namespace capsule::daemon {
+namespace capsule::spec {
 namespace {
 
 using nlohmann::json;
@@ -32,7 +31,7 @@ TEST(RunSpecParse, DefaultsApply) {
   EXPECT_EQ(spec.policy, "default");
   EXPECT_EQ(spec.limits.wall_time, std::chrono::minutes(15));
   EXPECT_EQ(spec.limits.pids, 4096u);
-  EXPECT_FALSE(spec.workspace_path);
+  EXPECT_FALSE(spec.workspace);
 }
 
 TEST(RunSpecParse, UnitsAndNumbersAreAccepted) {
@@ -47,7 +46,7 @@ TEST(RunSpecParse, UnitsAndNumbersAreAccepted) {
   EXPECT_EQ(spec.limits.memory_bytes, 4ull << 30);
   EXPECT_EQ(spec.limits.cpu_time, std::chrono::seconds(90));
   EXPECT_EQ(spec.limits.cpus, 2.0);
-  EXPECT_EQ(spec.workspace_mode, WorkspaceMode::kReadWrite);
+  EXPECT_EQ(spec.workspace->mode, WorkspaceMode::kReadWrite);
   EXPECT_EQ(spec.labels.at("bench"), "java17");
   EXPECT_EQ(spec.junit_globs.size(), 1u);
 }
@@ -103,8 +102,8 @@ TEST(RunSpecParse, LayersAreImageRefsStackedOnAnImportedImage) {
   RunSpec spec = parse_run_spec(json{{"argv", {"tool"}}, {"image", "base:1"}, {"layers", {"tools/tool:2", digest}}},
                                 default_limit_policy());
   EXPECT_EQ(spec.layers, (std::vector<std::string>{"tools/tool:2", digest}));
-  EXPECT_EQ(spec.to_json()["layers"], json::array({"tools/tool:2", digest}));
-  EXPECT_EQ(spec.to_json()["image_digests"], json::array()) << "nothing pinned yet";
+  EXPECT_EQ(to_json(spec)["layers"], json::array({"tools/tool:2", digest}));
+  EXPECT_FALSE(to_json(spec).contains("image_digests")) << "pins are not part of the spec";
   spec = parse_run_spec(json{{"argv", {"x"}}, {"toolchains", {{"java", "25"}}}, {"layers", {"data:1"}}},
                         default_limit_policy());
   EXPECT_EQ(spec.layers.size(), 1u);
@@ -121,136 +120,59 @@ TEST(RunSpecParse, LayersAreImageRefsStackedOnAnImportedImage) {
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"image", "Bad Ref"}}).find("image: "), std::string::npos);
 }
 
-TEST(RunSpecResolve, WorkspaceModesAndNames) {
-  const std::string dir = "/tmp/capsule-test/runspec-" + std::to_string(getpid());
-  std::filesystem::create_directories(dir + "/ws");
-  ResolveContext context{dir + "/images", std::string(CAPSULE_SOURCE_DIR) + "/policies", dir + "/run"};
-  RunSpec spec = parse_run_spec(json{{"argv", {"true"}}, {"workspace", dir + "/ws"}, {"env", {{"LANG", "C"}}}},
-                                default_limit_policy());
-  sandbox::SandboxSpec cow = resolve_run_spec(spec, context);
-  ASSERT_EQ(cow.overlays.size(), 1u);
-  EXPECT_EQ(cow.overlays[0].target, "/workspace");
-  EXPECT_EQ(cow.overlays[0].upper_dir, dir + "/run/upper");
-  EXPECT_EQ(cow.cwd, "/workspace");
-  EXPECT_NE(std::find(cow.env.begin(), cow.env.end(), "LANG=C"), cow.env.end());
-  EXPECT_FALSE(cow.seccomp_profile.empty());
-
-  spec.workspace_mode = WorkspaceMode::kReadOnly;
-  sandbox::SandboxSpec ro = resolve_run_spec(spec, context);
-  EXPECT_TRUE(ro.overlays.empty());
-  EXPECT_TRUE(ro.mounts.back().read_only);
-  EXPECT_EQ(ro.mounts.back().target, "/workspace");
-
-  spec.workspace_path = dir + "/missing";
-  EXPECT_THROW(resolve_run_spec(spec, context), http::ApiError);
-  spec.workspace_path.reset();
-  spec.policy = "nonexistent";
-  try {
-    resolve_run_spec(spec, context);
-    ADD_FAILURE() << "unknown policy accepted";
-  } catch (const http::ApiError& e) {
-    EXPECT_EQ(http::status_for(e.code()), 404u);
+// The stored form is a request: printing and parsing again gives the same spec and the same JSON, for specs
+// that use every field and every unit form.
+TEST(RunSpecPrint, ToJsonParsesBackToTheSameSpec) {
+  const LimitPolicy policy = default_limit_policy();
+  const std::vector<json> requests = {
+      json{{"argv", {"true"}}},
+      json{{"argv", {"mvn", "-B", "verify"}},
+           {"image", "jdk:17"},
+           {"layers", {"tools/tool:2"}},
+           {"env", {{"A", "1"}, {"MAVEN_OPTS", "-Xmx1g"}}},
+           {"cwd", "/workspace/sub"},
+           {"workspace", "/srv/project"},
+           {"limits", {{"wall_time", "10m"}, {"memory", "4g"}, {"cpus", 1.5}, {"pids", 100}, {"cpu_time", 90000},
+                       {"kill_grace", "3s"}, {"tmp_size", "64m"}, {"output_cap", "2m"}, {"disk", "1g"}, {"inodes", 5000}}},
+           {"labels", {{"bench", "java17"}}},
+           {"collect", {{"junit", {"target/surefire-reports/*.xml"}}}},
+           {"policy", "default"},
+           {"stdin", "input\n"}},
+      json{{"argv", {"pytest"}}, {"toolchains", {{"python", "3.11"}}}, {"as_of", "2024-03-01"}, {"network", "proxy"},
+           {"workspace", {{"path", "/srv/py"}, {"mode", "ro"}}}},
+  };
+  for (const json& request : requests) {
+    const RunSpec first = parse_run_spec(request, policy);
+    const json printed = to_json(first);
+    const RunSpec again = parse_run_spec(printed, policy);
+    EXPECT_EQ(to_json(again), printed) << printed.dump();
+    EXPECT_EQ(again.limits.wall_time, first.limits.wall_time);
+    EXPECT_EQ(again.limits.memory_bytes, first.limits.memory_bytes);
+    EXPECT_EQ(again.limits.disk_inodes, first.limits.disk_inodes);
+    EXPECT_EQ(again.workspace.has_value(), first.workspace.has_value());
+    EXPECT_EQ(again.stdin_data, first.stdin_data);
   }
-  spec.policy = "default";
-  spec.image = "python:3.12";
-  EXPECT_THROW(resolve_run_spec(spec, context), http::ApiError);
-  std::filesystem::remove_all(dir);
+  // One vocabulary: the printed limits use the request's names, in ms and bytes.
+  const json limits = to_json(parse_run_spec(requests[1], policy))["limits"];
+  EXPECT_EQ(limits["wall_time"], 600000);
+  EXPECT_EQ(limits["memory"], 4ull << 30);
+  EXPECT_EQ(limits["kill_grace"], 3000);
+  EXPECT_FALSE(limits.contains("wall_time_ms"));
 }
 
-// A store with a base rootfs (an /etc/passwd with root and tester) and a layer holding /opt/tool, with its own
-// PATH and toolchain labels, the way toolchain-layer.sh's outputs are imported.
-class RunSpecLayers : public ::testing::Test {
- protected:
-  void SetUp() override {
-    namespace fs = std::filesystem;
-    fs::create_directories(dir_ + "/base/etc");
-    fs::create_directories(dir_ + "/layer/opt/tool/bin");
-    std::ofstream(dir_ + "/base/etc/passwd") << "root:x:0:0:root:/root:/bin/sh\ntester:x:1000:1000::/home/tester:/bin/sh\n";
-    std::ofstream(dir_ + "/layer/opt/tool/bin/tool") << "#!/bin/sh\necho tool\n";
-    store_ = std::make_unique<images::ImageStore>(dir_ + "/store");
-    images::RootfsOptions base;
-    base.labels = {{"org.capsule.toolchain.python", "3.11.2"}};
-    base_ = store_->import_rootfs(dir_ + "/base", "test/base:1", base).str();
-    images::RootfsOptions tester;
-    tester.user = "tester";
-    tester_base_ = store_->import_rootfs(dir_ + "/base", "test/base:tester", tester).str();
-    images::RootfsOptions layer;
-    layer.env = {"PATH=/opt/tool/bin", "TOOL_HOME=/opt/tool"};
-    layer.labels = {{"org.capsule.toolchain.tool", "2.1.0"}, {"org.capsule.layer.base", "test/base:1"}};
-    layer_ = store_->import_rootfs(dir_ + "/layer", "test/tool:2", layer).str();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  sandbox::SandboxSpec resolve(const json& body) {
-    RunSpec spec = parse_run_spec(body, default_limit_policy());
-    pin_image(spec, ImageCatalog{store_.get(), nullptr});
-    pinned_ = spec;
-    return resolve_run_spec(
-        spec, ResolveContext{dir_ + "/images", std::string(CAPSULE_SOURCE_DIR) + "/policies", dir_ + "/run", store_.get()});
-  }
-  std::string env_of(const sandbox::SandboxSpec& out, const std::string& name) {
-    for (const auto& entry : out.env) {
-      if (entry.rfind(name + "=", 0) == 0) return entry.substr(name.size() + 1);
-    }
-    return "<unset>";
-  }
-  std::vector<std::string> layer_dirs(const std::string& digest) { return store_->inspect(digest).layer_dirs; }
-
-  const std::string dir_ = "/tmp/capsule-test/runspec-layers-" + std::to_string(getpid());
-  std::unique_ptr<images::ImageStore> store_;
-  std::string base_, tester_base_, layer_;
-  RunSpec pinned_;
-};
-
-TEST_F(RunSpecLayers, LayersStackInOrderWithMergedEnvAndHome) {
-  const sandbox::SandboxSpec out = resolve({{"image", "test/base:1"}, {"layers", {"test/tool:2"}}, {"argv", {"tool"}}});
-  EXPECT_EQ(pinned_.image_digest, base_);
-  EXPECT_EQ(pinned_.layer_digests, std::vector<std::string>{layer_});
-  EXPECT_EQ(pinned_.to_json()["image_digests"], json::array({base_, layer_}));
-  std::vector<std::string> expected = layer_dirs(layer_);
-  for (const auto& dir : layer_dirs(base_)) expected.push_back(dir);
-  EXPECT_EQ(out.rootfs_layers, expected) << "topmost first: the layer over the base";
-  EXPECT_EQ(env_of(out, "PATH"), "/opt/tool/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  EXPECT_EQ(env_of(out, "TOOL_HOME"), "/opt/tool");
-  EXPECT_EQ(env_of(out, "HOME"), "/root") << "root's passwd entry";
-  EXPECT_EQ(out.uid, 0u);
-
-  EXPECT_EQ(env_of(resolve({{"image", "test/base:1"}, {"argv", {"x"}}, {"env", {{"HOME", "/w"}}}}), "HOME"), "/w");
-  const sandbox::SandboxSpec tester = resolve({{"image", "test/base:tester"}, {"layers", {layer_}}, {"argv", {"x"}}});
-  EXPECT_EQ(env_of(tester, "HOME"), "/home/tester");
-  EXPECT_EQ(tester.uid, 1000u);
-  EXPECT_EQ(tester.gid, 1000u);
-  EXPECT_EQ(pinned_.to_json()["image_digests"], json::array({tester_base_, layer_}));
-}
-
-TEST_F(RunSpecLayers, ToolchainsPickTheLayerWithItsBase) {
-  const sandbox::SandboxSpec out = resolve({{"toolchains", {{"tool", "2"}}}, {"argv", {"tool"}}});
-  EXPECT_EQ(pinned_.image, "test/base:1");
-  EXPECT_EQ(pinned_.to_json()["image_digests"], json::array({base_, layer_}));
-  EXPECT_EQ(pinned_.image_choice["provided"], json({{"tool", "2.1.0"}}));
-  EXPECT_EQ(pinned_.image_choice["images"],
-            json::array({{{"ref", "test/base:1"}, {"digest", base_}}, {{"ref", "test/tool:2"}, {"digest", layer_}}}));
-  EXPECT_EQ(env_of(out, "PATH").rfind("/opt/tool/bin:", 0), 0u) << env_of(out, "PATH");
-
-  // Explicit layers go on top of the toolchain's. The stack also provides the base's python, but the base alone
-  // is preferred at equal versions.
-  resolve({{"toolchains", {{"tool", "2"}}}, {"layers", {"test/base:tester"}}, {"argv", {"tool"}}});
-  EXPECT_EQ(pinned_.to_json()["image_digests"], json::array({base_, layer_, tester_base_}));
-  resolve({{"toolchains", {{"python", "3.11"}}}, {"argv", {"python3"}}});
-  EXPECT_EQ(pinned_.to_json()["image_digests"], json::array({base_}));
-  EXPECT_EQ(pinned_.image_choice["images"], json::array({{{"ref", "test/base:1"}, {"digest", base_}}}));
-}
-
-TEST_F(RunSpecLayers, UnknownLayersAre404NamingTheField) {
-  try {
-    resolve({{"image", "test/base:1"}, {"layers", {"test/tool:2", "test/nope:1"}}, {"argv", {"x"}}});
-    ADD_FAILURE() << "an unknown layer was accepted";
-  } catch (const http::ApiError& e) {
-    EXPECT_EQ(http::status_for(e.code()), 404u);
-    EXPECT_EQ(e.code(), "image_not_found");
-    EXPECT_NE(std::string(e.what()).find("layers[1]: 'test/nope:1' is not installed"), std::string::npos) << e.what();
-  }
+// The daemon's config uses the same table: given fields replace the defaults, 0 in max_limits lifts a ceiling.
+TEST(Limits, OverlayAndPolicyShareTheTable) {
+  LimitPolicy policy = default_limit_policy();
+  overlay(policy.defaults, parse_limit_values(json{{"wall_time", "1m"}, {"memory", "1g"}}, "default_limits"));
+  overlay(policy.maxima, parse_limit_values(json{{"wall_time", 0}}, "max_limits"));
+  EXPECT_EQ(policy.defaults.wall_time, std::chrono::minutes(1));
+  EXPECT_EQ(policy.defaults.memory_bytes, 1ull << 30);
+  EXPECT_EQ(policy.defaults.pids, 4096u) << "fields not given keep their value";
+  const Limits applied = apply_policy(parse_limit_values(json{{"wall_time", "100h"}}, "limits"), policy);
+  EXPECT_EQ(applied.wall_time, std::chrono::hours(100)) << "no ceiling once max_limits.wall_time is 0";
+  EXPECT_EQ(applied.memory_bytes, 1ull << 30);
+  EXPECT_THROW(parse_limit_values(json{{"pids", 0}}, "limits"), http::ApiError);
 }
 
 }  // namespace
-}  // namespace capsule::daemon
+}  // namespace capsule::spec
