@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -532,6 +533,7 @@ TEST(CapsuleLaunch, SameFlagLettersAndExitRuleAsCapsuleRun) {
   if (::geteuid() != 0) GTEST_SKIP() << "capsule-launch needs root";
   char pattern[] = "/tmp/capsule-launch-XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);
+  const std::shared_ptr<void> remove_dir(nullptr, [&](void*) { fs::remove_all(dir); });
   fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   fs::create_directories(dir / "ws" / "sub");
   std::ofstream(dir / "ws" / "marker") << "marker\n";
@@ -561,7 +563,6 @@ TEST(CapsuleLaunch, SameFlagLettersAndExitRuleAsCapsuleRun) {
   EXPECT_NE(bad_size.err.find("capsule-launch: "), std::string::npos) << bad_size.err;
   const Outcome bad_flag = run({"--no-such-flag", "--", "true"});
   EXPECT_EQ(bad_flag.code, 125) << bad_flag.err;
-  fs::remove_all(dir);
 }
 
 }  // namespace
