@@ -1,12 +1,16 @@
-// capsule: the command-line client of capsuled. Wires the subcommands and their flags (CLI11) to
-// cli_commands; everything after the first "--" is the command of `capsule run`.
+// capsule: the command-line client of capsuled. Wires the subcommands and their flags (CLI11) to the cli_*
+// files, one per command group; everything after the first "--" is the command of `capsule run`.
 #include <CLI/CLI.hpp>
 #include <cstring>
 #include <iostream>
 
-#include "client/cli_commands.h"
+#include "client/cli_args.h"
+#include "client/cli_daemon.h"
 #include "client/cli_images.h"
 #include "client/cli_proxy.h"
+#include "client/cli_run.h"
+#include "client/cli_runs.h"
+#include "client/run_view.h"
 
 using namespace capsule::client;
 
@@ -108,7 +112,7 @@ int main(int argc, char** argv) {
     app.parse(cut, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : run->parsed() ? kRunErrorExit : 2;
+    return code == 0 ? 0 : run->parsed() ? kExitCapsuleFailed : 2;
   }
   if (socket.empty()) socket = default_socket_path();
 
@@ -139,7 +143,7 @@ int main(int argc, char** argv) {
     if (daemon->parsed()) return cmd_daemon(socket, state_dir);
   } catch (const std::exception& e) {
     std::cerr << "capsule: " << e.what() << "\n";
-    return run->parsed() ? kRunErrorExit : 1;
+    return run->parsed() ? kExitCapsuleFailed : 1;
   }
   return 2;
 }

@@ -12,7 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "client/cli_commands.h"
+#include "client/cli_args.h"
+#include "client/run_view.h"
 #include "http/unix_client.h"
 
 namespace capsule::client {
@@ -81,9 +82,8 @@ json build_import_body(const ImageImportOptions& options) {
   if (!options.labels.empty()) {
     json labels = json::object();
     for (const std::string& item : options.labels) {
-      const auto eq = item.find('=');
-      if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--label " + item + ": expected KEY=VALUE");
-      labels[item.substr(0, eq)] = item.substr(eq + 1);
+      const auto [key, value] = split_pair(item, "--label");
+      labels[key] = value;
     }
     body["labels"] = labels;
   }

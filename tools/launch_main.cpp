@@ -1,16 +1,20 @@
 // capsule-launch: runs one command in a real sandbox on the built-in host image through the launcher
-// library and prints the Result as JSON. The daemon-less way in, used by the README's first command.
+// library and prints the Result as JSON. The daemon-less way in; flags and exit status are `capsule run`'s.
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "base/units.h"
+#include "client/cli_args.h"
+#include "client/run_view.h"
 #include "images/host_image.h"
 #include "sandbox/launcher.h"
 #include "sandbox/result_json.h"
 
 namespace {
+
+using namespace capsule;
 
 std::string read_file(const std::string& path) {
   std::ifstream file(path);
@@ -20,73 +24,69 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-int exit_code_for(const capsule::sandbox::Result& result) {
-  using capsule::sandbox::Status;
-  switch (result.status) {
-    case Status::kSucceeded:
-    case Status::kFailed: return result.exit_code;
-    case Status::kTimedOut: return 124;
-    case Status::kOomKilled:
-    case Status::kCancelled: return 137;
-    case Status::kSignaled: return 128 + result.signal;
-    case Status::kSetupFailed: return result.exit_code == 127 ? 127 : 125;
-    case Status::kInternalError: return 125;
+// The sandbox these flags describe on the host image (its env first, then -e items; the workspace bind-mounted,
+// read-only unless --rw, and the working directory unless -w says otherwise).
+sandbox::SandboxSpec spec_for(const client::RunOptions& options, bool workspace_rw, const std::string& policy,
+                              const images::HostImage& image) {
+  sandbox::SandboxSpec spec;
+  spec.argv = options.argv;
+  spec.env = image.env;
+  for (const auto& [key, value] : client::env_assignments(options.env)) spec.env.push_back(key + "=" + value);
+  spec.rootfs_layers = image.layers;
+  spec.mounts = image.mounts;
+  if (!options.workspace.empty()) {
+    spec.mounts.push_back({client::absolute_dir(options.workspace), "/workspace", !workspace_rw, true});
+    spec.cwd = "/workspace";
   }
-  return 125;
+  if (!options.workdir.empty()) spec.cwd = options.workdir;
+  spec.seccomp_profile = read_file(policy.empty() ? std::string(CAPSULE_DEFAULT_POLICY) : policy);
+  spec.limits.wall_time = base::parse_duration(options.timeout);
+  if (!options.cpu_time.empty()) spec.limits.cpu_time = base::parse_duration(options.cpu_time);
+  if (!options.memory.empty()) spec.limits.memory_bytes = base::parse_size(options.memory);
+  if (options.pids) {
+    if (*options.pids < 0) throw std::invalid_argument("--pids must not be negative");
+    spec.limits.pids = static_cast<std::uint64_t>(*options.pids);
+  }
+  if (options.cpus) spec.limits.cpus = *options.cpus;
+  return spec;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Run one command in a capsule sandbox (host image) and print its result as JSON"};
-  std::vector<std::string> command;
-  std::vector<std::string> env;
-  std::string timeout = "10m", memory, cpu_time, state_dir = "/var/lib/capsule", policy, workspace;
-  std::uint64_t pids = 0;
-  double cpus = 0;
+  app.footer(client::kExitCodeHelp);
+  client::RunOptions options;
+  options.timeout = "10m";
+  using client::RunFlag;
+  client::add_run_flags(app, options,
+                        {RunFlag::kWorkspace, RunFlag::kWorkdir, RunFlag::kTimeout, RunFlag::kCpuTime,
+                         RunFlag::kMemory, RunFlag::kCpus, RunFlag::kPids, RunFlag::kEnv});
+  app.get_option("--timeout")->capture_default_str();
+  std::string state_dir = "/var/lib/capsule", policy;
   bool workspace_rw = false;
-  app.add_option("--timeout", timeout, "wall-clock limit, e.g. 90s, 10m")->capture_default_str();
-  app.add_option("--cpu-time", cpu_time, "CPU time limit for the whole sandbox");
-  app.add_option("--memory", memory, "memory limit, e.g. 512m, 4g");
-  app.add_option("--pids", pids, "maximum number of processes");
-  app.add_option("--cpus", cpus, "CPU bandwidth in cores");
-  app.add_option("--env,-e", env, "extra environment variable K=V");
-  app.add_option("--workspace,-w", workspace, "host directory mounted at /workspace (read-only unless --rw)");
-  app.add_flag("--rw", workspace_rw, "mount the workspace read-write");
+  app.add_flag("--rw", workspace_rw, "mount the workspace read-write (default: read-only)");
   app.add_option("--policy", policy, "seccomp profile (OCI JSON); default: policies/default.json");
   app.add_option("--state-dir", state_dir, "scratch and image cache directory")->capture_default_str();
-  app.add_option("command", command, "command and arguments (after --)")->required();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("command", options.argv, "command and arguments (after --)")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : client::kExitCapsuleFailed;
+  }
 
   try {
-    capsule::sandbox::LauncherOptions options;
-    options.scratch_dir = state_dir + "/scratch";
-    capsule::sandbox::Launcher launcher(options);
-    capsule::images::HostImage image = capsule::images::prepare_host_image(state_dir + "/images");
-
-    capsule::sandbox::SandboxSpec spec;
-    spec.argv = command;
-    spec.env = image.env;
-    spec.env.insert(spec.env.end(), env.begin(), env.end());
-    spec.rootfs_layers = image.layers;
-    spec.mounts = image.mounts;
-    if (!workspace.empty()) {
-      spec.mounts.push_back({workspace, "/workspace", !workspace_rw, true});
-      spec.cwd = "/workspace";
-    }
-    spec.seccomp_profile = read_file(policy.empty() ? std::string(CAPSULE_DEFAULT_POLICY) : policy);
-    spec.limits.wall_time = capsule::base::parse_duration(timeout);
-    if (!cpu_time.empty()) spec.limits.cpu_time = capsule::base::parse_duration(cpu_time);
-    if (!memory.empty()) spec.limits.memory_bytes = capsule::base::parse_size(memory);
-    spec.limits.pids = pids;
-    spec.limits.cpus = cpus;
-
-    capsule::sandbox::Result result = launcher.run(spec);
-    std::cout << capsule::sandbox::result_to_json(result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+    sandbox::LauncherOptions launcher_options;
+    launcher_options.scratch_dir = state_dir + "/scratch";
+    sandbox::Launcher launcher(launcher_options);
+    const images::HostImage image = images::prepare_host_image(state_dir + "/images");
+    const sandbox::Result result = launcher.run(spec_for(options, workspace_rw, policy, image));
+    std::cout << sandbox::result_to_json(result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << std::endl;
-    return exit_code_for(result);
+    return client::exit_code_for(client::ending_of(result));
   } catch (const std::exception& e) {
     std::cerr << "capsule-launch: " << e.what() << std::endl;
-    return 125;
+    return client::kExitCapsuleFailed;
   }
 }

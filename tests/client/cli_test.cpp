@@ -1,5 +1,5 @@
-// Tests of the capsule CLI: the RunSpec body builder, exit codes, summary and table text, the HTTP client
-// against a scripted socket server, and the real `capsule` binary against a real capsuled (skipped without one).
+// Tests of the capsule CLI's transport and binaries: the HTTP client against a scripted socket server, and the
+// real `capsule` (against a real capsuled) and `capsule-launch` binaries (skipped when they are not built).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -15,11 +15,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include "base/base64.h"
-#include "client/cli_commands.h"
+#include "client/cli_daemon.h"
 #include "http/unix_client.h"
 
 #ifndef CAPSULE_BIN_DIR
@@ -33,125 +34,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------------------------------------
-// Body builder: flags as a user types them -> the exact POST /v1/runs body.
-
-json body_for(std::vector<std::string> args) {
-  CLI::App app{"test"};
-  RunOptions options;
-  add_run_flags(app, options);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  app.parse(reversed);
-  options.argv = {"sh", "-c", "echo hi"};
-  return build_run_body(options);
-}
-
-TEST(RunBody, OnlyTheCommandWhenNoFlags) {
-  EXPECT_EQ(body_for({}), json::parse(R"({"argv": ["sh", "-c", "echo hi"]})"));
-}
-
-TEST(RunBody, EveryFlagMapsToItsFieldWithValuesUntouched) {
-  const json body = body_for({"jdk17", "--workspace", "/srv/project/", "--mode", "ro", "-w", "/workspace/sub",
-                              "--timeout", "10m", "--cpu-time", "5m", "--memory", "4g", "--cpus", "1.5", "--pids",
-                              "512", "-e", "A=1", "--env", "B=x=y", "--label", "suite=unit", "-l", "k=v", "--junit",
-                              "target/*.xml", "--junit", "build/**/*.xml", "--network", "none", "--policy", "build"});
-  EXPECT_EQ(body, json::parse(R"({
-    "image": "jdk17",
-    "argv": ["sh", "-c", "echo hi"],
-    "env": {"A": "1", "B": "x=y"},
-    "labels": {"suite": "unit", "k": "v"},
-    "cwd": "/workspace/sub",
-    "workspace": {"path": "/srv/project", "mode": "ro"},
-    "limits": {"wall_time": "10m", "cpu_time": "5m", "memory": "4g", "cpus": 1.5, "pids": 512},
-    "network": "none",
-    "policy": "build",
-    "collect": {"junit": ["target/*.xml", "build/**/*.xml"]}
-  })"));
-}
-
-TEST(RunBody, RelativeWorkspaceBecomesAbsolute) {
-  const json body = body_for({"--workspace", "some/dir/../proj"});
-  EXPECT_EQ(body["workspace"]["path"], (fs::current_path() / "some/proj").string());
-  EXPECT_FALSE(body["workspace"].contains("mode"));
-}
-
-TEST(RunBody, BareEnvNameCopiesFromThisEnvironmentOrIsSkipped) {
-  ::setenv("CAPSULE_TEST_COPIED", "from here", 1);
-  ::unsetenv("CAPSULE_TEST_UNSET");
-  const json body = body_for({"-e", "CAPSULE_TEST_COPIED", "-e", "CAPSULE_TEST_UNSET"});
-  EXPECT_EQ(body["env"], json::parse(R"({"CAPSULE_TEST_COPIED": "from here"})"));
-}
-
-TEST(RunBody, StdinIsSentVerbatim) {
-  RunOptions options;
-  options.argv = {"cat"};
-  options.stdin_data = "line\n";
-  EXPECT_EQ(build_run_body(options)["stdin"], "line\n");
-}
-
-TEST(RunBody, MalformedFlagsAreRejectedWithTheFlagName) {
-  try {
-    body_for({"--label", "novalue"});
-    FAIL() << "accepted a label without =";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "--label 'novalue': expected KEY=VALUE");
-  }
-  EXPECT_THROW(body_for({"--env", "=x"}), std::invalid_argument);
-  EXPECT_THROW(body_for({"--mode", "rw"}), std::invalid_argument);
-  EXPECT_THROW(build_run_body(RunOptions{}), std::invalid_argument);
-  EXPECT_THROW(body_for({"--cpus", "many"}), CLI::ParseError);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Exit codes, summary line, table.
-
-json finished(const std::string& state, int exit_code, int signal = 0) {
-  return {{"id", "3f2a9c"}, {"state", state},
-          {"record", {{"status", state}, {"exit_code", exit_code}, {"signal", signal}, {"wall_ms", 1234}}}};
-}
-
-TEST(ExitCode, FollowsDockerConventions) {
-  EXPECT_EQ(exit_code_for(finished("succeeded", 0)), 0);
-  EXPECT_EQ(exit_code_for(finished("failed", 3)), 3);
-  EXPECT_EQ(exit_code_for(finished("timed_out", 0, 9)), 124);
-  EXPECT_EQ(exit_code_for(finished("oom_killed", 0, 9)), 137);
-  EXPECT_EQ(exit_code_for(finished("cancelled", 0, 15)), 137);
-  EXPECT_EQ(exit_code_for(finished("signaled", 0, 9)), 137);
-  EXPECT_EQ(exit_code_for(finished("signaled", 0, 11)), 139);
-  EXPECT_EQ(exit_code_for(finished("setup_failed", 127)), 127);
-  EXPECT_EQ(exit_code_for(finished("setup_failed", 1)), 125);
-  EXPECT_EQ(exit_code_for(finished("internal_error", 0)), 125);
-  EXPECT_EQ(exit_code_for(finished("interrupted", 0)), 125);
-  EXPECT_EQ(exit_code_for(json{{"state", "setup_failed"}, {"record", nullptr}}), 125);
-}
-
-TEST(Summary, OneLineWithStateTimeAndExit) {
-  EXPECT_EQ(summary_line(finished("succeeded", 0)), "capsule: run 3f2a9c succeeded in 1.23 s (exit 0)");
-  json timed_out = finished("timed_out", 0, 9);
-  timed_out["record"]["reason"] = "wall time limit of 1s reached";
-  EXPECT_EQ(summary_line(timed_out), "capsule: run 3f2a9c timed_out in 1.23 s: wall time limit of 1s reached (exit 124)");
-  json tested = finished("failed", 1);
-  tested["record"]["reason"] = "exited with status 1";
-  tested["record"]["tests"] = {{"total", 12}, {"failed", 2}, {"errors", 1}, {"skipped", 0}};
-  EXPECT_EQ(summary_line(tested),
-            "capsule: run 3f2a9c failed in 1.23 s (exit 1; tests: 12 total, 2 failed, 1 errors, 0 skipped)");
-}
-
-TEST(RunsTable, AlignedColumnsWithRelativeAges) {
-  const std::int64_t now = 1'700'000'000'000;
-  json done = finished("failed", 3);
-  done["created_ms"] = now - 90'000;
-  done["spec"] = {{"argv", {"sh", "-c", "echo hi; exit 3"}}};
-  json running = {{"id", "77"}, {"state", "running"}, {"created_ms", now - 5'000}, {"started_ms", now - 4'000},
-                  {"spec", {{"argv", {"mvn", "-B", "clean", "verify", "-Dmaven.repo.local=/workspace/.m2/repository"}}}}};
-  const std::string expected =
-      "ID       STATE     EXIT   WALL    CREATED   COMMAND\n"
-      "77       running   -      4.00s   5s ago    mvn -B clean verify -Dmaven.repo.local=/works...\n"
-      "3f2a9c   failed    3      1.23s   1m ago    sh -c 'echo hi; exit 3'\n";
-  EXPECT_EQ(format_runs_table(json::array({running, done}), now), expected);
-  EXPECT_EQ(format_runs_table(json::array(), now), "ID   STATE   EXIT   WALL   CREATED   COMMAND\n");
-}
 
 TEST(UrlEncode, KeepsLabelFiltersReadable) {
   EXPECT_EQ(http::url_encode("suite=unit"), "suite=unit");
@@ -641,6 +523,46 @@ TEST_F(CliWithDaemon, RunStartsADaemonWhenNoneListens) {
   while (alive(started) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+// capsule-launch with `capsule run`'s letters (-W workspace, -w workdir, -e, -m) and its exit rule: the
+// command's status, 127 for a command that is not there, 124 for a timeout, 125 for a malformed flag value.
+TEST(CapsuleLaunch, SameFlagLettersAndExitRuleAsCapsuleRun) {
+  const fs::path launch = fs::path(CAPSULE_BIN_DIR) / "capsule-launch";
+  if (std::string(CAPSULE_BIN_DIR).empty() || !fs::exists(launch)) GTEST_SKIP() << "capsule-launch is not built";
+  if (::geteuid() != 0) GTEST_SKIP() << "capsule-launch needs root";
+  char pattern[] = "/tmp/capsule-launch-XXXXXX";
+  const fs::path dir = ::mkdtemp(pattern);
+  const std::shared_ptr<void> remove_dir(nullptr, [&](void*) { fs::remove_all(dir); });
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::create_directories(dir / "ws" / "sub");
+  std::ofstream(dir / "ws" / "marker") << "marker\n";
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {launch.string(), "--state-dir", (dir / "state").string()});
+    const pid_t pid = spawn(args, dir / "out", dir / "err");
+    Outcome outcome;
+    outcome.code = wait_exit(pid, std::chrono::seconds(120));
+    outcome.out = slurp(dir / "out");
+    outcome.err = slurp(dir / "err");
+    return outcome;
+  };
+
+  const Outcome exited = run({"-W", (dir / "ws").string(), "-w", "/workspace/sub", "-e", "A=from-flag", "-m", "256m",
+                              "--", "sh", "-c", "pwd; cat ../marker; echo $A; exit 3"});
+  EXPECT_EQ(exited.code, 3) << exited.err;
+  const json result = json::parse(exited.out, nullptr, false);
+  EXPECT_EQ(result.value("status", ""), "failed") << exited.out;
+  EXPECT_EQ(result["stdout"].value("head", ""), "/workspace/sub\nmarker\nfrom-flag\n") << exited.out;
+
+  const Outcome missing = run({"--", "/no/such/command"});
+  EXPECT_EQ(missing.code, 127) << missing.out << missing.err;
+  const Outcome timed_out = run({"--timeout", "1s", "--", "sleep", "30"});
+  EXPECT_EQ(timed_out.code, 124) << timed_out.out << timed_out.err;
+  const Outcome bad_size = run({"-m", "4x", "--", "true"});
+  EXPECT_EQ(bad_size.code, 125);
+  EXPECT_NE(bad_size.err.find("capsule-launch: "), std::string::npos) << bad_size.err;
+  const Outcome bad_flag = run({"--no-such-flag", "--", "true"});
+  EXPECT_EQ(bad_flag.code, 125) << bad_flag.err;
 }
 
 }  // namespace

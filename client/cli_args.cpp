@@ -1,0 +1,103 @@
+// The run flag table and its readers: one row per flag so `capsule run` and capsule-launch cannot drift apart
+// in letters or help; values stay as typed until the command that uses them.
+#include "client/cli_args.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <variant>
+
+namespace capsule::client {
+namespace {
+
+using Binding = std::variant<std::string RunOptions::*, std::vector<std::string> RunOptions::*,
+                             std::optional<double> RunOptions::*, std::optional<std::int64_t> RunOptions::*,
+                             bool RunOptions::*>;
+
+struct RunFlagRow {
+  RunFlag flag;
+  const char* names;  // CLI11 spelling: "--long,-x", or a positional's name
+  const char* help;
+  Binding field;
+};
+
+const RunFlagRow kRunFlags[] = {
+    {RunFlag::kImage, "image", "image to run in (default: the daemon's, \"host\")", &RunOptions::image},
+    {RunFlag::kWorkspace, "--workspace,-W", "host directory mounted at /workspace", &RunOptions::workspace},
+    {RunFlag::kMode, "--mode", "workspace mode: cow (changes stay in the run, default), ro, rw", &RunOptions::mode},
+    {RunFlag::kWorkdir, "--workdir,-w", "working directory inside the sandbox", &RunOptions::workdir},
+    {RunFlag::kTimeout, "--timeout", "wall-clock limit, e.g. 90s, 10m", &RunOptions::timeout},
+    {RunFlag::kCpuTime, "--cpu-time", "CPU time limit of the whole sandbox, e.g. 5m", &RunOptions::cpu_time},
+    {RunFlag::kMemory, "--memory,-m", "memory limit, e.g. 512m, 4g", &RunOptions::memory},
+    {RunFlag::kCpus, "--cpus", "CPU bandwidth in cores", &RunOptions::cpus},
+    {RunFlag::kPids, "--pids", "maximum number of processes", &RunOptions::pids},
+    {RunFlag::kEnv, "--env,-e", "environment variable K=V (K alone copies it from here)", &RunOptions::env},
+    {RunFlag::kLabel, "--label,-l", "label K=V (filter with `runs ls --label`)", &RunOptions::labels},
+    {RunFlag::kJunit, "--junit", "JUnit XML glob in the workspace, counted into the record", &RunOptions::junit},
+    {RunFlag::kToolchain, "--toolchain,-t", "pick the image by toolchain: java=17, python=3.11, python=auto",
+     &RunOptions::toolchains},
+    {RunFlag::kAsOf, "--as-of",
+     "date (YYYY-MM-DD) that python=auto is chosen for, and that --network proxy shows packages as of",
+     &RunOptions::as_of},
+    {RunFlag::kNetwork, "--network",
+     "none (loopback only) or proxy (also the date-masked PyPI/Maven proxy on 127.0.0.1:3141; needs --as-of)",
+     &RunOptions::network},
+    {RunFlag::kPolicy, "--policy", "seccomp policy name", &RunOptions::policy},
+    {RunFlag::kInteractive, "--interactive,-i", "send this process's stdin to the command", &RunOptions::interactive},
+    {RunFlag::kJson, "--json", "print the finished run object instead of the command's output", &RunOptions::json},
+    {RunFlag::kDetach, "--detach,-d", "submit the run, print its id and return", &RunOptions::detach},
+};
+
+void add_row(CLI::App& command, RunOptions& options, const RunFlagRow& row) {
+  std::visit(
+      [&](auto field) {
+        auto& value = options.*field;
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
+          command.add_flag(row.names, value, row.help);
+        } else if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::vector<std::string>>) {
+          command.add_option(row.names, value, row.help)->allow_extra_args(false);  // -e A=1 -- cmd: no swallowing
+        } else {
+          command.add_option(row.names, value, row.help);
+        }
+      },
+      row.field);
+}
+
+}  // namespace
+
+void add_run_flags(CLI::App& command, RunOptions& options, std::initializer_list<RunFlag> flags) {
+  for (const RunFlagRow& row : kRunFlags) {
+    if (flags.size() == 0 || std::find(flags.begin(), flags.end(), row.flag) != flags.end()) {
+      add_row(command, options, row);
+    }
+  }
+}
+
+std::pair<std::string, std::string> split_pair(const std::string& item, const char* flag) {
+  const auto equals = item.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    throw std::invalid_argument(std::string(flag) + " '" + item + "': expected KEY=VALUE");
+  }
+  return {item.substr(0, equals), item.substr(equals + 1)};
+}
+
+std::vector<std::pair<std::string, std::string>> env_assignments(const std::vector<std::string>& items) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& item : items) {
+    if (item.find('=') == std::string::npos && !item.empty()) {
+      if (const char* value = std::getenv(item.c_str())) out.emplace_back(item, value);
+      continue;
+    }
+    out.push_back(split_pair(item, "--env"));
+  }
+  return out;
+}
+
+std::string absolute_dir(const std::string& path) {
+  std::string out = std::filesystem::absolute(path).lexically_normal().string();
+  if (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+}  // namespace capsule::client

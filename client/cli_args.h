@@ -1,0 +1,58 @@
+// The flags of a run, as ONE table shared by `capsule run` and capsule-launch (the same letter means the same
+// thing in both), and the helpers that read what they hold: KEY=VALUE items, environment items, host paths.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace capsule::client {
+
+// Run flags as typed. Sizes and durations stay strings: `capsule run` passes them to the daemon, the one place
+// parsing them for a run; capsule-launch parses them with base/units.
+struct RunOptions {
+  std::string image;                    // empty: the daemon's default image
+  std::vector<std::string> argv;        // the command (after --)
+  std::vector<std::string> env;         // K=V, or K to copy K from this process's environment
+  std::vector<std::string> labels;      // K=V
+  std::vector<std::string> junit;       // JUnit XML globs inside the workspace
+  std::vector<std::string> toolchains;  // NAME=VERSION (or python=auto), instead of an image
+  std::string as_of;                    // YYYY-MM-DD for "auto" toolchains
+  std::string workdir;                  // cwd inside the sandbox
+  std::string workspace;                // host directory; relative paths are made absolute
+  std::string mode;                     // cow | ro | rw
+  std::string timeout;                  // limits.wall_time
+  std::string cpu_time;                 // limits.cpu_time
+  std::string memory;                   // limits.memory
+  std::optional<double> cpus;           // limits.cpus
+  std::optional<std::int64_t> pids;     // limits.pids
+  std::string network;
+  std::string policy;
+  std::optional<std::string> stdin_data;  // filled from our stdin by --interactive
+  bool interactive = false;
+  bool json = false;
+  bool detach = false;
+};
+
+// One row each of the flag table (names, letters and help live in cli_args.cpp). Letters: -W workspace,
+// -w workdir (as docker's), -m memory, -e env, -l label, -t toolchain, -i interactive, -d detach.
+enum class RunFlag {
+  kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
+  kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach
+};
+
+// Registers `flags` (every row of the table when empty: `capsule run`) on `command`, bound to `options`.
+void add_run_flags(CLI::App& command, RunOptions& options, std::initializer_list<RunFlag> flags = {});
+
+// "KEY=VALUE" -> {KEY, VALUE}; throws std::invalid_argument naming `flag` when there is no '=' or no KEY.
+std::pair<std::string, std::string> split_pair(const std::string& item, const char* flag);
+// --env items in order: K=V as given, K alone copied from this process's environment (skipped when unset).
+std::vector<std::pair<std::string, std::string>> env_assignments(const std::vector<std::string>& items);
+// A host directory as an absolute, normalized path without a trailing slash.
+std::string absolute_dir(const std::string& path);
+
+}  // namespace capsule::client

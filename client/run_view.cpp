@@ -1,0 +1,158 @@
+// The run object turned into what the CLI prints and exits with. Every field name of the run object the CLI
+// reads is here, so a change of its shape (docs/api.md) is a change of this file only.
+#include "client/run_view.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+#include "client/json_read.h"
+
+namespace capsule::client {
+namespace {
+
+using nlohmann::json;
+
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+std::string short_duration(std::int64_t ms) {
+  if (ms < 60000) return fixed(static_cast<double>(ms) / 1000.0, 2) + "s";
+  char buffer[64];
+  if (ms < 3600000) std::snprintf(buffer, sizeof buffer, "%dm%02ds", int(ms / 60000), int(ms / 1000 % 60));
+  else std::snprintf(buffer, sizeof buffer, "%dh%02dm", int(ms / 3600000), int(ms / 60000 % 60));
+  return buffer;
+}
+
+std::string age(std::int64_t ms) {
+  const std::int64_t s = std::max<std::int64_t>(ms, 0) / 1000;
+  if (s < 60) return std::to_string(s) + "s ago";
+  if (s < 3600) return std::to_string(s / 60) + "m ago";
+  if (s < 86400) return std::to_string(s / 3600) + "h ago";
+  return std::to_string(s / 86400) + "d ago";
+}
+
+std::string shell_quote(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of(
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=:,@%+-") == std::string::npos;
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string command_text(const json& run) {
+  std::string out;
+  const json& argv = member(run, "spec").value("argv", json::array());
+  for (const auto& arg : argv) {
+    if (!out.empty()) out += ' ';
+    out += shell_quote(arg.is_string() ? arg.get<std::string>() : arg.dump());
+  }
+  return out.size() > 48 ? out.substr(0, 45) + "..." : out;
+}
+
+bool is_live(const std::string& state) { return state == "queued" || state == "running"; }
+
+}  // namespace
+
+const char* const kExitCodeHelp =
+    "Exit status of `capsule run` and capsule-launch: the command's own exit status; 128+N when signal N\n"
+    "ended it (137: SIGKILL); 124 when it hit its time limit (--timeout, --cpu-time); 137 when it was\n"
+    "OOM-killed or cancelled; 126/127 when the command could not be executed/found; 125 when capsule itself\n"
+    "failed: the sandbox could not be set up, the flags or spec are invalid, the daemon failed or rejected\n"
+    "the request, or this client fell so far behind the command's output that some was not relayed\n"
+    "(`capsule runs logs ID` has it all); 130 when interrupted twice (it stops waiting). Other subcommands\n"
+    "exit 1 on errors and 2 on usage errors.";
+
+RunEnding ending_of(const json& run) {
+  const json& record = member(run, "record");
+  return {text(run, "state"), static_cast<int>(number(record, "exit_code")), static_cast<int>(number(record, "signal"))};
+}
+
+int exit_code_for(const RunEnding& ending) {
+  if (ending.bytes_not_relayed > 0) return kExitCapsuleFailed;
+  const std::string& state = ending.state;
+  if (state == "succeeded") return ending.exit_code;
+  if (state == "failed") return ending.exit_code != 0 ? ending.exit_code : 1;
+  if (state == "timed_out") return kExitTimedOut;
+  if (state == "oom_killed" || state == "cancelled") return kExitKilled;
+  if (state == "signaled") return ending.signal > 0 && ending.signal < 128 ? 128 + ending.signal : kExitCapsuleFailed;
+  if (state == "setup_failed" && (ending.exit_code == kExitCannotExecute || ending.exit_code == kExitNotFound)) {
+    return ending.exit_code;
+  }
+  return kExitCapsuleFailed;
+}
+
+int exit_code_for(const json& run) { return exit_code_for(ending_of(run)); }
+
+std::string id_of(const json& run) { return text(run, "id"); }
+
+std::string summary_line(const json& run) {
+  const std::string state = text(run, "state");
+  const json& record = member(run, "record");
+  std::string line = "capsule: run " + id_of(run) + " " + state + " in " +
+                     fixed(static_cast<double>(number(record, "wall_ms")) / 1000.0, 2) + " s";
+  const std::string reason = text(record, "reason");
+  if (state != "succeeded" && state != "failed" && !reason.empty()) line += ": " + reason;
+  line += " (exit " + std::to_string(exit_code_for(run));
+  const json& tests = member(record, "tests");
+  if (number(tests, "total") > 0) {
+    line += "; tests: " + std::to_string(number(tests, "total")) + " total, " + std::to_string(number(tests, "failed")) +
+            " failed, " + std::to_string(number(tests, "errors")) + " errors, " +
+            std::to_string(number(tests, "skipped")) + " skipped";
+  }
+  return line + ")";
+}
+
+std::string not_relayed_line(const std::string& id, std::uint64_t bytes) {
+  return "capsule: " + std::to_string(bytes) + " bytes of the command's output were not relayed (this client fell " +
+         "behind the command); `capsule runs logs " + id + "` has all of it";
+}
+
+std::string format_columns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 3, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string format_runs_table(const json& runs, std::int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {{"ID", "STATE", "EXIT", "WALL", "CREATED", "COMMAND"}};
+  for (const auto& run : runs) {
+    const std::string state = text(run, "state");
+    const json& record = member(run, "record");
+    std::string wall = "-";
+    if (record.contains("wall_ms")) wall = short_duration(number(record, "wall_ms"));
+    else if (state == "running" && number(run, "started_ms") > 0) wall = short_duration(now_ms - number(run, "started_ms"));
+    rows.push_back({id_of(run), state, is_live(state) ? "-" : std::to_string(exit_code_for(run)), wall,
+                    age(now_ms - number(run, "created_ms")), command_text(run)});
+  }
+  return format_columns(rows);
+}
+
+void relay_output(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace capsule::client
