@@ -328,7 +328,7 @@ json capsule_true(const capsule::http::HttpClient& client) {
   const auto response = client.request("POST", "/v1/runs?wait=true", body);
   if (response.status != 200) throw std::runtime_error("POST /v1/runs?wait=true: " + std::to_string(response.status) + " " + response.body);
   json row = json::parse(response.body);
-  if (row.value("state", "") != "succeeded" || row["record"].value("exit_code", -1) != 0) {
+  if (row.value("state", "") != "succeeded" || row["result"].value("exit_code", -1) != 0) {
     throw std::runtime_error("run did not succeed: " + response.body.substr(0, 2000));
   }
   return row;
@@ -465,10 +465,10 @@ int main(int argc, char** argv) {
         ++runs_done;
         if (!measured) continue;
         capsule_ms.push_back(ms);
-        const json& record = row["record"];
+        const json& record = row["result"];
         record_wall_ms.push_back(record.value("wall_ms", 0.0));
         outside_ms.push_back(ms - record.value("wall_ms", 0.0));
-        queue_ms.push_back(static_cast<double>(row.value("started_ms", 0L) - row.value("created_ms", 0L)));
+        queue_ms.push_back(static_cast<double>(row["times"].value("started", 0L) - row["times"].value("created", 0L)));
         for (const auto& [step, value] : record["setup_ms"].items()) setup[step].push_back(value.get<double>());
       } else {
         const auto t0 = Clock::now();
@@ -490,9 +490,9 @@ int main(int argc, char** argv) {
   }
   std::printf("  capsule/bwrap p50 = %.2f (target <= %.1f: %s), p99 ratio = %.2f\n", ratio, kTargetLatencyRatio,
               ratio <= kTargetLatencyRatio ? "MET" : "NOT MET", percentile(capsule_ms, 99) / percentile(bwrap_ms, 99));
-  std::printf("  capsule medians (ms): record.wall_ms %.2f, client wall - record.wall_ms %.2f, queued->started %.0f\n",
+  std::printf("  capsule medians (ms): result.wall_ms %.2f, client wall - result.wall_ms %.2f, queued->started %.0f\n",
               median(record_wall_ms), median(outside_ms), median(queue_ms));
-  std::printf("  record.setup_ms medians:");
+  std::printf("  result.setup_ms medians:");
   for (const char* step : {"prepare", "clone", "maps", "mounts", "seccomp", "exec", "total"}) {
     std::printf(" %s %.2f", step, median(setup[step]));
   }
@@ -510,8 +510,8 @@ int main(int argc, char** argv) {
   const Load capsule_load = run_load(o.clients, o.throughput_runs, [&](int) {
     const json row = capsule_true(client);
     std::lock_guard lock(tp_mutex);
-    tp_queue_ms.push_back(static_cast<double>(row.value("started_ms", 0L) - row.value("created_ms", 0L)));
-    tp_daemon_ms.push_back(static_cast<double>(row.value("finished_ms", 0L) - row.value("started_ms", 0L)));
+    tp_queue_ms.push_back(static_cast<double>(row["times"].value("started", 0L) - row["times"].value("created", 0L)));
+    tp_daemon_ms.push_back(static_cast<double>(row["times"].value("finished", 0L) - row["times"].value("started", 0L)));
   });
   runs_done += o.throughput_runs;
   const auto cpu_after = machine_cpu();

@@ -87,7 +87,7 @@ while [ "$i" -lt 4 ]; do
 done
 sleep 1
 neighbour=$(post '{"argv": ["sleep", "60"], "limits": {"wall_time": "3s"}}' '?wait=true')
-wall_ms=$(printf '%s' "$neighbour" | python3 -c 'import json, sys; print(json.load(sys.stdin)["record"]["wall_ms"])')
+wall_ms=$(printf '%s' "$neighbour" | python3 -c 'import json, sys; print(json.load(sys.stdin)["result"]["wall_ms"])')
 echo "neighbour with a 3 s limit beside 4 flooders and 4 report spammers: ended after $wall_ms ms (overshoot $(awk -v w="$wall_ms" 'BEGIN { printf "%.0f", w - 3000 }') ms)"
 
 echo "{\"mib\": $mib, \"native_s\": $native, \"bwrap_s\": $bwrap_s, \"capsule_run_s\": $streamed, \"wait_s\": $unread, \"concurrent\": $concurrent, \"concurrent_s\": $together, \"native_concurrent_s\": $native_together, \"neighbour_wall_ms\": $wall_ms}"

@@ -70,8 +70,8 @@ const char* const kExitCodeHelp =
     "exit 1 on errors and 2 on usage errors.";
 
 RunEnding ending_of(const json& run) {
-  const json& record = member(run, "record");
-  return {text(run, "state"), static_cast<int>(number(record, "exit_code")), static_cast<int>(number(record, "signal"))};
+  const json& result = member(run, "result");
+  return {text(run, "state"), static_cast<int>(number(result, "exit_code")), static_cast<int>(number(result, "signal"))};
 }
 
 int exit_code_for(const RunEnding& ending) {
@@ -94,13 +94,13 @@ std::string id_of(const json& run) { return text(run, "id"); }
 
 std::string summary_line(const json& run) {
   const std::string state = text(run, "state");
-  const json& record = member(run, "record");
+  const json& result = member(run, "result");
   std::string line = "capsule: run " + id_of(run) + " " + state + " in " +
-                     fixed(static_cast<double>(number(record, "wall_ms")) / 1000.0, 2) + " s";
-  const std::string reason = text(record, "reason");
+                     fixed(static_cast<double>(number(result, "wall_ms")) / 1000.0, 2) + " s";
+  const std::string reason = text(result, "reason");
   if (state != "succeeded" && state != "failed" && !reason.empty()) line += ": " + reason;
   line += " (exit " + std::to_string(exit_code_for(run));
-  const json& tests = member(record, "tests");
+  const json& tests = member(run, "tests");
   if (number(tests, "total") > 0) {
     line += "; tests: " + std::to_string(number(tests, "total")) + " total, " + std::to_string(number(tests, "failed")) +
             " failed, " + std::to_string(number(tests, "errors")) + " errors, " +
@@ -136,12 +136,13 @@ std::string format_runs_table(const json& runs, std::int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {{"ID", "STATE", "EXIT", "WALL", "CREATED", "COMMAND"}};
   for (const auto& run : runs) {
     const std::string state = text(run, "state");
-    const json& record = member(run, "record");
+    const json& result = member(run, "result");
+    const json& times = member(run, "times");
     std::string wall = "-";
-    if (record.contains("wall_ms")) wall = short_duration(number(record, "wall_ms"));
-    else if (state == "running" && number(run, "started_ms") > 0) wall = short_duration(now_ms - number(run, "started_ms"));
+    if (result.contains("wall_ms")) wall = short_duration(number(result, "wall_ms"));
+    else if (state == "running" && number(times, "started") > 0) wall = short_duration(now_ms - number(times, "started"));
     rows.push_back({id_of(run), state, is_live(state) ? "-" : std::to_string(exit_code_for(run)), wall,
-                    age(now_ms - number(run, "created_ms")), command_text(run)});
+                    age(now_ms - number(times, "created")), command_text(run)});
   }
   return format_columns(rows);
 }

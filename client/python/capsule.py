@@ -96,6 +96,12 @@ class Client:
         """Submits a run. wait=True returns the finished run object, else {"id", "state": "queued"}."""
         return self._json("POST", "/v1/runs" + ("?wait=true" if wait else ""), self._spec(argv, spec))
 
+    def resubmit(self, run, wait=True):
+        """Runs a stored run again: its spec with every default filled and its pins (image digests, policy
+        digest, cutoff), so a moved ref or a changed policy cannot change what runs. Returns like run()."""
+        body = {"spec": run["spec"], "pinned": run["pinned"]}
+        return self._json("POST", "/v1/runs" + ("?wait=true" if wait else ""), body)
+
     def run_stream(self, argv, **spec):
         """Submits a run and yields its events as dicts: queued, started, stdout/stderr, finished {"run"}.
         stdout/stderr events carry the exact output bytes as base64 in "data_b64"; this adds them decoded

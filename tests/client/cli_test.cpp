@@ -422,7 +422,7 @@ TEST_F(CliWithDaemon, JsonPrintsTheRunObjectAndLsAndLogsFindIt) {
   ASSERT_EQ(o.code, 0) << o.err;
   const json run = json::parse(o.out);
   EXPECT_EQ(run["state"], "succeeded");
-  EXPECT_EQ(run["record"]["exit_code"], 0);
+  EXPECT_EQ(run["result"]["exit_code"], 0);
   const std::string id = run["id"];
 
   const Outcome ls = capsule({"runs", "ls", "--label", label});

@@ -107,7 +107,7 @@ class DaemonTest(unittest.TestCase):
         label = f"py-{uuid.uuid4().hex[:8]}"
         run = self.client.run(["sh", "-c", "echo hi; echo err >&2; exit 3"], labels={"suite": label})
         self.assertEqual(run["state"], "failed")
-        self.assertEqual(run["record"]["exit_code"], 3)
+        self.assertEqual(run["result"]["exit_code"], 3)
         self.assertEqual(run["labels"], {"suite": label})
         self.assertEqual(self.client.logs(run["id"]), "hi\n")
         self.assertEqual(self.client.logs(run["id"], stream="stderr"), "err\n")
@@ -117,6 +117,16 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual([r["id"] for r in self.client.runs(state="failed", label={"suite": label})], [run["id"]])
         self.assertEqual(self.client.runs(state="succeeded", label=f"suite={label}"), [])
         self.assertLessEqual(len(self.client.runs(limit=1)), 1)
+
+    def test_resubmit_runs_the_stored_spec_and_pins(self):
+        first = self.client.run(["sh", "-c", "echo again"], limits={"wall_time": "30s"}, labels={"k": "v"})
+        self.assertEqual(first["spec"]["limits"]["wall_time"], 30000)
+        self.assertTrue(first["pinned"]["policy_sha256"].startswith("sha256:"))
+        second = self.client.resubmit(self.client.get(first["id"]))
+        self.assertNotEqual(second["id"], first["id"])
+        self.assertEqual(second["spec"], first["spec"])
+        self.assertEqual(second["pinned"], first["pinned"])
+        self.assertEqual(second["result"]["stdout"]["head"], "again\n")
 
     def test_run_without_wait_and_limits(self):
         accepted = self.client.run(["sleep", "30"], wait=False, limits={"wall_time": "1s"})

@@ -11,7 +11,7 @@ using nlohmann::json;
 
 json finished(const std::string& state, int exit_code, int signal = 0) {
   return {{"id", "3f2a9c"}, {"state", state},
-          {"record", {{"status", state}, {"exit_code", exit_code}, {"signal", signal}, {"wall_ms", 1234}}}};
+          {"result", {{"exit_code", exit_code}, {"signal", signal}, {"wall_ms", 1234}}}};
 }
 
 TEST(ExitCode, TheCommandsOwnStatusWhenItExited) {
@@ -37,7 +37,7 @@ TEST(ExitCode, FixedCodesForTimeoutKillAndCapsuleFailures) {
   EXPECT_EQ(exit_code_for(finished("internal_error", 0)), 125);
   EXPECT_EQ(exit_code_for(finished("interrupted", 0)), 125);
   EXPECT_EQ(exit_code_for(finished("a_state_from_the_future", 0)), 125);
-  EXPECT_EQ(exit_code_for(json{{"state", "setup_failed"}, {"record", nullptr}}), 125);
+  EXPECT_EQ(exit_code_for(json{{"state", "setup_failed"}, {"result", nullptr}}), 125);
   EXPECT_EQ(exit_code_for(json::object()), 125);
 }
 
@@ -79,11 +79,11 @@ TEST(ExitCode, ASandboxResultExitsAsARunWithItsStatus) {
 TEST(Summary, OneLineWithStateTimeAndExit) {
   EXPECT_EQ(summary_line(finished("succeeded", 0)), "capsule: run 3f2a9c succeeded in 1.23 s (exit 0)");
   json timed_out = finished("timed_out", 0, 9);
-  timed_out["record"]["reason"] = "wall time limit of 1s reached";
+  timed_out["result"]["reason"] = "wall time limit of 1s reached";
   EXPECT_EQ(summary_line(timed_out), "capsule: run 3f2a9c timed_out in 1.23 s: wall time limit of 1s reached (exit 124)");
   json tested = finished("failed", 1);
-  tested["record"]["reason"] = "exited with status 1";
-  tested["record"]["tests"] = {{"total", 12}, {"failed", 2}, {"errors", 1}, {"skipped", 0}};
+  tested["result"]["reason"] = "exited with status 1";
+  tested["tests"] = {{"total", 12}, {"failed", 2}, {"errors", 1}, {"skipped", 0}};
   EXPECT_EQ(summary_line(tested),
             "capsule: run 3f2a9c failed in 1.23 s (exit 1; tests: 12 total, 2 failed, 1 errors, 0 skipped)");
 }
@@ -97,9 +97,9 @@ TEST(Summary, NotRelayedLinePointsAtTheLogs) {
 TEST(RunsTable, AlignedColumnsWithRelativeAges) {
   const std::int64_t now = 1'700'000'000'000;
   json done = finished("failed", 3);
-  done["created_ms"] = now - 90'000;
+  done["times"] = {{"created", now - 90'000}};
   done["spec"] = {{"argv", {"sh", "-c", "echo hi; exit 3"}}};
-  json running = {{"id", "77"}, {"state", "running"}, {"created_ms", now - 5'000}, {"started_ms", now - 4'000},
+  json running = {{"id", "77"}, {"state", "running"}, {"times", {{"created", now - 5'000}, {"started", now - 4'000}}},
                   {"spec", {{"argv", {"mvn", "-B", "clean", "verify", "-Dmaven.repo.local=/workspace/.m2/repository"}}}}};
   const std::string expected =
       "ID       STATE     EXIT   WALL    CREATED   COMMAND\n"
