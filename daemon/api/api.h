@@ -1,5 +1,5 @@
-// The capsuled API: every /v1 route and /metrics, registered on a Router, on top of the run manager,
-// the ledger and the log store. docs/api.md documents each route registered here (a test checks it).
+// The capsuled API: what its handler files share (the context, request helpers, run visibility) and the
+// registration of every resource's routes. docs/api.md documents each route (a test checks it).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -24,7 +24,17 @@ struct ApiContext {
   AccessPolicy access;  // who sees every run (auth.h)
 };
 
+// Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
 void register_api(http::Router& router, ApiContext& context);
+void register_system_api(http::Router& router, ApiContext& context);    // system_api.cpp
+void register_runs_api(http::Router& router, ApiContext& context);      // runs_api.cpp
+void register_run_logs_api(http::Router& router, ApiContext& context);  // run_logs_api.cpp
+
+// Request helpers every handler file uses.
+std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on
+nlohmann::json parse_body(const http::Request& request);  // 400 invalid_json
+bool wants_ndjson(const http::Request& request);
+bool query_flag(const http::Request& request, const std::string& name);  // ?name=true or ?name=1
 
 // The run `id` if the caller may see it (its own; any for root and the admin group), else 404 not_found with the
 // message an unknown id gets, so other users' run ids are not revealed.

@@ -1,6 +1,6 @@
-// Log streaming with bounded memory: a LogSender inflates 64 KiB at a time and writes the next piece only when
-// the connection has sent the previous one; following, it waits for the writer's signal (or a 1 s fallback).
-#include "daemon/api/run_logs_api.h"
+// The routes over a run's stored output: GET /v1/runs/{id}/logs streamed with bounded memory (a LogSender
+// inflates 64 KiB at a time, following a live run on the writer's signal) and DELETE /v1/runs/{id}.
+#include "daemon/api/api.h"
 
 #include <spdlog/spdlog.h>
 
@@ -122,8 +122,6 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   bool done_ = false;
 };
 
-}  // namespace
-
 void serve_run_logs(ApiContext& ctx, const http::Request& request, http::Responder responder) {
   const std::string& id = request.params.at("id");
   const RunRow row = require_visible_run(ctx, request, id);
@@ -179,6 +177,15 @@ http::Response delete_run(ApiContext& ctx, const http::Request& request) {
     spdlog::warn("run {} was deleted but its logs stay: {}", id, e.what());
   }
   return http::json_response(200, {{"id", id}, {"deleted", true}});
+}
+
+}  // namespace
+
+void register_run_logs_api(http::Router& router, ApiContext& ctx) {
+  router.add("GET", "/v1/runs/{id}/logs", [&ctx](const http::Request& request, http::Responder responder) {
+    serve_run_logs(ctx, request, std::move(responder));
+  });
+  router.add("DELETE", "/v1/runs/{id}", [&ctx](const http::Request& request) { return delete_run(ctx, request); });
 }
 
 }  // namespace capsule::daemon

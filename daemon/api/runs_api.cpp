@@ -1,0 +1,189 @@
+// The /v1/runs resource: submit (a spec or a stored {spec, pinned}; 202, ?wait=true, or an ndjson event
+// stream), list with filters and pages, get, and cancel. Handlers validate, then hand work to the run manager.
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "daemon/api/api.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+// The ndjson answer to POST /v1/runs. The stream starts only once submit() accepted the run (a refusal must
+// be an error status, not a 200 stream), but events may come before that; they wait in `pending`. A client
+// that falls behind loses output events, never the stream: while more than kOutputBacklog bytes wait for it,
+// stdout/stderr events are counted instead of queued and a {"event": "dropped", "stream", "bytes"} tells it
+// how many bytes it missed (GET /v1/runs/{id}/logs has them); "finished" is always sent.
+struct EventLines {
+  // Leaves room below the server's 16 MiB limit for "finished" (a record is at most 4 MiB).
+  static constexpr std::size_t kOutputBacklog = 6u << 20;
+
+  std::mutex mutex;
+  std::shared_ptr<http::StreamWriter> writer;
+  std::string pending;
+  bool finished = false;
+  std::map<std::string, std::uint64_t> dropped;  // output bytes not sent, by stream, since the last notice
+  std::string id;
+
+  static std::uint64_t output_bytes(const json& event) {
+    const auto it = event.find("data_b64");
+    if (it == event.end() || !it->is_string()) return 0;
+    const std::string& text = it->get_ref<const std::string&>();
+    const std::size_t padding = text.ends_with("==") ? 2 : text.ends_with("=") ? 1 : 0;
+    return text.size() / 4 * 3 - padding;
+  }
+
+  // An output event's line, rendered without scanning the large string: base64 needs no JSON escaping.
+  // The field order is fixed ({"event","id","data_b64"}) so clients can read it without a full parse.
+  static std::string output_line(const std::string& kind, const json& event) {
+    const auto it = event.find("data_b64");
+    if (it == event.end() || !it->is_string()) return dump(event) + "\n";
+    const std::string& data = it->get_ref<const std::string&>();
+    std::string line;
+    line.reserve(data.size() + 96);
+    line += "{\"event\":";
+    line += dump(kind);
+    line += ",\"id\":";
+    line += dump(event.value("id", ""));
+    line += ",\"data_b64\":\"";
+    line += data;
+    line += "\"}\n";
+    return line;
+  }
+
+  void send_dropped_locked() {
+    for (auto& [stream, bytes] : dropped) {
+      if (bytes == 0) continue;
+      writer->write(dump({{"event", "dropped"}, {"id", id}, {"stream", stream}, {"bytes", bytes}}) + "\n");
+      bytes = 0;
+    }
+  }
+
+  void add(const json& event) {
+    const std::string kind = event.value("event", "");
+    const bool last = kind == "finished";
+    const bool output = kind == "stdout" || kind == "stderr";
+    std::lock_guard lock(mutex);
+    if (id.empty()) id = event.value("id", "");
+    if (!writer) {
+      pending += output ? output_line(kind, event) : dump(event) + "\n";
+      finished = finished || last;
+      return;
+    }
+    if (output && writer->backlog() > kOutputBacklog) {
+      dropped[kind] += output_bytes(event);
+      return;
+    }
+    if (output || last) send_dropped_locked();
+    writer->write(output ? output_line(kind, event) : dump(event) + "\n");
+    if (last) writer->finish();
+  }
+
+  void start(const http::Responder& responder) {
+    std::lock_guard lock(mutex);
+    writer = responder.start_stream(200, "application/x-ndjson");
+    writer->write(std::move(pending));
+    if (finished) writer->finish();
+  }
+};
+
+// POST /v1/runs (a spec, or a stored run's {spec, pinned}): 202 with the id, or the finished run (?wait=true),
+// or a stream of events (ndjson).
+void submit_run(ApiContext& ctx, const http::Request& request, http::Responder responder) {
+  Submission spec = parse_submission(parse_body(request), ctx.limits);
+  authorize_workspace(spec, caller_of(request.peer));
+  Peer peer{request.peer.uid, request.peer.pid};
+  if (wants_ndjson(request)) {
+    auto lines = std::make_shared<EventLines>();
+    ctx.runs.submit(spec, peer, [lines](const json& event) { lines->add(event); });
+    lines->start(responder);
+    return;
+  }
+  if (query_flag(request, "wait")) {
+    ctx.runs.submit(spec, peer, [responder](const json& event) {
+      if (event.value("event", "") == "finished") responder.respond(http::json_response(200, event["run"]));
+    });
+    return;
+  }
+  const std::string id = ctx.runs.submit(spec, peer);
+  responder.respond(http::json_response(202, {{"id", id}, {"state", "queued"}}));
+}
+
+// A page of the runs `caller` may see: the ledger's pages, filtered to the caller's own runs unless it sees
+// all, read on until `filter.limit` runs are found or the ledger has no more. `next` is the last run returned.
+RunPage visible_runs(ApiContext& ctx, const Caller& caller, RunFilter filter) {
+  if (sees_all_runs(caller, ctx.access)) return ctx.ledger.list(filter);
+  const std::size_t wanted = std::clamp<std::size_t>(filter.limit, 1, Ledger::kMaxListLimit);
+  filter.limit = Ledger::kMaxListLimit;
+  RunPage visible;
+  for (;;) {
+    RunPage page = ctx.ledger.list(filter);
+    for (auto& row : page.runs) {
+      if (!may_see_run(caller, ctx.access, row.peer_uid)) continue;
+      if (visible.runs.size() == wanted) {
+        visible.next = visible.runs.back().id;  // there is more after the last one returned
+        return visible;
+      }
+      visible.runs.push_back(std::move(row));
+    }
+    if (!page.next) return visible;
+    filter.after = page.next;
+  }
+}
+
+http::Response list_runs(ApiContext& ctx, const http::Request& request) {
+  RunFilter filter;
+  if (auto it = request.query.find("state"); it != request.query.end()) {
+    const auto& states = run_states();
+    if (std::find(states.begin(), states.end(), it->second) == states.end()) {
+      throw http::ApiError("invalid_query", "state: unknown state '" + it->second + "'");
+    }
+    filter.state = it->second;
+  }
+  if (auto it = request.query.find("label"); it != request.query.end()) {
+    auto eq = it->second.find('=');
+    if (eq == std::string::npos || eq == 0) throw http::ApiError("invalid_query", "label: expected KEY=VALUE");
+    filter.labels[it->second.substr(0, eq)] = it->second.substr(eq + 1);
+  }
+  if (auto it = request.query.find("limit"); it != request.query.end()) {
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), filter.limit);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      throw http::ApiError("invalid_query", "limit: expected a number, got '" + text + "'");
+    }
+  }
+  if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
+  RunPage page;
+  try {
+    page = visible_runs(ctx, caller_of(request.peer), filter);
+  } catch (const LedgerCursorError& e) {
+    throw http::ApiError("invalid_query", std::string("after: ") + e.what());
+  }
+  json runs = json::array();
+  for (const auto& row : page.runs) runs.push_back(row.to_json());
+  return http::json_response(200, {{"runs", runs}, {"next", page.next ? json(*page.next) : json(nullptr)}});
+}
+
+}  // namespace
+
+void register_runs_api(http::Router& router, ApiContext& ctx) {
+  router.add("POST", "/v1/runs", [&ctx](const http::Request& request, http::Responder responder) {
+    submit_run(ctx, request, std::move(responder));
+  });
+  router.add("GET", "/v1/runs", [&ctx](const http::Request& request) { return list_runs(ctx, request); });
+  router.add("GET", "/v1/runs/{id}", [&ctx](const http::Request& request) {
+    return http::json_response(200, require_visible_run(ctx, request, request.params.at("id")).to_json());
+  });
+  router.add("POST", "/v1/runs/{id}/cancel", [&ctx](const http::Request& request) {
+    const std::string& id = request.params.at("id");
+    require_visible_run(ctx, request, id);
+    ctx.runs.cancel(id);
+    return http::json_response(202, {{"id", id}, {"state", require_visible_run(ctx, request, id).state}});
+  });
+}
+
+}  // namespace capsule::daemon
