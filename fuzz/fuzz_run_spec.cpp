@@ -1,5 +1,5 @@
-// libFuzzer target: bytes as a POST /v1/runs body through parse_run_spec, under the default limit policy and a
-// policy without ceilings; checks the invariants of an accepted spec and that it re-encodes to the same spec.
+// libFuzzer target: bytes as a POST /v1/runs body through spec::parse_run_spec, under the default limit policy
+// and a policy without ceilings; checks the invariants of an accepted spec and that to_json parses back to it.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,11 +16,10 @@
 
 namespace {
 
-using capsule::http::ApiError;
-using capsule::daemon::LimitPolicy;
-using capsule::daemon::RunLimits;
-using capsule::daemon::RunSpec;
-using capsule::daemon::WorkspaceMode;
+namespace http = capsule::http;
+using capsule::spec::Limits;
+using capsule::spec::LimitPolicy;
+using capsule::spec::RunSpec;
 using nlohmann::json;
 
 void check(bool ok, const char* invariant) {
@@ -62,7 +61,7 @@ void check_invariants(const RunSpec& spec, const LimitPolicy& policy) {
     check(!has_nul(key) && !has_nul(value), "env holds no NUL byte (execve would truncate it)");
   }
   if (spec.cwd) check(is_absolute_clean(*spec.cwd), "cwd is absolute and clean");
-  if (spec.workspace_path) check(is_absolute_clean(*spec.workspace_path), "workspace.path is absolute and clean");
+  if (spec.workspace) check(is_absolute_clean(spec.workspace->path), "workspace.path is absolute and clean");
   check(spec.network == "none", "network is none");
   check(!spec.policy.empty() && spec.policy.size() <= 64 &&
             spec.policy.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos,
@@ -72,8 +71,8 @@ void check_invariants(const RunSpec& spec, const LimitPolicy& policy) {
     check(!glob.empty() && glob.front() != '/' && glob.find("..") == std::string::npos, "junit globs are relative");
   }
 
-  const RunLimits& l = spec.limits;
-  const RunLimits& max = policy.maxima;
+  const Limits& l = spec.limits;
+  const Limits& max = policy.maxima;
   check_duration(l.wall_time, max.wall_time, "limits.wall_time is within 0..maximum");
   check_duration(l.cpu_time, max.cpu_time, "limits.cpu_time is within 0..maximum");
   check_duration(l.kill_grace, max.kill_grace, "limits.kill_grace is within 0..maximum");
@@ -87,65 +86,32 @@ void check_invariants(const RunSpec& spec, const LimitPolicy& policy) {
   check(within(l.output_cap_bytes, max.output_cap_bytes) && l.output_cap_bytes > 0, "limits.output_cap is positive");
 }
 
-const char* mode_name(WorkspaceMode mode) {
-  switch (mode) {
-    case WorkspaceMode::kCow: return "cow";
-    case WorkspaceMode::kReadOnly: return "ro";
-    case WorkspaceMode::kReadWrite: return "rw";
-  }
-  return "?";
-}
-
-// The request body that asks for exactly `spec` (to_json() is the record's form, which parse_run_spec does
-// not take): zero limits are left out, as they mean "the default".
-json to_request(const RunSpec& spec) {
-  json body = {{"image", spec.image}, {"argv", spec.argv},     {"env", spec.env},
-               {"network", spec.network}, {"policy", spec.policy}, {"labels", spec.labels}};
-  if (spec.cwd) body["cwd"] = *spec.cwd;
-  if (spec.workspace_path) body["workspace"] = {{"path", *spec.workspace_path}, {"mode", mode_name(spec.workspace_mode)}};
-  if (!spec.junit_globs.empty()) body["collect"] = {{"junit", spec.junit_globs}};
-  if (spec.stdin_data) body["stdin"] = *spec.stdin_data;
-  json limits = json::object();
-  const RunLimits& l = spec.limits;
-  if (l.wall_time.count() != 0) limits["wall_time"] = l.wall_time.count();
-  if (l.cpu_time.count() != 0) limits["cpu_time"] = l.cpu_time.count();
-  if (l.kill_grace.count() != 0) limits["kill_grace"] = l.kill_grace.count();
-  if (l.memory_bytes != 0) limits["memory"] = l.memory_bytes;
-  if (l.pids != 0) limits["pids"] = l.pids;
-  if (l.cpus != 0) limits["cpus"] = l.cpus;
-  if (l.tmp_size_bytes != 0) limits["tmp_size"] = l.tmp_size_bytes;
-  if (l.output_cap_bytes != 0) limits["output_cap"] = l.output_cap_bytes;
-  body["limits"] = limits;
-  return body;
-}
-
 void run(const json& body, const LimitPolicy& policy) {
   RunSpec spec;
   try {
-    spec = capsule::daemon::parse_run_spec(body, policy);
+    spec = capsule::spec::parse_run_spec(body, policy);
   } catch (const http::ApiError& e) {
     check(http::status_for(e.code()) == 400 && e.code() == "invalid_spec", "a rejected spec is 400 invalid_spec");
     // (No check on what(): it is a C string, and an unknown field named "\u0000" makes it empty.)
     return;
   }
   check_invariants(spec, policy);
-  // The record form is stored and served: it must serialise (strictly: no invalid UTF-8 got in).
-  const json record = spec.to_json();
-  (void)record.dump();
-  // Re-encoding the accepted spec as a request and parsing it again must give the same spec.
+  // The printed form is stored and served: it must serialise (strictly: no invalid UTF-8 got in).
+  const json printed = capsule::spec::to_json(spec);
+  // The stored form is a request: parsing it again must give the same spec.
   RunSpec again;
   try {
-    again = capsule::daemon::parse_run_spec(json::parse(to_request(spec).dump()), policy);
+    again = capsule::spec::parse_run_spec(json::parse(printed.dump()), policy);
   } catch (const http::ApiError& e) {
     std::fprintf(stderr, "fuzz_run_spec: the re-encoded spec was rejected: %s\n", e.what());
     std::abort();
   }
-  check(again.to_json() == record && again.stdin_data == spec.stdin_data, "an accepted spec re-encodes to itself");
+  check(capsule::spec::to_json(again) == printed, "an accepted spec prints as a request that parses to itself");
 }
 
 LimitPolicy unlimited_policy() {
-  LimitPolicy policy = capsule::daemon::default_limit_policy();
-  policy.maxima = RunLimits{};  // e.g. "max_wall_time": "0" in the daemon's config file
+  LimitPolicy policy = capsule::spec::default_limit_policy();
+  policy.maxima = capsule::spec::unlimited_limits();  // e.g. "max_limits": {"wall_time": 0} in the config
   return policy;
 }
 
@@ -154,7 +120,7 @@ LimitPolicy unlimited_policy() {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return 0;
-  static const LimitPolicy kDefault = capsule::daemon::default_limit_policy();
+  static const LimitPolicy kDefault = capsule::spec::default_limit_policy();
   static const LimitPolicy kUnlimited = unlimited_policy();
   // ApiError is the only way parse_run_spec may refuse; anything else escaping is a bug.
   try {
