@@ -10,7 +10,9 @@
 #include <string_view>
 #include <utility>
 
-#include "http/server.h"
+#include "http/request_parser.h"
+#include "http/router.h"
+#include "http/target.h"
 
 namespace {
 
