@@ -16,12 +16,7 @@
 
 namespace {
 
-using capsule::http::parse_request_bytes;
-using capsule::http::ParsedRequest;
-using capsule::http::Request;
-using capsule::http::Response;
-using capsule::http::Router;
-using capsule::http::ServerOptions;
+namespace http = capsule::http;
 
 void check(bool ok, const char* invariant) {
   if (ok) return;
