@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "http/router.h"
 #include "http/server.h"
 #include "proxy/package_proxy.h"
 

@@ -15,8 +15,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "http/request.h"
 #include "http/response.h"
-#include "http/server.h"
 
 namespace capsule::daemon {
 

@@ -20,6 +20,8 @@
 #include "daemon/config.h"
 #include "daemon/api/images_api.h"
 #include "daemon/logs/retention.h"
+#include "http/router.h"
+#include "http/server.h"
 #include "images/host_image.h"
 #include "proxy/package_proxy.h"
 #include "proxy/proxy_options.h"

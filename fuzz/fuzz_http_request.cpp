@@ -10,16 +10,13 @@
 #include <string_view>
 #include <utility>
 
-#include "http/server.h"
+#include "http/request_parser.h"
+#include "http/router.h"
+#include "http/target.h"
 
 namespace {
 
-using capsule::http::parse_request_bytes;
-using capsule::http::ParsedRequest;
-using capsule::http::Request;
-using capsule::http::Response;
-using capsule::http::Router;
-using capsule::http::ServerOptions;
+namespace http = capsule::http;
 
 void check(bool ok, const char* invariant) {
   if (ok) return;

@@ -1,10 +1,12 @@
-// The Router and request-target decoding declared in daemon/http_server.h: route patterns with {name} and
-// {name...} segments, literal-over-parameter precedence, 404/405 answers, and strict percent-decoding.
-#include "http/server.h"
+// The Router declared in http/router.h: route patterns with {name} and {name...} segments, duplicate checks,
+// literal-over-parameter precedence, and the 404/405 answers when nothing matches.
+#include "http/router.h"
 
 #include <algorithm>
 #include <set>
 #include <stdexcept>
+
+#include "http/target.h"
 
 namespace capsule::http {
 namespace {
@@ -15,89 +17,20 @@ std::string param_name(const std::string& segment) {
   return segment.substr(1, segment.size() - (is_rest_param(segment) ? 5 : 2));
 }
 
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    const auto end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
-}
-
 std::string join_path(const std::vector<std::string>& segments) {
   std::string path;
   for (const auto& segment : segments) path += "/" + segment;
   return path;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
-
-// ---- target decoding ----
-
-std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '%') {
-      if (i + 2 >= text.size()) return std::nullopt;
-      const int high = hex_value(text[i + 1]);
-      const int low = hex_value(text[i + 2]);
-      if (high < 0 || low < 0) return std::nullopt;
-      c = static_cast<char>(high * 16 + low);
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      c = ' ';
-    }
-    if (c == '\0') return std::nullopt;
-    out.push_back(c);
-  }
-  return out;
-}
-
-std::optional<ParsedTarget> parse_target(std::string_view target) {
-  target = target.substr(0, target.find('#'));
-  if (target.empty() || target.front() != '/') return std::nullopt;
-  const auto question = target.find('?');
-  const auto raw_path = target.substr(0, question);
-  ParsedTarget out;
-  auto path = percent_decode(raw_path, false);
-  if (!path) return std::nullopt;
-  out.path = std::move(*path);
-  for (auto raw : split(raw_path.substr(1), '/')) {
-    auto segment = percent_decode(raw, false);
-    if (!segment || *segment == "." || *segment == "..") return std::nullopt;
-    out.segments.push_back(std::move(*segment));
-  }
-  if (question != std::string_view::npos) {
-    for (auto item : split(target.substr(question + 1), '&')) {
-      if (item.empty()) continue;
-      const auto equals = item.find('=');
-      auto key = percent_decode(item.substr(0, equals), true);
-      auto value = percent_decode(equals == std::string_view::npos ? "" : item.substr(equals + 1), true);
-      if (!key || !value) return std::nullopt;
-      out.query[std::move(*key)] = std::move(*value);
-    }
-  }
-  return out;
-}
-
-// ---- routing ----
 
 void Router::add(std::string method, std::string pattern, Handler handler) {
   if (method.empty() || !handler) throw std::invalid_argument("route " + pattern + ": empty method or handler");
   if (pattern.empty() || pattern.front() != '/') throw std::invalid_argument("route " + pattern + ": must start with '/'");
   Route route{method, pattern, {}, std::move(handler)};
   std::set<std::string> names;
-  for (auto part : split(std::string_view(pattern).substr(1), '/')) {
+  for (auto part : detail::split(std::string_view(pattern).substr(1), '/')) {
     std::string segment(part);
     const bool param = is_param(segment) && segment.back() == '}' && segment.find_first_of("{}", 1) == segment.size() - 1;
     if (!param && segment.find_first_of("{}") != std::string::npos) {

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "http/server.h"
+#include "http/router.h"
 #include "proxy/cutoff.h"
 #include "proxy/proxy_options.h"
 #include "proxy/served_log.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "daemon/auth.h"
-#include "http/server.h"
+#include "http/router.h"
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_manager.h"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "http/server.h"
+#include "http/router.h"
 #include "images/image_store.h"
 
 namespace capsule::daemon {

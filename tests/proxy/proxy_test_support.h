@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/router.h"
 #include "http/server.h"
 #include "proxy/package_proxy.h"
 #include "proxy/upstream/http_client.h"

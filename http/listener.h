@@ -1,0 +1,70 @@
+// Internal to http/: what one HttpServer's listeners and connections share (ServerState): the router and
+// options, the accept loops, and the table of open connections behind the connection limits, eviction and stop().
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "http/connection.h"
+#include "http/request.h"
+#include "http/response.h"
+#include "http/router.h"
+#include "http/server_options.h"
+
+namespace capsule::http::detail {
+
+using Acceptor = boost::asio::basic_socket_acceptor<boost::asio::generic::stream_protocol, Strand>;
+
+// Thread-safe. Connections hold it (shared) and leave its table when they are destroyed.
+class ServerState : public std::enable_shared_from_this<ServerState> {
+ public:
+  ServerState(boost::asio::io_context& io, std::shared_ptr<const Router> owned_router, const Router& router,
+              ServerOptions options);
+
+  boost::asio::io_context& io;
+  const Router& router;
+  const ServerOptions options;
+
+  // Accepts connections on `acceptor` (already listening) until stop(); `after_close` runs once it is closed.
+  void serve(Acceptor acceptor, std::function<void()> after_close = {});
+
+  // A new connection's place among the open ones, decided under ServerOptions' limits.
+  struct Admission {
+    bool stopping = false;                // the server is stopping: close at once (not registered)
+    std::optional<Response> refusal;      // answer this (503) and close; registered until destroyed all the same
+    std::shared_ptr<Connection> evicted;  // an idle kept-alive connection to close to make room
+  };
+  Admission admit(const std::shared_ptr<Connection>& connection, const PeerCredentials& peer);
+  // Called by a connection's destructor.
+  void forget(const Connection* connection);
+
+  // Closes the listeners and asks every open connection to stop (see HttpServer::stop).
+  void stop();
+  std::size_t active_connections() const;
+
+ private:
+  struct Entry {
+    std::weak_ptr<Connection> connection;
+    std::optional<uid_t> uid;  // counted in connections_by_uid_ (Unix-socket peers only)
+  };
+  std::shared_ptr<Connection> claim_idle_connection_locked();
+
+  const std::shared_ptr<const Router> owned_router_;  // set when the server keeps its router alive
+  mutable std::mutex mutex_;
+  bool stopping_ = false;
+  std::map<const Connection*, Entry> connections_;
+  std::map<uid_t, std::size_t> connections_by_uid_;
+  std::vector<std::function<void()>> closers_;  // one per listener
+};
+
+}  // namespace capsule::http::detail
