@@ -42,7 +42,7 @@ void pin_from_names(Submission& run, const ImageCatalog& catalog) {
     if (!spec.toolchains.empty()) {
       images::ToolchainRequest request;
       request.toolchains = spec.toolchains;
-      if (spec.as_of) request.as_of = images::parse_date(*spec.as_of);
+      if (spec.as_of) request.as_of = base::parse_date(*spec.as_of);
       const images::ToolchainChoice choice = images::select_toolchain_image(
           images::toolchain_candidates(catalog.store->list()), request, catalog.python_releases);
       const images::ImageCandidate& picked = choice.image;

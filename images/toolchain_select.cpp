@@ -102,77 +102,11 @@ std::string minor_of(const std::array<unsigned, 3>& v) { return std::to_string(v
   throw ToolchainError("invalid_release_data", origin + ": " + what);
 }
 
-// Seconds and nanoseconds since the epoch of an RFC 3339 time; std::nullopt when it is not one.
-std::optional<std::pair<long long, long>> parse_rfc3339(std::string_view s) {
-  if (s.size() < 20 || (s[10] != 'T' && s[10] != 't' && s[10] != ' ')) return std::nullopt;
-  const auto date = parse_date(s.substr(0, 10));
-  auto two = [&](std::size_t at) -> int {
-    if (at + 2 > s.size() || !is_digit(s[at]) || !is_digit(s[at + 1])) return -1;
-    return (s[at] - '0') * 10 + (s[at + 1] - '0');
-  };
-  const int hh = two(11), mm = two(14), ss = two(17);
-  if (!date || hh < 0 || hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 60 || s[13] != ':' || s[16] != ':') {
-    return std::nullopt;
-  }
-  std::size_t at = 19;
-  long nanos = 0;
-  if (at < s.size() && s[at] == '.') {
-    ++at;
-    int digits = 0;
-    while (at < s.size() && is_digit(s[at])) {
-      if (digits < 9) {
-        nanos = nanos * 10 + (s[at] - '0');
-        ++digits;
-      }
-      ++at;
-    }
-    if (digits == 0) return std::nullopt;
-    for (; digits < 9; ++digits) nanos *= 10;
-  }
-  long long offset = 0;
-  if (at < s.size() && (s[at] == 'Z' || s[at] == 'z')) {
-    ++at;
-  } else if (at < s.size() && (s[at] == '+' || s[at] == '-')) {
-    const int oh = two(at + 1), om = two(at + 4);
-    if (oh < 0 || oh > 23 || om < 0 || om > 59 || at + 3 >= s.size() || s[at + 3] != ':') return std::nullopt;
-    offset = (s[at] == '+' ? 1 : -1) * (oh * 3600LL + om * 60LL);
-    at += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (at != s.size()) return std::nullopt;
-  const long long days = std::chrono::sys_days(*date).time_since_epoch().count();
-  return std::make_pair(days * 86400 + hh * 3600LL + mm * 60LL + ss - offset, nanos);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
 // Dates and versions
 // ---------------------------------------------------------------------------------------------------------
-
-std::optional<Date> parse_date(std::string_view t) {
-  if (t.size() != 10 || t[4] != '-' || t[7] != '-') return std::nullopt;
-  for (std::size_t i : std::array<std::size_t, 8>{0, 1, 2, 3, 5, 6, 8, 9}) {
-    if (!is_digit(t[i])) return std::nullopt;
-  }
-  auto num = [&](std::size_t from, std::size_t n) {
-    int v = 0;
-    for (std::size_t i = from; i < from + n; ++i) v = v * 10 + (t[i] - '0');
-    return v;
-  };
-  const Date d{std::chrono::year{num(0, 4)}, std::chrono::month{static_cast<unsigned>(num(5, 2))},
-               std::chrono::day{static_cast<unsigned>(num(8, 2))}};
-  if (!d.ok()) return std::nullopt;
-  return d;
-}
-
-std::string format_date(Date d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%04d-%02u-%02u", static_cast<int>(d.year()), static_cast<unsigned>(d.month()),
-                static_cast<unsigned>(d.day()));
-  return buf;
-}
 
 Date one_year_before(Date d) {
   Date r = d - std::chrono::years{1};
@@ -238,7 +172,7 @@ PythonReleases PythonReleases::parse(std::string_view text, const std::string& o
   }
   out.source_ = doc["source"].get<std::string>();
   const auto through = doc.contains("complete_through") && doc["complete_through"].is_string()
-                           ? parse_date(doc["complete_through"].get<std::string>())
+                           ? base::parse_date(doc["complete_through"].get<std::string>())
                            : std::nullopt;
   if (!through) bad_data(origin, "\"complete_through\" must be a YYYY-MM-DD date");
   out.complete_through_ = *through;
@@ -276,11 +210,11 @@ PythonReleases PythonReleases::parse(std::string_view text, const std::string& o
     if (!xyz || (*xyz)[0] != 3) bad_data(origin, what + ": version must be 3.Y.Z");
     if (!minors.contains(minor_of(*xyz))) bad_data(origin, what + ": minor " + minor_of(*xyz) + " is not in \"minors\"");
     if (!seen.insert(*xyz).second) bad_data(origin, what + ": listed twice");
-    const auto date = entry.contains("date") && entry["date"].is_string() ? parse_date(entry["date"].get<std::string>())
+    const auto date = entry.contains("date") && entry["date"].is_string() ? base::parse_date(entry["date"].get<std::string>())
                                                                           : std::nullopt;
     if (!date) bad_data(origin, what + ": \"date\" must be a YYYY-MM-DD date");
     if (*date > out.complete_through_) {
-      bad_data(origin, what + ": dated after complete_through " + format_date(out.complete_through_));
+      bad_data(origin, what + ": dated after complete_through " + base::format_date(out.complete_through_));
     }
     r.date = *date;
     if (entry.contains("recalled")) {
@@ -320,7 +254,7 @@ const PythonRelease* PythonReleases::find(std::string_view version) const {
 PythonForDate python_for_date(const PythonReleases& table, Date as_of) {
   if (as_of > table.complete_through()) {
     throw ToolchainError("release_data_outdated",
-                         "as_of " + format_date(as_of) + " is after " + format_date(table.complete_through()) +
+                         "as_of " + base::format_date(as_of) + " is after " + base::format_date(table.complete_through()) +
                              ", the last day the Python release table (images/data/python-releases.json) covers; "
                              "add the CPython releases since then and move complete_through forward");
   }
@@ -353,22 +287,22 @@ PythonForDate python_for_date(const PythonReleases& table, Date as_of) {
     const auto v = *parse_xyz(r.version);
     if (v[0] == (*minor)[0] && v[1] == (*minor)[1] && r.date <= as_of && !r.recalled) pick = &r;
   }
-  const std::string d = "as_of " + format_date(as_of) + ": ";
+  const std::string d = "as_of " + base::format_date(as_of) + ": ";
   if (!pick) {  // only possible below the floor: as_of precedes 3.6.0
     out.version = floor_zero->version;
     out.released = floor_zero->date;
-    out.reason = d + "precedes 3.6.0 (" + format_date(floor_zero->date) + "); the floor 3.6.0 is used";
+    out.reason = d + "precedes 3.6.0 (" + base::format_date(floor_zero->date) + "); the floor 3.6.0 is used";
     return out;
   }
   out.version = pick->version;
   out.released = pick->date;
-  const std::string patch = pick->version + " (" + format_date(pick->date) + ") is its newest release by then";
+  const std::string patch = pick->version + " (" + base::format_date(pick->date) + ") is its newest release by then";
   if (floored) {
-    out.reason = d + "no minor from 3.6 on was released a year earlier (by " + format_date(cutoff) +
+    out.reason = d + "no minor from 3.6 on was released a year earlier (by " + base::format_date(cutoff) +
                  "), so the floor 3.6 applies; " + patch;
   } else {
     out.reason = d + out.minor + " is the newest minor released at least a year earlier (" + out.minor + ".0 on " +
-                 format_date(minor_date) + " <= " + format_date(cutoff) + "); " + patch;
+                 base::format_date(minor_date) + " <= " + base::format_date(cutoff) + "); " + patch;
   }
   return out;
 }
@@ -429,7 +363,7 @@ ToolchainRequest parse_toolchain_request(const json& toolchains, std::string_vie
     req.toolchains[name] = spec.get<std::string>();
   }
   if (!as_of.empty()) {
-    req.as_of = parse_date(as_of);
+    req.as_of = base::parse_date(as_of);
     if (!req.as_of) throw ToolchainError("invalid_request", "as_of must be a YYYY-MM-DD date, got \"" + std::string(as_of) + "\"");
   }
   return req;
@@ -473,7 +407,7 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
     auto needed = [&](const std::string& name) {
       const Wanted& w = wanted.at(name);
       std::string s = name + " " + w.spec;
-      if (w.exact && choice.python_auto) s += " (needed for as_of " + format_date(*request.as_of) + ")";
+      if (w.exact && choice.python_auto) s += " (needed for as_of " + base::format_date(*request.as_of) + ")";
       return s;
     };
     auto label_hint = [&](const std::string& name) {
@@ -522,7 +456,7 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
       if (int c = compare_versions(*label_version(*a, name), *label_version(*b, name)); c != 0) return c > 0;
     }
     if (a->base_digest.empty() != b->base_digest.empty()) return a->base_digest.empty();
-    const auto ca = parse_rfc3339(a->created), cb = parse_rfc3339(b->created);
+    const auto ca = base::parse_instant(a->created, false), cb = base::parse_instant(b->created, false);
     if (ca != cb) return cb < ca;  // std::nullopt (unknown) is the oldest
     return std::tie(a->ref, a->digest) < std::tie(b->ref, b->digest);
   };
@@ -553,7 +487,7 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
     if (same_versions && best.base_digest.empty() != next.base_digest.empty()) {
       why = "same versions, without stacking a layer";
     } else if (same_versions) {
-      why = parse_rfc3339(best.created) != parse_rfc3339(next.created) ? "same versions, newest created time ("
+      why = base::parse_instant(best.created, false) != base::parse_instant(next.created, false) ? "same versions, newest created time ("
                                                                              + best.created + ")"
                                                                        : "same versions and created time, first by name";
     }

@@ -12,13 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dates.h"
+
 namespace capsule::images {
 
-using Date = std::chrono::year_month_day;
-
-// Exactly "YYYY-MM-DD" naming a real calendar day; std::nullopt otherwise.
-std::optional<Date> parse_date(std::string_view text);
-std::string format_date(Date date);  // "YYYY-MM-DD"
+using base::Date;  // parsed and printed by base/dates.h
 // The same month and day one year earlier; Feb 29 becomes Feb 28.
 Date one_year_before(Date date);
 

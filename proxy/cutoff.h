@@ -7,9 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "base/dates.h"
+
 namespace capsule::proxy {
 
-using Micros = std::int64_t;  // microseconds since 1970-01-01T00:00:00Z
+using Micros = base::Micros;  // microseconds since 1970-01-01T00:00:00Z
 
 struct Cutoff {
   Micros at = 0;
@@ -22,8 +24,6 @@ std::optional<Cutoff> parse_cutoff(std::string_view text);
 // An RFC 3339 / ISO 8601 instant as upstreams write upload-time ("2023-01-02T03:04:05.123456Z"); same grammar
 // as parse_cutoff without the bare-date form.
 std::optional<Micros> parse_timestamp(std::string_view text);
-// "2023-04-11T00:00:00Z", with ".ffffff" only when the value has a sub-second part.
-std::string format_rfc3339(Micros at);
 // Maven's <lastUpdated> form, "yyyyMMddHHmmss" in UTC.
 std::string format_maven_timestamp(Micros at);
 // An HTTP date (RFC 9110 IMF-fixdate, also the obsolete RFC 850 and asctime forms) as Last-Modified carries it.

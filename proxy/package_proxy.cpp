@@ -266,7 +266,7 @@ struct PackageProxy::State {
       const std::string gav = path->group_id + ":" + path->artifact_id + ":" + path->version;
       if (published ? *published >= cutoff.at : !options.include_undated) {
         throw ProxyError(404, "not_found", "maven", gav,
-                         published ? "published " + format_rfc3339(*published) + ", not before " + cutoff.text
+                         published ? "published " + base::format_rfc3339(*published) + ", not before " + cutoff.text
                                    : "its publish time is unknown");
       }
       const auto cached = maven->artifact(path->path);

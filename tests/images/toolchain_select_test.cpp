@@ -16,7 +16,7 @@ namespace {
 const std::string kTable = std::string(CAPSULE_SOURCE_DIR) + "/images/data/python-releases.json";
 
 Date d(const char* text) {
-  auto date = parse_date(text);
+  auto date = base::parse_date(text);
   EXPECT_TRUE(date.has_value()) << text;
   return date.value_or(Date{});
 }
@@ -53,17 +53,17 @@ std::string error_of(const std::function<void()>& f, std::string* code = nullptr
 
 // ---------------------------------------------------------------------------------------------------------
 TEST(ToolchainDates, ParseFormatAndOneYearBefore) {
-  EXPECT_EQ(format_date(d("2025-01-01")), "2025-01-01");
-  EXPECT_FALSE(parse_date("2025-02-29"));
-  EXPECT_TRUE(parse_date("2024-02-29"));
-  EXPECT_FALSE(parse_date("2025-1-01"));
-  EXPECT_FALSE(parse_date("2025-01-01T00:00:00Z"));
-  EXPECT_FALSE(parse_date("2025-13-01"));
-  EXPECT_FALSE(parse_date("20x5-01-01"));
-  EXPECT_EQ(format_date(one_year_before(d("2025-01-01"))), "2024-01-01");
-  EXPECT_EQ(format_date(one_year_before(d("2024-02-29"))), "2023-02-28");
-  EXPECT_EQ(format_date(one_year_before(d("2025-02-28"))), "2024-02-28");
-  EXPECT_EQ(format_date(one_year_before(d("2025-03-01"))), "2024-03-01");
+  EXPECT_EQ(base::format_date(d("2025-01-01")), "2025-01-01");
+  EXPECT_FALSE(base::parse_date("2025-02-29"));
+  EXPECT_TRUE(base::parse_date("2024-02-29"));
+  EXPECT_FALSE(base::parse_date("2025-1-01"));
+  EXPECT_FALSE(base::parse_date("2025-01-01T00:00:00Z"));
+  EXPECT_FALSE(base::parse_date("2025-13-01"));
+  EXPECT_FALSE(base::parse_date("20x5-01-01"));
+  EXPECT_EQ(base::format_date(one_year_before(d("2025-01-01"))), "2024-01-01");
+  EXPECT_EQ(base::format_date(one_year_before(d("2024-02-29"))), "2023-02-28");
+  EXPECT_EQ(base::format_date(one_year_before(d("2025-02-28"))), "2024-02-28");
+  EXPECT_EQ(base::format_date(one_year_before(d("2025-03-01"))), "2024-03-01");
 }
 
 TEST(ToolchainVersions, CompareNumerically) {
@@ -104,12 +104,12 @@ TEST(PythonReleaseTable, LoadsTheRepositoryFile) {
   const auto& t = table();
   EXPECT_FALSE(t.source().empty());
   ASSERT_NE(t.find("3.6.0"), nullptr);
-  EXPECT_EQ(format_date(t.find("3.6.0")->date), "2016-12-23");
+  EXPECT_EQ(base::format_date(t.find("3.6.0")->date), "2016-12-23");
   ASSERT_NE(t.find("3.12.8"), nullptr);
-  EXPECT_EQ(format_date(t.find("3.12.8")->date), "2024-12-03");
-  EXPECT_EQ(format_date(t.find("3.12.11")->date), "2025-06-03");
-  EXPECT_EQ(format_date(t.find("3.10.11")->date), "2023-04-05");
-  EXPECT_EQ(format_date(t.find("3.13.0")->date), "2024-10-07");
+  EXPECT_EQ(base::format_date(t.find("3.12.8")->date), "2024-12-03");
+  EXPECT_EQ(base::format_date(t.find("3.12.11")->date), "2025-06-03");
+  EXPECT_EQ(base::format_date(t.find("3.10.11")->date), "2023-04-05");
+  EXPECT_EQ(base::format_date(t.find("3.13.0")->date), "2024-10-07");
   EXPECT_TRUE(t.find("3.9.3")->recalled);
   EXPECT_FALSE(t.find("3.9.4")->recalled);
   for (std::size_t i = 1; i < t.releases().size(); ++i) {
@@ -154,8 +154,8 @@ TEST(PythonDateRule, BenchmarkVectors) {
   EXPECT_EQ(rule("2023-04-11"), "3.10.11");
   const auto pick = python_for_date(table(), d("2025-01-01"));
   EXPECT_EQ(pick.minor, "3.12");
-  EXPECT_EQ(format_date(pick.minor_released), "2023-10-02");
-  EXPECT_EQ(format_date(pick.released), "2024-12-03");
+  EXPECT_EQ(base::format_date(pick.minor_released), "2023-10-02");
+  EXPECT_EQ(base::format_date(pick.released), "2024-12-03");
   EXPECT_NE(pick.reason.find("3.12.0 on 2023-10-02 <= 2024-01-01"), std::string::npos) << pick.reason;
 }
 
@@ -211,7 +211,7 @@ TEST(PythonDateRule, RefusesDatesBeyondTheTable) {
   std::string code;
   const auto msg = error_of([] { python_for_date(table(), one_year_before(d("2100-01-01"))); }, &code);
   EXPECT_EQ(code, "release_data_outdated");
-  EXPECT_NE(msg.find("as_of 2099-01-01 is after " + format_date(table().complete_through())), std::string::npos) << msg;
+  EXPECT_NE(msg.find("as_of 2099-01-01 is after " + base::format_date(table().complete_through())), std::string::npos) << msg;
   EXPECT_NO_THROW(python_for_date(table(), table().complete_through()));
 }
 
@@ -408,7 +408,7 @@ TEST(ToolchainMatch, ParsesTheApiShape) {
   EXPECT_EQ(r.toolchains.at("python"), "auto");
   EXPECT_EQ(r.toolchains.at("maven"), "3.8");
   ASSERT_TRUE(r.as_of);
-  EXPECT_EQ(format_date(*r.as_of), "2025-01-01");
+  EXPECT_EQ(base::format_date(*r.as_of), "2025-01-01");
   EXPECT_FALSE(parse_toolchain_request(nlohmann::json::object()).as_of);
   std::string code;
   error_of([] { parse_toolchain_request(nlohmann::json::parse(R"({"java":17})")); }, &code);

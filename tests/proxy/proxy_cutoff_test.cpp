@@ -19,7 +19,7 @@ TEST(Cutoff, Rfc3339WithOffsetAndFraction) {
   EXPECT_EQ(cutoff->text, "2023-04-11T00:00:00.250000Z");
   EXPECT_EQ(parse_cutoff("2024-12-03t22:12:33z")->text, "2024-12-03T22:12:33Z");
   EXPECT_EQ(parse_timestamp("1969-12-31T23:59:59.5Z"), -500000);
-  EXPECT_EQ(format_rfc3339(-500000), "1969-12-31T23:59:59.500000Z");
+  EXPECT_EQ(base::format_rfc3339(-500000), "1969-12-31T23:59:59.500000Z");
 }
 
 TEST(Cutoff, RefusesMalformedAndOutOfRange) {
