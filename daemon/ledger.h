@@ -9,25 +9,23 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "base/error.h"
 
 struct sqlite3;
 
 namespace capsule::daemon {
 
-// A SQLite failure (with the statement's purpose and SQLite's message) or a broken invariant
-// (unknown run, run already finished, unknown state name).
-class LedgerError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Every failure here is a base::Error with step "ledger": a SQLite failure (naming the database file, the
+// statement's purpose and SQLite's message) or a broken invariant (unknown run, run already finished, unknown state).
 
-// RunFilter::after names no run: the client sent a cursor that this ledger never handed out.
-class LedgerCursorError : public LedgerError {
+// RunFilter::after names no run: the client sent a cursor that this ledger never handed out ("invalid_query").
+class LedgerCursorError : public base::Error {
  public:
-  using LedgerError::LedgerError;
+  explicit LedgerCursorError(const std::string& cursor)
+      : base::Error(base::Cause{"ledger", "", 0, "cursor '" + cursor + "' names no run"}, "invalid_query") {}
 };
 
 struct RunRow {
@@ -75,7 +73,7 @@ class Ledger {
   static constexpr int kSchemaVersion = 1;
 
   // Opens (creating it 0600 if needed) the database and brings its schema to kSchemaVersion.
-  // Throws LedgerError if the file cannot be opened or holds a newer schema than this build knows.
+  // Throws base::Error if the file cannot be opened or holds a newer schema than this build knows.
   explicit Ledger(const std::string& db_path);
   ~Ledger();
   Ledger(const Ledger&) = delete;
