@@ -81,9 +81,9 @@ class Ledger {
 
   void insert_queued(const std::string& id, const nlohmann::json& spec, const std::map<std::string, std::string>& labels,
                      uid_t peer_uid, pid_t peer_pid, std::int64_t created_ms);
-  // queued -> running. Throws LedgerError if the run is unknown or not queued.
+  // queued -> running. Throws base::Error if the run is unknown or not queued.
   void mark_running(const std::string& id, std::int64_t started_ms);
-  // queued|running -> `state` (a terminal state). Throws LedgerError if the run is unknown or finished.
+  // queued|running -> `state` (a terminal state). Throws base::Error if the run is unknown or finished.
   void mark_finished(const std::string& id, const std::string& state, const nlohmann::json& record,
                      std::int64_t finished_ms);
   // Restart recovery: every queued or running run becomes `interrupted`; returns their ids, oldest first.
