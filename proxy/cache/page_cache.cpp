@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -57,7 +56,7 @@ std::optional<CachedPage> PageCache::get(const std::string& kind, const std::str
   base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
-    throw ProxyError("cache_failure", "page-cache", path.string(), std::string("open: ") + std::strerror(errno));
+    throw ProxyError("cache_failure", base::Cause{"page-cache", path.string(), errno, "open"});
   }
   std::string data;
   try {
