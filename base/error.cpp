@@ -21,6 +21,9 @@ Error::Error(Cause cause, std::string code)
 Error::Error(std::string code, const std::string& message)
     : std::runtime_error(message), cause_{"", "", 0, message}, code_(std::move(code)) {}
 
+Error::Error(Cause cause, std::string code, const std::string& message)
+    : std::runtime_error(message), cause_(std::move(cause)), code_(std::move(code)) {}
+
 void throw_errno(const std::string& step, const std::string& path, const std::string& detail) {
   throw Error(Cause{step, path, errno, detail});
 }

@@ -24,6 +24,9 @@ class Error : public std::runtime_error {
   explicit Error(Cause cause, std::string code = "internal");
   // A caller-facing failure whose message is the whole story (no step/path prefix): what() == message.
   Error(std::string code, const std::string& message);
+  // A failure with its cause whose message is written for a person rather than built from the cause
+  // ("cannot connect to capsuled at /run/capsule.sock: ..."): what() == message.
+  Error(Cause cause, std::string code, const std::string& message);
 
   const Cause& cause() const { return cause_; }
   const std::string& code() const { return code_; }

@@ -9,8 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <string_view>
 #include <tuple>
 
@@ -29,8 +27,7 @@ std::string sqlite_message(sqlite3* db) {
 
 [[noreturn]] void fail(sqlite3* db, const std::string& purpose) {
   const char* file = sqlite3_db_filename(db, "main");
-  throw LedgerError("ledger " + std::string(file != nullptr && *file != '\0' ? file : ":memory:") + ": " +
-                    purpose + ": " + sqlite_message(db));
+  base::throw_error("ledger", file != nullptr && *file != '\0' ? file : ":memory:", purpose + ": " + sqlite_message(db));
 }
 
 // One prepared statement; every failure names its purpose.
@@ -117,7 +114,7 @@ json parse_column(const std::string& text, const std::string& id, const char* co
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw LedgerError("ledger: run " + id + ": column " + column + " does not hold valid JSON: " + e.what());
+    base::throw_error("ledger", "", "run " + id + ": column " + column + " does not hold valid JSON: " + e.what());
   }
 }
 
@@ -144,8 +141,8 @@ bool is_unfinished(const std::string& state) { return state == "queued" || state
 [[noreturn]] void throw_wrong_state(sqlite3* db, const std::string& id, const std::string& wanted) {
   Statement query(db, "SELECT state FROM runs WHERE id = ?", "look up the state of run " + id);
   query.bind(1, id);
-  if (!query.step()) throw LedgerError("ledger: no run with id " + id);
-  throw LedgerError("ledger: run " + id + " is " + query.text(0) + ", not " + wanted);
+  if (!query.step()) base::throw_error("ledger", "", "no run with id " + id);
+  base::throw_error("ledger", "", "run " + id + " is " + query.text(0) + ", not " + wanted);
 }
 
 }  // namespace
@@ -163,14 +160,14 @@ Ledger::Ledger(const std::string& db_path) : path_(db_path) {
   if (!in_memory) {
     // SQLite creates its -wal and -shm files with the database's mode, so this keeps all three private.
     const int fd = ::open(db_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) throw LedgerError("ledger " + db_path + ": open: " + std::strerror(errno));
+    if (fd < 0) base::throw_errno("ledger", db_path, "open");
     ::close(fd);
   }
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(db_path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     const std::string message = db_ != nullptr ? sqlite_message(db_) : "out of memory";
     sqlite3_close_v2(db_);
-    throw LedgerError("ledger " + db_path + ": open: " + message);
+    base::throw_error("ledger", db_path, "open: " + message);
   }
   try {
     sqlite3_busy_timeout(db_, kBusyTimeoutMs);
@@ -179,7 +176,7 @@ Ledger::Ledger(const std::string& db_path) : path_(db_path) {
       Statement journal(db_, "PRAGMA journal_mode = WAL", "switch to the WAL journal");
       if (journal.step()) mode = journal.text(0);
     }
-    if (mode != "wal" && !in_memory) throw LedgerError("ledger " + db_path + ": journal_mode is '" + mode + "', not wal");
+    if (mode != "wal" && !in_memory) base::throw_error("ledger", db_path, "journal_mode is '" + mode + "', not wal");
     exec(db_, "PRAGMA synchronous = NORMAL", "set synchronous=NORMAL");
     migrate();
   } catch (...) {
@@ -219,8 +216,9 @@ void Ledger::migrate() {
     if (version_query.step()) version = version_query.integer(0);
   }
   if (version > kSchemaVersion) {
-    throw LedgerError("ledger " + path_ + ": schema version " + std::to_string(version) +
-                      " is newer than this capsuled understands (" + std::to_string(kSchemaVersion) + ")");
+    base::throw_error("ledger", path_,
+                      "schema version " + std::to_string(version) + " is newer than this capsuled understands (" +
+                          std::to_string(kSchemaVersion) + ")");
   }
   if (version < 1) {
     std::string states;
@@ -275,7 +273,7 @@ void Ledger::mark_finished(const std::string& id, const std::string& state, cons
                            std::int64_t finished_ms) {
   const auto& states = run_states();
   if (is_unfinished(state) || std::find(states.begin(), states.end(), state) == states.end()) {
-    throw LedgerError("ledger: run " + id + ": '" + state + "' is not a finished state");
+    base::throw_error("ledger", "", "run " + id + ": '" + state + "' is not a finished state");
   }
   std::lock_guard lock(mutex_);
   Statement update(db_,
@@ -322,7 +320,7 @@ RunPage Ledger::list(const RunFilter& filter) const {
   if (filter.after) {
     Statement cursor(db_, "SELECT created_ms FROM runs WHERE id = ?", "look up cursor " + *filter.after);
     cursor.bind(1, *filter.after);
-    if (!cursor.step()) throw LedgerCursorError("ledger: cursor '" + *filter.after + "' names no run");
+    if (!cursor.step()) throw LedgerCursorError(*filter.after);
     cursor_created_ms = cursor.integer(0);
   }
 

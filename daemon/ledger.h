@@ -9,27 +9,24 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "spec/run_object.h"
 
 struct sqlite3;
 
 namespace capsule::daemon {
 
-// A SQLite failure (with the statement's purpose and SQLite's message) or a broken invariant
-// (unknown run, run already finished, unknown state name).
-class LedgerError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Every failure here is a base::Error with step "ledger": a SQLite failure (naming the database file, the
+// statement's purpose and SQLite's message) or a broken invariant (unknown run, run already finished, unknown state).
 
-// RunFilter::after names no run: the client sent a cursor that this ledger never handed out.
-class LedgerCursorError : public LedgerError {
+// RunFilter::after names no run: the client sent a cursor that this ledger never handed out ("invalid_query").
+class LedgerCursorError : public base::Error {
  public:
-  using LedgerError::LedgerError;
+  explicit LedgerCursorError(const std::string& cursor)
+      : base::Error(base::Cause{"ledger", "", 0, "cursor '" + cursor + "' names no run"}, "invalid_query") {}
 };
 
 // A ledger row is the run object (spec/run_object.h): the outcome column holds what finishing recorded.
@@ -63,7 +60,7 @@ class Ledger {
   static constexpr int kSchemaVersion = 2;
 
   // Opens (creating it 0600 if needed) the database and brings its schema to kSchemaVersion.
-  // Throws LedgerError if the file cannot be opened or holds a newer schema than this build knows.
+  // Throws base::Error if the file cannot be opened or holds a newer schema than this build knows.
   explicit Ledger(const std::string& db_path);
   ~Ledger();
   Ledger(const Ledger&) = delete;
@@ -73,9 +70,9 @@ class Ledger {
   void insert_queued(const std::string& id, const nlohmann::json& spec, const nlohmann::json& pinned,
                      const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
                      std::int64_t created_ms);
-  // queued -> running. Throws LedgerError if the run is unknown or not queued.
+  // queued -> running. Throws base::Error if the run is unknown or not queued.
   void mark_running(const std::string& id, std::int64_t started_ms);
-  // queued|running -> `state` (a terminal state). Throws LedgerError if the run is unknown or finished.
+  // queued|running -> `state` (a terminal state). Throws base::Error if the run is unknown or finished.
   // `outcome`: {"result", "tests", "diff", "proxy", ...} (daemon/record/run_record.h).
   void mark_finished(const std::string& id, const std::string& state, const nlohmann::json& outcome,
                      std::int64_t finished_ms);

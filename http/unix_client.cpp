@@ -72,12 +72,13 @@ void copy_head(const bhttp::response<Body>& message, HttpResponse& out) {
 }  // namespace
 
 ConnectError::ConnectError(const std::string& path, int error)
-    : std::runtime_error("cannot connect to capsuled at " + path + ": " + std::strerror(error)), error_(error) {}
+    : base::Error(base::Cause{"connect", path, error, ""}, "connect_failed",
+                  "cannot connect to capsuled at " + path + ": " + std::strerror(error)) {}
 
-bool ConnectError::nobody_listening() const { return error_ == ENOENT || error_ == ECONNREFUSED; }
+bool ConnectError::nobody_listening() const { return error() == ENOENT || error() == ECONNREFUSED; }
 
 ResponseError::ResponseError(int status, std::string code, const std::string& message)
-    : std::runtime_error(message + " (" + code + ")"), status_(status), code_(std::move(code)) {}
+    : base::Error(base::Cause{"response", "", 0, message}, code, message + " (" + code + ")"), status_(status) {}
 
 HttpResponse HttpClient::request(const std::string& method, const std::string& target, const nlohmann::json& body,
                                  const Headers& headers) const {

@@ -5,9 +5,10 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "base/error.h"
 
 namespace capsule::http {
 
@@ -17,28 +18,25 @@ struct HttpResponse {
   std::string body;                            // empty when a streaming call delivered it to the callback
 };
 
-// No daemon answers on the socket: "cannot connect to capsuled at <path>: <errno text>".
-class ConnectError : public std::runtime_error {
+// No daemon answers on the socket: what() is "cannot connect to capsuled at <path>: <errno text>"; the cause
+// holds the socket path and the errno; code "connect_failed".
+class ConnectError : public base::Error {
  public:
   ConnectError(const std::string& path, int error);
-  int error() const { return error_; }  // errno value (ENOENT, ECONNREFUSED, ...)
+  int error() const { return cause().errno_value; }  // errno value (ENOENT, ECONNREFUSED, ...)
   // True when nothing listens there, so starting a daemon is the fix (ENOENT, ECONNREFUSED).
   bool nobody_listening() const;
-
- private:
-  int error_;
 };
 
-// The daemon answered with 4xx/5xx; code and message come from its {"error": {"code", "message"}} body.
-class ResponseError : public std::runtime_error {
+// The daemon answered with 4xx/5xx: code and message (cause().detail) come from its {"error": {"code",
+// "message"}} body; what() is "<message> (<code>)". Keeps the HTTP status it received.
+class ResponseError : public base::Error {
  public:
   ResponseError(int status, std::string code, const std::string& message);
   int status() const { return status_; }
-  const std::string& code() const { return code_; }
 
  private:
   int status_;
-  std::string code_;
 };
 
 using Headers = std::map<std::string, std::string>;

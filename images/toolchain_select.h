@@ -7,12 +7,12 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/dates.h"
+#include "base/error.h"
 
 namespace capsule::images {
 
@@ -30,15 +30,12 @@ bool version_matches_prefix(std::string_view version, std::string_view prefix);
 // not ending in '.'.
 bool is_valid_version(std::string_view version);
 
-// Everything this file throws. code(): "invalid_release_data", "invalid_request", "release_data_outdated"
-// (as_of beyond the table), "no_matching_image".
-class ToolchainError : public std::runtime_error {
+// Everything this file throws: a base::Error whose what() is the whole message and whose code() is
+// "invalid_release_data", "invalid_request", "release_data_outdated" (as_of beyond the table) or
+// "no_matching_image".
+class ToolchainError : public base::Error {
  public:
-  ToolchainError(std::string code, const std::string& message) : std::runtime_error(message), code_(std::move(code)) {}
-  const std::string& code() const { return code_; }
-
- private:
-  std::string code_;
+  ToolchainError(std::string code, const std::string& message) : base::Error(std::move(code), message) {}
 };
 
 struct PythonRelease {

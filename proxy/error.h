@@ -1,30 +1,24 @@
-// ProxyError: a package-proxy failure that carries its cause (step, subject, detail) and the HTTP status the
-// proxy answers with (400 bad input, 404 masked or missing, 502 bad upstream, 503 offline miss, 504 timeout).
+// ProxyError: a package-proxy failure, a base::Error whose cause names the step ("cutoff", "upstream",
+// "maven-metadata", ...) and the URL, path or name involved (cause().path). Its code alone gives the HTTP status
+// the proxy answers with, through http::status_for (400 bad input, 404 masked or missing, 502 bad upstream, ...).
 #pragma once
 
-#include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "base/error.h"
 
 namespace capsule::proxy {
 
-class ProxyError : public std::runtime_error {
+class ProxyError : public base::Error {
  public:
-  // step: what was being done ("cutoff", "upstream", "metadata", ...); subject: the URL, path or name involved;
-  // code: a stable machine-readable token for the error body ("bad_cutoff", "upstream_unavailable", ...).
-  ProxyError(unsigned status, std::string code, std::string step, std::string subject, std::string detail);
-
-  unsigned status() const { return status_; }
-  const std::string& code() const { return code_; }
-  const std::string& step() const { return step_; }
-  const std::string& subject() const { return subject_; }
-  const std::string& detail() const { return detail_; }
-
- private:
-  unsigned status_;
-  std::string code_;
-  std::string step_;
-  std::string subject_;
-  std::string detail_;
+  // code: a stable token for the error body ("bad_cutoff", "upstream_unavailable", ...); step: what was being
+  // done; subject: the URL, path or name involved; detail: what went wrong. what() reads "step subject: detail".
+  ProxyError(std::string code, std::string step, std::string subject, std::string detail)
+      : base::Error(base::Cause{std::move(step), std::move(subject), 0, std::move(detail)}, std::move(code)) {}
+  // A lower layer's failure (a file helper's, say) given the code the proxy answers with; its cause, which
+  // already names the step and path, is kept as it is.
+  ProxyError(std::string code, base::Cause cause) : base::Error(std::move(cause), std::move(code)) {}
 };
 
 }  // namespace capsule::proxy

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "http/error_status.h"
 #include "proxy/error.h"
 #include "proxy/maven/metadata.h"
 
@@ -19,7 +20,7 @@ constexpr std::string_view kMetadataName = "maven-metadata.xml";
 constexpr const char* kDocumentKind = "maven-document";
 
 [[noreturn]] void offline_miss(const std::string& what) {
-  throw ProxyError(503, "offline_miss", "maven", what, "not in the cache, and the proxy is offline");
+  throw ProxyError("offline_miss", "maven", what, "not in the cache, and the proxy is offline");
 }
 
 }  // namespace
@@ -98,7 +99,7 @@ std::shared_ptr<const std::string> MavenSource::fetch_document(const std::string
   try {
     answer = upstream_->get(path);
   } catch (const ProxyError& error) {
-    if (error.status() < 500) throw;
+    if (http::status_for(error.code()) < 500) throw;
     auto stored = pages_.get(kDocumentKind, store::sha256_of(path).hex());
     if (!stored) throw;
     return std::make_shared<const std::string>(std::move(stored->body));  // stale beats failing
@@ -111,7 +112,7 @@ std::shared_ptr<const std::string> MavenSource::fetch_document(const std::string
     return std::make_shared<const std::string>(std::move(answer.body));
   }
   if (answer.status != 404) {
-    throw ProxyError(502, "bad_upstream", "maven", path, "upstream answered " + std::to_string(answer.status));
+    throw ProxyError("bad_upstream", "maven", path, "upstream answered " + std::to_string(answer.status));
   }
   // <group path>/<artifact>/maven-metadata.xml missing: trees such as Debian's maven-repo only have the files.
   const std::filesystem::path relative(path);
@@ -149,14 +150,14 @@ std::optional<CachedBlob> MavenSource::artifact(const std::string& path) {
     const unsigned status =
         upstream_->get_to(path, [&](const char* data, std::size_t size) { writer.write(data, size); });
     if (status == 404) return std::nullopt;
-    if (status != 200) throw ProxyError(502, "bad_upstream", "maven", path, "upstream answered " + std::to_string(status));
+    if (status != 200) throw ProxyError("bad_upstream", "maven", path, "upstream answered " + std::to_string(status));
     const auto digest = writer.commit();
     const auto temp = index.string() + ".tmp." + std::to_string(getpid()) + "." +
                       std::to_string(reinterpret_cast<std::uintptr_t>(&writer));
     {
       std::ofstream out(temp, std::ios::trunc);
       out << digest.str() << '\n';
-      if (!out.flush()) throw ProxyError(500, "cache_failure", "maven", temp, "cannot write the path index");
+      if (!out.flush()) throw ProxyError("cache_failure", "maven", temp, "cannot write the path index");
     }
     std::filesystem::rename(temp, index);
     return CachedBlob{digest, blobs_.size(digest), true};

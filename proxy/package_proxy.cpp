@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "http/error_status.h"
 #include "http/response.h"
 #include "store/blob_store.h"
 #include "proxy/cache/page_cache.h"
@@ -133,10 +134,10 @@ struct PackageProxy::State {
     const auto& text = request.params.at("cutoff");
     auto cutoff = parse_cutoff(text);
     if (!cutoff) {
-      throw ProxyError(400, "bad_cutoff", "cutoff", text, "expected RFC 3339 (2023-04-11T12:00:00Z) or YYYY-MM-DD");
+      throw ProxyError("bad_cutoff", "cutoff", text, "expected RFC 3339 (2023-04-11T12:00:00Z) or YYYY-MM-DD");
     }
     if (listener.cutoff && listener.cutoff->at != cutoff->at) {
-      throw ProxyError(403, "cutoff_mismatch", "cutoff", text,
+      throw ProxyError("cutoff_mismatch", "cutoff", text,
                        "this listener serves the snapshot of " + listener.cutoff->text + " only");
     }
     return *cutoff;
@@ -181,7 +182,7 @@ struct PackageProxy::State {
     auto result = pypi::negotiate(accept == request.headers.end() ? std::string_view() : accept->second,
                                   format == request.query.end() ? std::string_view() : format->second);
     if (!result) {
-      throw ProxyError(406, "not_acceptable", "negotiation", accept == request.headers.end() ? "" : accept->second,
+      throw ProxyError("not_acceptable", "negotiation", accept == request.headers.end() ? "" : accept->second,
                        "this index serves application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html "
                        "and text/html");
     }
@@ -204,7 +205,7 @@ struct PackageProxy::State {
   http::Response pypi_project(const http::Request& request, const Listener& listener) {
     const Cutoff cutoff = cutoff_for(request, listener);
     const auto& name = request.params.at("project");
-    if (!pypi::is_valid_name(name)) throw ProxyError(404, "not_found", "pypi-page", name, "not a valid project name");
+    if (!pypi::is_valid_name(name)) throw ProxyError("not_found", "pypi-page", name, "not a valid project name");
     const std::string normalized = pypi::normalize_name(name);
     if (normalized != name || !request.path.ends_with('/')) {  // PEP 503: one canonical URL per project
       http::Response response;
@@ -229,7 +230,7 @@ struct PackageProxy::State {
       return json ? pypi::render_project_json(filtered, url) : pypi::render_project_html(filtered, url);
     });
     if (view->body.empty()) {
-      throw ProxyError(404, "not_found", "pypi-page", normalized, "nothing was published before " + cutoff.text);
+      throw ProxyError("not_found", "pypi-page", normalized, "nothing was published before " + cutoff.text);
     }
     return document(request, listener, *view, format.content_type, fetched, true);
   }
@@ -249,7 +250,7 @@ struct PackageProxy::State {
       metadata = file != nullptr;
     }
     if (!file) {
-      throw ProxyError(404, "not_found", "pypi-file", project_name + "/" + filename,
+      throw ProxyError("not_found", "pypi-file", project_name + "/" + filename,
                        "no such file was published before " + cutoff.text);
     }
     return blob(request, listener, pypi->file(*project, *file, metadata),
@@ -260,17 +261,17 @@ struct PackageProxy::State {
     const Cutoff cutoff = cutoff_for(request, listener);
     const auto& raw = request.params.at("path");
     const auto path = maven::parse_repository_path(raw);
-    if (!path) throw ProxyError(404, "not_found", "maven", raw, "not a repository path");
+    if (!path) throw ProxyError("not_found", "maven", raw, "not a repository path");
     if (path->kind == maven::RepositoryPath::Kind::kArtifact) {
       const auto published = maven->publish_time(path->group_id, path->artifact_id, path->version);
       const std::string gav = path->group_id + ":" + path->artifact_id + ":" + path->version;
       if (published ? *published >= cutoff.at : !options.include_undated) {
-        throw ProxyError(404, "not_found", "maven", gav,
+        throw ProxyError("not_found", "maven", gav,
                          published ? "published " + base::format_rfc3339(*published) + ", not before " + cutoff.text
                                    : "its publish time is unknown");
       }
       const auto cached = maven->artifact(path->path);
-      if (!cached) throw ProxyError(404, "not_found", "maven", path->path, "not in " + maven->describe());
+      if (!cached) throw ProxyError("not_found", "maven", path->path, "not in " + maven->describe());
       return blob(request, listener, *cached, maven_content_type(path->path));
     }
     // Metadata and everything else: documents that may change upstream.
@@ -278,7 +279,7 @@ struct PackageProxy::State {
     const std::string document_path = is_metadata ? path->main_path() : path->path;
     bool fetched = false;
     const auto body = maven->document(document_path, &fetched);
-    if (!body) throw ProxyError(404, "not_found", "maven", document_path, "not in " + maven->describe());
+    if (!body) throw ProxyError("not_found", "maven", document_path, "not in " + maven->describe());
     std::shared_ptr<const View> view;
     if (is_metadata) {
       const std::string key = "maven\n" + document_path + "\n" +
@@ -293,12 +294,12 @@ struct PackageProxy::State {
         return rewritten.value_or(std::string());
       }, body);
       if (view->body.empty()) {
-        throw ProxyError(404, "not_found", "maven", document_path, "no version was published before " + cutoff.text);
+        throw ProxyError("not_found", "maven", document_path, "no version was published before " + cutoff.text);
       }
       if (!path->sidecar.empty()) {
         const auto algorithm = maven::checksum_for_sidecar(path->sidecar);
         if (!algorithm) {
-          throw ProxyError(404, "not_found", "maven", path->path, "the proxy rewrites this document; it has no " +
+          throw ProxyError("not_found", "maven", path->path, "the proxy rewrites this document; it has no " +
                                                                         path->sidecar + " of its own");
         }
         const auto sidecar = make_view(maven::checksum_hex(*algorithm, view->body));
@@ -356,7 +357,10 @@ void PackageProxy::add_routes(http::Router& router, Listener listener) {
       state->pool.post(client, [state, listener, method, request, responder] {
         try {
           responder.respond(((*state).*method)(request, listener));
-        } catch (const ProxyError& error) {
+        } catch (const base::Error& error) {  // as http/server.cpp answers: the code gives the status
+          if (http::status_for(error.code()) >= 500) {
+            spdlog::error("proxy: {} {}: {}", request.method, request.target, error.what());
+          }
           responder.respond(http::error_response(error.code(), error.what()));
         } catch (const std::exception& error) {
           spdlog::error("proxy: {} {}: {}", request.method, request.target, error.what());

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "http/error_status.h"
 #include "proxy/error.h"
 #include "proxy/upstream/url.h"
 
@@ -23,7 +24,7 @@ Micros now_micros() {
 }
 
 [[noreturn]] void offline_miss(const std::string& what) {
-  throw ProxyError(503, "offline_miss", "pypi", what, "not in the cache, and the proxy is offline");
+  throw ProxyError("offline_miss", "pypi", what, "not in the cache, and the proxy is offline");
 }
 
 }  // namespace
@@ -74,7 +75,7 @@ std::shared_ptr<const UpstreamProject> PypiSource::refresh(const std::string& na
     if (fetched) *fetched = true;
     answer = upstream_->project_page(name, known ? known->etag : std::string());
   } catch (const ProxyError& error) {
-    if (!known || error.status() < 500) throw;
+    if (!known || http::status_for(error.code()) < 500) throw;
     spdlog::warn("proxy: {}; serving the cached page of {}", error.what(), name);
     std::lock_guard lock(mutex_);
     projects_[name] = Entry{known, std::chrono::steady_clock::now()};
@@ -88,10 +89,10 @@ std::shared_ptr<const UpstreamProject> PypiSource::refresh(const std::string& na
   if (answer.status == 404) {
     std::lock_guard lock(mutex_);
     projects_.erase(name);
-    throw ProxyError(404, "not_found", "pypi-page", name, "no such project at " + upstream_->describe());
+    throw ProxyError("not_found", "pypi-page", name, "no such project at " + upstream_->describe());
   }
   if (answer.status != 200) {
-    throw ProxyError(502, "bad_upstream", "pypi-page", name, "upstream answered " + std::to_string(answer.status));
+    throw ProxyError("bad_upstream", "pypi-page", name, "upstream answered " + std::to_string(answer.status));
   }
   const CachedPage page{answer.body, answer.etag, answer.last_serial, answer.url, now_micros()};
   auto project = adopt(name, page);  // parses first: a malformed page never reaches the disk cache
@@ -125,7 +126,7 @@ std::shared_ptr<const UpstreamIndex> PypiSource::index(bool* fetched) {
   try {
     answer = upstream_->index_page(index_ ? index_->etag : std::string());
   } catch (const ProxyError& error) {
-    if (!index_ || error.status() < 500) throw;
+    if (!index_ || http::status_for(error.code()) < 500) throw;
     spdlog::warn("proxy: {}; serving the cached project index", error.what());
     index_checked_ = now;
     return index_;
@@ -135,7 +136,7 @@ std::shared_ptr<const UpstreamIndex> PypiSource::index(bool* fetched) {
     return index_;
   }
   if (answer.status != 200) {
-    throw ProxyError(502, "bad_upstream", "pypi-index", upstream_->describe(),
+    throw ProxyError("bad_upstream", "pypi-index", upstream_->describe(),
                      "upstream answered " + std::to_string(answer.status));
   }
   const CachedPage page{answer.body, answer.etag, answer.last_serial, answer.url, now_micros()};
@@ -150,23 +151,23 @@ CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& fi
   if (metadata) {
     const auto& advertised = file.core_metadata;
     if (advertised.is_null() || advertised == false)
-      throw ProxyError(404, "not_found", "pypi-metadata", file.filename, "the index advertises no metadata file");
+      throw ProxyError("not_found", "pypi-metadata", file.filename, "the index advertises no metadata file");
     if (advertised.is_object() && advertised.contains("sha256") && advertised["sha256"].is_string())
       hex = advertised["sha256"].get<std::string>();
   } else if (auto found = file.hashes.find("sha256"); found != file.hashes.end()) {
     hex = found->second;
   } else {
-    throw ProxyError(502, "unverifiable_file", "pypi-file", file.filename,
+    throw ProxyError("unverifiable_file", "pypi-file", file.filename,
                      "the upstream page gives no sha256 for it, so its bytes cannot be checked");
   }
   if (!hex.empty()) {
     expected = store::Digest::try_parse("sha256:" + hex);
-    if (!expected) throw ProxyError(502, "bad_upstream", "pypi-file", file.filename, "malformed sha256 " + hex);
+    if (!expected) throw ProxyError("bad_upstream", "pypi-file", file.filename, "malformed sha256 " + hex);
     if (blobs_.has(*expected)) return CachedBlob{*expected, blobs_.size(*expected), false};
   }
   if (options_.offline) offline_miss(file.filename + (metadata ? ".metadata" : ""));
   const auto url = resolve_url(project.url, file.url);
-  if (!url) throw ProxyError(502, "bad_upstream", "pypi-file", file.url, "unusable file URL on " + project.url);
+  if (!url) throw ProxyError("bad_upstream", "pypi-file", file.url, "unusable file URL on " + project.url);
   const std::string source = *url + (metadata ? ".metadata" : "");
   return blob_flights_.run(hex.empty() ? source : hex, [&] {
     if (expected && blobs_.has(*expected)) return CachedBlob{*expected, blobs_.size(*expected), false};
@@ -176,8 +177,10 @@ CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& fi
       upstream_->fetch_file(source, [&](const char* data, std::size_t size) { writer.write(data, size); });
       const auto digest = writer.commit();
       return CachedBlob{digest, blobs_.size(digest), true};
-    } catch (const base::Error& error) {
-      throw ProxyError(502, "hash_mismatch", "pypi-file", source,
+    } catch (const ProxyError&) {
+      throw;  // the upstream's own failure (unavailable, timeout, ...), already coded
+    } catch (const base::Error& error) {  // the blob writer's refusal: the bytes are not what the index promised
+      throw ProxyError("hash_mismatch", "pypi-file", source,
                        std::string("the upstream's bytes do not match the index: ") + error.what());
     }
   });

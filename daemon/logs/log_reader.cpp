@@ -23,10 +23,10 @@ constexpr std::size_t kMaxPiece = 16u << 20;  // bounds one read() whatever the 
 LogReader::LogReader(std::string path)
     : path_(std::move(path)), zs_(std::make_unique<z_stream>()), input_(new unsigned char[kInputBytes]) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd_ < 0) throw LogStoreError(path_ + ": open for reading: " + std::strerror(errno));
+  if (fd_ < 0) throw LogStoreError(path_, std::string("open for reading: ") + std::strerror(errno));
   if (inflateInit2(zs_.get(), kAutoDetectWindowBits) != Z_OK) {
     ::close(fd_);
-    throw LogStoreError(path_ + ": inflateInit2 failed");
+    throw LogStoreError(path_, "inflateInit2 failed");
   }
 }
 
@@ -46,7 +46,7 @@ std::string LogReader::read(std::size_t max_bytes) {
       const ssize_t n = ::read(fd_, input_.get(), kInputBytes);
       if (n < 0) {
         if (errno == EINTR) continue;
-        throw LogStoreError(path_ + ": read: " + std::strerror(errno));
+        throw LogStoreError(path_, std::string("read: ") + std::strerror(errno));
       }
       at_end_of_file = n == 0;
       zs_->next_in = input_.get();
@@ -63,7 +63,7 @@ std::string LogReader::read(std::size_t max_bytes) {
     }
     if (rc == Z_BUF_ERROR || (rc == Z_OK && made == 0 && at_end_of_file)) break;  // no more input for now
     if (rc != Z_OK) {
-      throw LogStoreError(path_ + ": corrupt log: " +
+      throw LogStoreError(path_, "corrupt log: " +
                           (zs_->msg != nullptr ? std::string(zs_->msg) : "inflate error " + std::to_string(rc)));
     }
   }

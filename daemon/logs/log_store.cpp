@@ -48,7 +48,7 @@ void pwrite_fully(int fd, const char* data, std::size_t size, std::uint64_t offs
     const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw LogStoreError(what + ": write the kept tail: " + errno_text());
+      throw LogStoreError(what, "write the kept tail: " + errno_text());
     }
     data += n;
     size -= static_cast<std::size_t>(n);
@@ -75,7 +75,7 @@ LogWriter::LogWriter(int fd, std::string path, std::uint64_t cap_bytes, std::sha
   // the daemon's CPU while relaying; level 1 still shrinks repetitive build output many times over).
   if (deflateInit2(zs_.get(), Z_BEST_SPEED, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     ::close(fd_);
-    throw LogStoreError(path_ + ": deflateInit2 failed");
+    throw LogStoreError(path_, "deflateInit2 failed");
   }
 }
 
@@ -88,7 +88,7 @@ LogWriter::~LogWriter() {
 }
 
 void LogWriter::append(std::string_view data) {
-  if (!open_) throw LogStoreError(path_ + ": append after close");
+  if (!open_) throw LogStoreError(path_, "append after close");
   if (data.empty()) return;
   std::string_view stored = data;
   if (head_bytes_ > 0) {
@@ -111,7 +111,7 @@ void LogWriter::keep_in_ring(std::string_view data) {
   if (ring_fd_ < 0) {
     const std::string dir = std::filesystem::path(path_).parent_path().string();
     ring_fd_ = open_anonymous_file(dir.empty() ? "." : dir);
-    if (ring_fd_ < 0) throw LogStoreError(path_ + ": create the file keeping the tail: " + errno_text());
+    if (ring_fd_ < 0) throw LogStoreError(path_, "create the file keeping the tail: " + errno_text());
   }
   if (data.size() > ring_bytes_) data.remove_prefix(data.size() - ring_bytes_);  // only the last ones count
   while (!data.empty()) {
@@ -134,7 +134,7 @@ void LogWriter::write_ring_tail() {
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>({kChunk, ring_filled_ - done, ring_bytes_ - offset}));
     const ssize_t n = ::pread(ring_fd_, piece.data(), want, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw LogStoreError(path_ + ": read the kept tail: " + (n < 0 ? errno_text() : "unexpected end"));
+    if (n <= 0) throw LogStoreError(path_, "read the kept tail: " + (n < 0 ? errno_text() : "unexpected end"));
     deflate_and_write(std::string_view(piece.data(), static_cast<std::size_t>(n)), Z_NO_FLUSH);
     done += static_cast<std::uint64_t>(n);
   }
@@ -142,29 +142,29 @@ void LogWriter::write_ring_tail() {
   const std::string note = nlohmann::json{{"total_bytes", appended_}, {"dropped_bytes", dropped}}.dump();
   std::ofstream file(path_ + kTruncationSuffix, std::ios::trunc);
   file << note;
-  if (!file.flush()) throw LogStoreError(path_ + kTruncationSuffix + ": cannot write the truncation note");
+  if (!file.flush()) throw LogStoreError(path_ + kTruncationSuffix, "cannot write the truncation note");
 }
 
 void LogWriter::close() {
   if (!open_) return;
   open_ = false;
-  std::string error;
+  std::optional<LogStoreError> first;  // every step runs; the first failure is the one reported
   try {
     if (ring_fd_ >= 0) write_ring_tail();
   } catch (const LogStoreError& e) {
-    error = e.what();
+    first = e;
   }
   try {
     deflate_and_write({}, Z_FINISH);
   } catch (const LogStoreError& e) {
-    if (error.empty()) error = e.what();
+    if (!first) first = e;
   }
   deflateEnd(zs_.get());
   if (ring_fd_ >= 0) ::close(ring_fd_);
   ring_fd_ = -1;
-  if (::close(fd_) != 0 && error.empty()) error = path_ + ": close: " + errno_text();
+  if (::close(fd_) != 0 && !first) first = LogStoreError(path_, "close: " + errno_text());
   signal();
-  if (!error.empty()) throw LogStoreError(error);
+  if (first) throw *first;
 }
 
 void LogWriter::signal() {
@@ -180,7 +180,7 @@ void LogWriter::deflate_and_write(std::string_view data, int flush) {
     zs_->next_out = out;
     zs_->avail_out = sizeof out;
     rc = deflate(zs_.get(), flush);
-    if (rc == Z_STREAM_ERROR) throw LogStoreError(path_ + ": deflate: stream error");
+    if (rc == Z_STREAM_ERROR) throw LogStoreError(path_, "deflate: stream error");
     write_fully(out, sizeof out - zs_->avail_out);
   } while (zs_->avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
 }
@@ -190,7 +190,7 @@ void LogWriter::write_fully(const unsigned char* data, std::size_t size) {
     const ssize_t n = ::write(fd_, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw LogStoreError(path_ + ": write: " + errno_text());
+      throw LogStoreError(path_, "write: " + errno_text());
     }
     data += n;
     size -= static_cast<std::size_t>(n);
@@ -200,11 +200,11 @@ void LogWriter::write_fully(const unsigned char* data, std::size_t size) {
 LogStore::LogStore(std::string dir, LogStoreOptions options) : dir_(std::move(dir)), options_(options) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
-  if (ec) throw LogStoreError(dir_ + ": create directory: " + ec.message());
+  if (ec) throw LogStoreError(dir_, "create directory: " + ec.message());
 }
 
 std::string LogStore::path(const std::string& run_id, Stream stream) const {
-  if (!valid_run_id(run_id)) throw LogStoreError("log store: '" + run_id + "' is not a valid run id");
+  if (!valid_run_id(run_id)) throw LogStoreError("", "'" + run_id + "' is not a valid run id");
   return dir_ + "/" + run_id + "." + stream_name(stream) + ".z";
 }
 
@@ -212,11 +212,11 @@ std::unique_ptr<LogWriter> LogStore::open_writer(const std::string& run_id, Stre
   std::string file = path(run_id, stream);
   ::unlink((file + kTruncationSuffix).c_str());  // a note from an earlier writer no longer applies
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) throw LogStoreError(file + ": open for writing: " + errno_text());
+  if (fd < 0) throw LogStoreError(file, "open for writing: " + errno_text());
   if (::fchmod(fd, 0600) != 0) {  // an existing file keeps its mode through O_CREAT
-    const std::string error = file + ": chmod 0600: " + errno_text();
+    const LogStoreError error(file, "chmod 0600: " + errno_text());
     ::close(fd);
-    throw LogStoreError(error);
+    throw error;
   }
   auto writer = std::make_unique<LogWriter>(fd, file, options_.cap_bytes, watchers_);
   watchers_->signal(file);
@@ -263,7 +263,7 @@ void LogStore::remove(const std::string& run_id) {
   for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
     const std::string file = path(run_id, stream);
     for (const std::string& name : {file, file + kTruncationSuffix}) {
-      if (::unlink(name.c_str()) != 0 && errno != ENOENT) throw LogStoreError(name + ": unlink: " + errno_text());
+      if (::unlink(name.c_str()) != 0 && errno != ENOENT) throw LogStoreError(name, "unlink: " + errno_text());
     }
   }
 }

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "base/error.h"
 #include "daemon/logs/log_reader.h"
 #include "daemon/logs/log_watchers.h"
 
@@ -16,10 +16,12 @@ struct z_stream_s;  // zlib's z_stream
 
 namespace capsule::daemon {
 
-// An I/O or zlib failure, naming the file; or a run id that cannot name a log file.
-class LogStoreError : public std::runtime_error {
+// An I/O or zlib failure naming the file (cause().path), or a run id that cannot name a log file: a base::Error
+// with step "log"; what() reads "log <file>: <detail>".
+class LogStoreError : public base::Error {
  public:
-  using std::runtime_error::runtime_error;
+  LogStoreError(std::string path, std::string detail)
+      : base::Error(base::Cause{"log", std::move(path), 0, std::move(detail)}) {}
 };
 
 enum class Stream { kStdout, kStderr };

@@ -148,7 +148,7 @@ class GlobWalker {
     try {
       return lstat_if_exists(absolute(rel));
     } catch (const JunitError& e) {
-      budget_.problems.push_back(rel + ": " + e.reason());
+      budget_.problems.push_back(rel + ": " + e.cause().detail);
       return std::nullopt;
     }
   }
@@ -326,7 +326,7 @@ TestCounts collect_junit(const std::string& root, const std::vector<std::string>
       counts.files = {rel};
       total += counts;
     } catch (const JunitError& e) {
-      note(rel + ": " + e.reason());
+      note(rel + ": " + e.cause().detail);
     }
   }
   return total;

@@ -5,23 +5,19 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+
 namespace capsule::daemon {
 
-// A report (or directory) that could not be read or is not JUnit XML: what() is "<path>: <reason>".
-class JunitError : public std::runtime_error {
+// A report, glob or report root that could not be read or is not JUnit XML: a base::Error whose cause names the
+// path (or glob) and the reason (cause().detail); what() is "report <path>: <reason>".
+class JunitError : public base::Error {
  public:
   JunitError(std::string path, std::string reason)
-      : std::runtime_error(path + ": " + reason), path_(std::move(path)), reason_(std::move(reason)) {}
-  const std::string& path() const { return path_; }
-  const std::string& reason() const { return reason_; }
-
- private:
-  std::string path_;
-  std::string reason_;
+      : base::Error(base::Cause{"report", std::move(path), 0, std::move(reason)}) {}
 };
 
 struct TestCounts {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 
+#include "base/error.h"
 #include "sandbox/result_json.h"
 
 namespace capsule::daemon {
@@ -107,14 +108,14 @@ bool is_whiteout(int dir_fd, const std::string& name, const struct stat& st) {
 
 struct stat lstat_root(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) throw WorkspaceDiffError(path + ": lstat: " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) throw WorkspaceDiffError(path + ": not a directory");
+  if (::lstat(path.c_str(), &st) != 0) base::throw_errno("lstat", path);
+  if (!S_ISDIR(st.st_mode)) base::throw_error("diff", path, "not a directory");
   return st;
 }
 
 Fd open_root(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throw WorkspaceDiffError(path + ": open: " + std::strerror(errno));
+  if (fd < 0) base::throw_errno("open", path);
   return Fd(fd);
 }
 

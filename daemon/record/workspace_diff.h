@@ -4,17 +4,10 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace capsule::daemon {
-
-// The upper or lower root itself cannot be read or is not a directory (path + errno text).
-class WorkspaceDiffError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct DiffEntry {
   std::string path;        // relative, "/"-separated, no leading slash; a trailing "/" marks an empty directory
@@ -53,7 +46,7 @@ struct WorkspaceDiff {
 // Both user.overlay.* and trusted.overlay.* xattrs are understood. The walk is relative to open directory
 // descriptors (deep trees past PATH_MAX work), never follows symlinks and does not enter other filesystems
 // mounted below either root. An entry that cannot be read, or a renamed directory (overlay.redirect), is an
-// error of that entry only. Throws WorkspaceDiffError only when a root cannot be opened.
+// error of that entry only. Throws base::Error only when a root cannot be opened (its cause names the root).
 WorkspaceDiff diff_upper(const std::string& upper_dir, const std::string& lower_dir, const DiffLimits& limits = {});
 
 }  // namespace capsule::daemon

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -46,7 +45,7 @@ PageCache::PageCache(std::filesystem::path dir) : dir_(std::move(dir)) {}
 
 std::filesystem::path PageCache::file_for(const std::string& kind, const std::string& key) const {
   if (!valid_kind(kind) || !valid_key(key)) {
-    throw ProxyError(400, "bad_cache_key", "page-cache", kind + "/" + key,
+    throw ProxyError("bad_cache_key", "page-cache", kind + "/" + key,
                      "kind must be [a-z0-9-]+ and key a normalized name of [A-Za-z0-9._:+-]");
   }
   return dir_ / kind / (key + ".page");
@@ -57,13 +56,13 @@ std::optional<CachedPage> PageCache::get(const std::string& kind, const std::str
   base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
-    throw ProxyError(500, "cache_failure", "page-cache", path.string(), std::string("open: ") + std::strerror(errno));
+    throw ProxyError("cache_failure", base::Cause{"page-cache", path.string(), errno, "open"});
   }
   std::string data;
   try {
     data = base::read_fd(fd.get(), kMaxFileBytes, "page-cache", path.string());
-  } catch (const base::Error& e) {
-    throw ProxyError(500, "cache_failure", "page-cache", path.string(), e.what());
+  } catch (const base::Error& e) {  // the proxy's code for a cache it cannot use; the cause names the file
+    throw ProxyError("cache_failure", e.cause());
   }
 
   const std::size_t newline = data.find('\n');
@@ -101,8 +100,8 @@ void PageCache::put(const std::string& kind, const std::string& key, const Cache
   try {
     base::make_dir(path.parent_path(), 0755, "page-cache");
     base::write_file_atomic(path, content, "page-cache", 0644);
-  } catch (const base::Error& e) {
-    throw ProxyError(500, "cache_failure", "page-cache", path.string(), e.what());
+  } catch (const base::Error& e) {  // the proxy's code for a cache it cannot use; the cause names the file
+    throw ProxyError("cache_failure", e.cause());
   }
 }
 

@@ -16,7 +16,7 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 [[noreturn]] void fail(sqlite3* db, const std::string& path, const std::string& purpose) {
-  throw ProxyError(500, "cache_failure", "publish-times", path,
+  throw ProxyError("cache_failure", "publish-times", path,
                    purpose + ": " + (db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
 }
 
@@ -74,7 +74,7 @@ PublishTimes::PublishTimes(const std::filesystem::path& path) : path_(path.strin
   if (sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
     std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close_v2(db_);
-    throw ProxyError(500, "cache_failure", "publish-times", path_, "open: " + message);
+    throw ProxyError("cache_failure", "publish-times", path_, "open: " + message);
   }
   try {
     sqlite3_busy_timeout(db_, kBusyTimeoutMs);
@@ -84,7 +84,7 @@ PublishTimes::PublishTimes(const std::filesystem::path& path) : path_(path.strin
       if (journal.step()) mode = journal.text(0);
     }
     if (mode != "wal") {
-      throw ProxyError(500, "cache_failure", "publish-times", path_, "journal_mode is '" + mode + "', not wal");
+      throw ProxyError("cache_failure", "publish-times", path_, "journal_mode is '" + mode + "', not wal");
     }
     Statement(db_, path_, "PRAGMA synchronous = NORMAL", "set synchronous=NORMAL").step();
     Statement(db_, path_,
@@ -122,7 +122,7 @@ Micros PublishTimes::put_once(const std::string& coordinate, Micros at, const st
                   "read back " + coordinate);
   query.bind(1, coordinate);
   if (!query.step()) {
-    throw ProxyError(500, "cache_failure", "publish-times", path_, coordinate + ": no row after INSERT OR IGNORE");
+    throw ProxyError("cache_failure", "publish-times", path_, coordinate + ": no row after INSERT OR IGNORE");
   }
   return query.integer(0);
 }

@@ -15,7 +15,7 @@ namespace capsule::proxy::maven {
 namespace {
 
 ProxyError bad_metadata(const std::string& detail) {
-  return ProxyError(502, "bad_upstream", "maven-metadata", "maven-metadata.xml", detail);
+  return ProxyError("bad_upstream", "maven-metadata", "maven-metadata.xml", detail);
 }
 
 void load(pugi::xml_document& document, std::string_view xml) {

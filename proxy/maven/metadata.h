@@ -30,7 +30,7 @@ struct MetadataInfo {
   std::vector<std::string> versions;  // kArtifact: the non-blank <version>s of <versions>, trimmed, in order
 };
 
-// Throws ProxyError(502, "bad_upstream", step "maven-metadata") when xml is not well-formed (or holds NUL).
+// Throws ProxyError("bad_upstream", step "maven-metadata") when xml is not well-formed (or holds NUL).
 // Element names are matched without namespace prefixes.
 MetadataInfo inspect_metadata(std::string_view xml);
 
@@ -49,7 +49,7 @@ struct RewriteOptions {
 // time as yyyyMMddHHmmss (removed when no kept version is dated); a top-level <version> that was not kept
 // becomes <latest>. Everything else is kept. Output: UTF-8 with an XML declaration, two-space indentation,
 // the same bytes for the same input. nullopt when no version is left.
-// Throws ProxyError(502) as inspect_metadata does, and also for a document that is not kArtifact or has
+// Throws ProxyError bad_upstream as inspect_metadata does, and also for a document that is not kArtifact or has
 // repeated <versioning>/<versions> elements.
 std::optional<std::string> rewrite_artifact_metadata(std::string_view xml, const PublishTime& publish_time,
                                                      const RewriteOptions& options);

@@ -17,7 +17,7 @@ using nlohmann::json;
 class PageReader {
  public:
   [[noreturn]] void fail(const std::string& detail) const {
-    throw ProxyError(502, "bad_upstream", "pypi-page", subject_.empty() ? "(unnamed page)" : subject_, detail);
+    throw ProxyError("bad_upstream", "pypi-page", subject_.empty() ? "(unnamed page)" : subject_, detail);
   }
 
   json parse(std::string_view body) const {

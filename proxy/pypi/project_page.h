@@ -39,7 +39,7 @@ struct ProjectPage {
 // `size`, `upload-time`; PEP 714 `core-metadata`, falling back to the older `data-dist-info-metadata` and
 // `dist-info-metadata` keys; PEP 592 `yanked`; meta._last-serial (number or string). Without `versions`
 // (api 1.0) they are taken from the filenames in order of first appearance. Unknown keys are ignored.
-// Throws ProxyError(502, "bad_upstream", "pypi-page", <project>, detail) when the body is not JSON, a field
+// Throws ProxyError("bad_upstream", "pypi-page", <project>, detail) when the body is not JSON, a field
 // has the wrong type, the api-version's major is not 1, a filename is unusable or repeated, a url is empty, a
 // hash is not hex, or an upload-time is not an RFC 3339 instant. Null fields read as absent; no `hashes` as {}.
 ProjectPage parse_project_json(std::string_view body);

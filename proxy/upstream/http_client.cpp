@@ -40,20 +40,18 @@ using std::chrono::milliseconds;
 constexpr std::size_t kChunkBytes = 64 * 1024;
 constexpr std::uint32_t kHeaderLimit = 64 * 1024;
 
-// A failed exchange below HTTP, and whether another attempt may help.
-struct TransportError : std::runtime_error {
-  explicit TransportError(const std::string& cause) : std::runtime_error(cause) {}
-  bool timed_out = false;
+// A failed exchange below HTTP (cause().detail says what failed; code() is upstream_timeout or
+// upstream_unavailable), and whether another attempt may help.
+struct TransportError : base::Error {
+  explicit TransportError(std::string cause, bool timed_out = false)
+      : base::Error(base::Cause{"upstream", "", 0, std::move(cause)},
+                    timed_out ? "upstream_timeout" : "upstream_unavailable") {}
   bool retryable = true;
   bool stale = false;     // a reused connection failed before any response byte: the server had closed it
   bool streamed = false;  // part of a 200 body had already reached the sink
 };
 
-TransportError timeout_error(const std::string& cause) {
-  TransportError error(cause);
-  error.timed_out = true;
-  return error;
-}
+TransportError timeout_error(const std::string& cause) { return TransportError(cause, /*timed_out=*/true); }
 
 std::string millis_text(milliseconds duration) { return std::to_string(duration.count()) + " ms"; }
 
@@ -224,7 +222,7 @@ struct HttpClient::State {
       tls_context.load_verify_file(options.ca_file, ec);
     }
     if (ec) {
-      throw ProxyError(500, "bad_ca_file", "upstream", options.ca_file.empty() ? "default paths" : options.ca_file,
+      throw ProxyError("bad_ca_file", "upstream", options.ca_file.empty() ? "default paths" : options.ca_file,
                        "cannot load CA certificates: " + ec.message());
     }
   }
@@ -232,7 +230,7 @@ struct HttpClient::State {
   HttpResponse execute(std::string_view url_text, bhttp::verb method, const Headers& headers, const BodySink* sink) {
     const std::string requested(url_text);
     std::optional<Url> url = parse_url(url_text);
-    if (!url) throw ProxyError(502, "upstream_unavailable", "upstream", requested, "not an absolute http(s) URL");
+    if (!url) throw ProxyError("upstream_unavailable", "upstream", requested, "not an absolute http(s) URL");
     for (int redirects = 0;; ++redirects) {
       HttpResponse response = with_retries(*url, method, headers, sink);
       response.url = url->str();
@@ -241,18 +239,17 @@ struct HttpClient::State {
         return response;
       }
       if (redirects >= options.max_redirects) {
-        throw ProxyError(
-            502, "upstream_unavailable", "upstream", requested,
+        throw ProxyError("upstream_unavailable", "upstream", requested,
             "more than " + std::to_string(options.max_redirects) + " redirects (last to " + location->second + ")");
       }
       const auto next_text = resolve_url(url->str(), location->second);
       std::optional<Url> next = next_text ? parse_url(*next_text) : std::nullopt;
       if (!next) {
-        throw ProxyError(502, "upstream_unavailable", "upstream", url->str(),
+        throw ProxyError("upstream_unavailable", "upstream", url->str(),
                          "redirect to an unusable Location: " + location->second);
       }
       if (url->scheme == "https" && next->scheme == "http") {
-        throw ProxyError(502, "upstream_unavailable", "upstream", url->str(),
+        throw ProxyError("upstream_unavailable", "upstream", url->str(),
                          "redirect from https to http refused: " + next->str());
       }
       url = std::move(next);
@@ -270,11 +267,11 @@ struct HttpClient::State {
       } catch (const TransportError& error) {
         const bool last = attempt >= attempts || !error.retryable || error.streamed;
         if (last) {
-          std::string detail = error.what();
+          // Rethrown with what only this loop knows: the URL, whether a retry was possible, how many were made.
+          std::string detail = error.cause().detail;
           if (error.streamed) detail += " (part of the body was already delivered; not retried)";
           if (attempts > 1) detail += " (attempt " + std::to_string(attempt) + " of " + std::to_string(attempts) + ")";
-          throw ProxyError(error.timed_out ? 504 : 502, error.timed_out ? "upstream_timeout" : "upstream_unavailable",
-                           "upstream", url.str(), detail);
+          throw ProxyError(error.code(), "upstream", url.str(), detail);
         }
         delay = backoff(attempt);
       }
@@ -421,7 +418,7 @@ struct HttpClient::State {
   }
 
   ProxyError too_large(const Url& url) const {
-    return ProxyError(502, "upstream_too_large", "upstream", url.str(),
+    return ProxyError("upstream_too_large", "upstream", url.str(),
                       "body larger than " + std::to_string(options.max_body_bytes) + " bytes");
   }
 };

@@ -44,7 +44,7 @@ std::string group_path(const std::string& group_id) {
   for (;;) {
     const std::size_t dot = rest.find('.');
     const std::string_view part = rest.substr(0, dot);
-    if (!valid_segment(part)) throw ProxyError(400, "bad_coordinate", "maven", group_id, "not a valid groupId");
+    if (!valid_segment(part)) throw ProxyError("bad_coordinate", "maven", group_id, "not a valid groupId");
     path += part;
     if (dot == std::string_view::npos) return path;
     path += '/';
@@ -54,14 +54,14 @@ std::string group_path(const std::string& group_id) {
 
 std::string artifact_dir(const std::string& group_id, const std::string& artifact_id) {
   if (!valid_segment(artifact_id)) {
-    throw ProxyError(400, "bad_coordinate", "maven", artifact_id, "not a valid artifactId");
+    throw ProxyError("bad_coordinate", "maven", artifact_id, "not a valid artifactId");
   }
   return group_path(group_id) + "/" + artifact_id;
 }
 
 // <group path>/<artifact>/<version>/<artifact>-<version>.pom
 std::string pom_path(const std::string& group_id, const std::string& artifact_id, const std::string& version) {
-  if (!valid_segment(version)) throw ProxyError(400, "bad_coordinate", "maven", version, "not a valid version");
+  if (!valid_segment(version)) throw ProxyError("bad_coordinate", "maven", version, "not a valid version");
   return artifact_dir(group_id, artifact_id) + "/" + version + "/" + artifact_id + "-" + version + ".pom";
 }
 
@@ -75,7 +75,7 @@ void check_request_path(const std::string& path) {
     rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
   }
   if (!valid || path.back() == '/') {
-    throw ProxyError(400, "bad_path", "maven", path, "not a repository-relative file path");
+    throw ProxyError("bad_path", "maven", path, "not a repository-relative file path");
   }
 }
 
@@ -87,7 +87,7 @@ std::optional<Micros> last_modified_of(const HttpResponse& response) {
 
 // A local file that exists but cannot be read: the mirror is unavailable, not the file missing.
 [[noreturn]] void throw_file_errno(const std::string& file, const std::string& operation) {
-  throw ProxyError(502, "upstream_unavailable", "maven", file, operation + ": " + std::strerror(errno));
+  throw ProxyError("upstream_unavailable", "maven", file, operation + ": " + std::strerror(errno));
 }
 
 Micros mtime_of(const struct stat& st) {
@@ -101,7 +101,7 @@ class HttpMavenUpstream final : public MavenUpstream {
   HttpMavenUpstream(std::shared_ptr<HttpClient> client, std::string base_url)
       : client_(std::move(client)), base_url_(std::move(base_url)) {
     if (!parse_url(base_url_) || base_url_.back() != '/') {
-      throw ProxyError(400, "bad_upstream_url", "maven", base_url_, "a repository URL is http(s) and ends with '/'");
+      throw ProxyError("bad_upstream_url", "maven", base_url_, "a repository URL is http(s) and ends with '/'");
     }
   }
 
@@ -142,7 +142,7 @@ class HttpMavenUpstream final : public MavenUpstream {
  private:
   static void check_status(const HttpResponse& response) {
     if (response.status != 200 && response.status != 404) {
-      throw ProxyError(502, "bad_upstream", "maven", response.url, "answered " + std::to_string(response.status));
+      throw ProxyError("bad_upstream", "maven", response.url, "answered " + std::to_string(response.status));
     }
   }
 
@@ -164,7 +164,7 @@ std::string trim(std::string_view text) {
 std::map<std::string, Micros> read_publish_times(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) {
-    throw ProxyError(502, "upstream_unavailable", "publish-times", file.string(),
+    throw ProxyError("upstream_unavailable", "publish-times", file.string(),
                      std::string("open: ") + std::strerror(errno));
   }
   std::map<std::string, Micros> times;
@@ -176,7 +176,7 @@ std::map<std::string, Micros> read_publish_times(const std::filesystem::path& fi
     const std::string line = trim(raw);
     if (line.empty() || line.front() == '#') continue;
     auto bad = [&](const std::string& detail) {
-      return ProxyError(502, "bad_publish_times", "publish-times", file.string() + ":" + std::to_string(number),
+      return ProxyError("bad_publish_times", "publish-times", file.string() + ":" + std::to_string(number),
                         detail);
     };
     const std::size_t space = line.find_first_of(" \t");
@@ -191,8 +191,8 @@ std::map<std::string, Micros> read_publish_times(const std::filesystem::path& fi
     try {
       pom_path(coordinate.substr(0, colon1), coordinate.substr(colon1 + 1, colon2 - colon1 - 1),
                coordinate.substr(colon2 + 1));
-    } catch (const ProxyError& e) {
-      throw bad("'" + coordinate + "': " + e.detail());
+    } catch (const ProxyError& e) {  // a bad coordinate in the file is the mirror's fault: name file:line
+      throw bad("'" + coordinate + "': " + e.cause().detail);
     }
     const std::optional<Micros> at = parse_timestamp(when);
     if (!at) throw bad("'" + when + "' is not an RFC 3339 time");
@@ -203,7 +203,7 @@ std::map<std::string, Micros> read_publish_times(const std::filesystem::path& fi
       throw bad(coordinate + " already has a different time on line " + std::to_string(first_line[coordinate]));
     }
   }
-  if (in.bad()) throw ProxyError(502, "upstream_unavailable", "publish-times", file.string(), "read failed");
+  if (in.bad()) throw ProxyError("upstream_unavailable", "publish-times", file.string(), "read failed");
   return times;
 }
 
@@ -211,11 +211,11 @@ class LocalMavenMirror final : public MavenUpstream {
  public:
   LocalMavenMirror(std::vector<std::filesystem::path> roots, std::optional<std::filesystem::path> times_file)
       : roots_(std::move(roots)) {
-    if (roots_.empty()) throw ProxyError(400, "bad_mirror", "maven", "mirror", "no repository roots given");
+    if (roots_.empty()) throw ProxyError("bad_mirror", "maven", "mirror", "no repository roots given");
     for (const auto& root : roots_) {
       struct stat st {};
       if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        throw ProxyError(502, "upstream_unavailable", "maven", root.string(), "not a directory");
+        throw ProxyError("upstream_unavailable", "maven", root.string(), "not a directory");
       }
     }
     if (times_file) times_ = read_publish_times(*times_file);
@@ -231,8 +231,8 @@ class LocalMavenMirror final : public MavenUpstream {
     }
     try {
       fetch.body = base::read_fd(found.fd.get(), kMaxGetBytes, "maven", found.shown);
-    } catch (const base::Error& e) {
-      throw ProxyError(502, "upstream_unavailable", "maven", found.shown, e.what());
+    } catch (const base::Error& e) {  // a mirror file that cannot be read is an upstream failure (502), not ours
+      throw ProxyError("upstream_unavailable", e.cause());
     }
     fetch.status = 200;
     fetch.last_modified = mtime_of(found.st);

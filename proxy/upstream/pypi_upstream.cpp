@@ -44,7 +44,7 @@ bool is_normalized_name(std::string_view name) {
 
 void check_normalized_name(const std::string& name) {
   if (!is_normalized_name(name)) {
-    throw ProxyError(400, "bad_project_name", "upstream", name, "not a PEP 503-normalized project name");
+    throw ProxyError("bad_project_name", "upstream", name, "not a PEP 503-normalized project name");
   }
 }
 
@@ -92,7 +92,7 @@ class HttpPypiUpstream final : public PypiUpstream {
   HttpPypiUpstream(std::shared_ptr<HttpClient> client, std::string index_url)
       : client_(std::move(client)), index_url_(std::move(index_url)) {
     if (!parse_url(index_url_) || index_url_.back() != '/') {
-      throw ProxyError(400, "bad_upstream_url", "upstream", index_url_, "an index URL is http(s) and ends with '/'");
+      throw ProxyError("bad_upstream_url", "upstream", index_url_, "an index URL is http(s) and ends with '/'");
     }
   }
 
@@ -104,11 +104,11 @@ class HttpPypiUpstream final : public PypiUpstream {
   UpstreamPage index_page(const std::string& if_none_match) override { return fetch_page(index_url_, if_none_match); }
 
   void fetch_file(const std::string& url, const BodySink& sink) override {
-    if (!parse_url(url)) throw ProxyError(502, "bad_upstream", "upstream", url, "a file URL must be http or https");
+    if (!parse_url(url)) throw ProxyError("bad_upstream", "upstream", url, "a file URL must be http or https");
     const HttpResponse response = client_->get_to(url, sink);
     if (response.status == 200) return;
-    if (response.status == 404) throw ProxyError(404, "not_found", "upstream", url, "the upstream has no such file");
-    throw ProxyError(502, "bad_upstream", "upstream", url, "answered " + std::to_string(response.status));
+    if (response.status == 404) throw ProxyError("not_found", "upstream", url, "the upstream has no such file");
+    throw ProxyError("bad_upstream", "upstream", url, "answered " + std::to_string(response.status));
   }
 
   std::string describe() const override { return index_url_; }
@@ -130,7 +130,7 @@ class HttpPypiUpstream final : public PypiUpstream {
         const std::string type = lower_media_type(header_or_empty(response, "Content-Type"));
         if (!type.empty() && type != kPep691Json && type != "application/vnd.pypi.simple.latest+json" &&
             type != "application/json") {
-          throw ProxyError(502, "bad_upstream", "upstream", page.url,
+          throw ProxyError("bad_upstream", "upstream", page.url,
                            "answered Content-Type " + type + ", not PEP 691 JSON");
         }
         page.body = std::move(response.body);
@@ -142,7 +142,7 @@ class HttpPypiUpstream final : public PypiUpstream {
       case 404:
         return page;
       default:
-        throw ProxyError(502, "bad_upstream", "upstream", page.url, "answered " + std::to_string(response.status));
+        throw ProxyError("bad_upstream", "upstream", page.url, "answered " + std::to_string(response.status));
     }
   }
 
@@ -233,18 +233,18 @@ class LocalPypiMirror final : public PypiUpstream {
 
   void fetch_file(const std::string& url, const BodySink& sink) override {
     const std::optional<std::string> relative = mirror_relative_path(url);
-    if (!relative) throw ProxyError(404, "not_found", "mirror", url, "not a file URL inside the mirror");
+    if (!relative) throw ProxyError("not_found", "mirror", url, "not a file URL inside the mirror");
     MirrorFile file = open_in_mirror(*relative);
     if (file.result == OpenResult::kOutside) {
-      throw ProxyError(404, "not_found", "mirror", url, "refused: the path leaves the mirror through a symlink");
+      throw ProxyError("not_found", "mirror", url, "refused: the path leaves the mirror through a symlink");
     }
-    if (file.result == OpenResult::kMissing) throw ProxyError(404, "not_found", "mirror", url, "no such file");
+    if (file.result == OpenResult::kMissing) throw ProxyError("not_found", "mirror", url, "no such file");
     char buffer[65536];
     for (;;) {
       const ssize_t n = ::read(file.fd.get(), buffer, sizeof buffer);
       if (n < 0) {
         if (errno == EINTR) continue;
-        throw ProxyError(502, "upstream_unavailable", "mirror", (root_ / *relative).string(),
+        throw ProxyError("upstream_unavailable", "mirror", (root_ / *relative).string(),
                          std::string("read: ") + std::strerror(errno));
       }
       if (n == 0) return;
@@ -258,7 +258,7 @@ class LocalPypiMirror final : public PypiUpstream {
   UniqueFd open_root() const {
     UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) {
-      throw ProxyError(502, "upstream_unavailable", "mirror", root_.string(),
+      throw ProxyError("upstream_unavailable", "mirror", root_.string(),
                        std::string("open mirror directory: ") + std::strerror(errno));
     }
     return fd;
@@ -280,12 +280,12 @@ class LocalPypiMirror final : public PypiUpstream {
         file.result = OpenResult::kOutside;
         return file;
       }
-      throw ProxyError(502, "upstream_unavailable", "mirror", (root_ / relative).string(),
+      throw ProxyError("upstream_unavailable", "mirror", (root_ / relative).string(),
                        std::string("open: ") + std::strerror(errno));
     }
     file.fd.reset(static_cast<int>(fd));
     if (::fstat(file.fd.get(), &file.st) != 0) {
-      throw ProxyError(502, "upstream_unavailable", "mirror", (root_ / relative).string(),
+      throw ProxyError("upstream_unavailable", "mirror", (root_ / relative).string(),
                        std::string("stat: ") + std::strerror(errno));
     }
     if (!S_ISREG(file.st.st_mode) && (extra_flags & O_DIRECTORY) == 0) return MirrorFile{};
@@ -317,8 +317,8 @@ class LocalPypiMirror final : public PypiUpstream {
     }
     try {
       page.body = base::read_fd(file.fd.get(), kMaxPageBytes, "mirror", (root_ / relative).string());
-    } catch (const base::Error& e) {
-      throw ProxyError(502, "upstream_unavailable", "mirror", (root_ / relative).string(), e.what());
+    } catch (const base::Error& e) {  // a mirror file that cannot be read is an upstream failure (502), not ours
+      throw ProxyError("upstream_unavailable", e.cause());
     }
     page.status = 200;
     return page;
@@ -335,7 +335,7 @@ class LocalPypiMirror final : public PypiUpstream {
     }
     std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(simple.fd.get()), ::closedir);
     if (!dir) {
-      throw ProxyError(502, "upstream_unavailable", "mirror", (root_ / "simple").string(),
+      throw ProxyError("upstream_unavailable", "mirror", (root_ / "simple").string(),
                        std::string("read directory: ") + std::strerror(errno));
     }
     simple.fd.release();  // owned by dir now

@@ -135,21 +135,21 @@ TEST_F(JunitTest, MalformedAndForeignFilesThrowWithPath) {
     parse_junit_file(broken);
     FAIL();
   } catch (const JunitError& e) {
-    EXPECT_EQ(e.path(), broken);
+    EXPECT_EQ(e.cause().path, broken);
     EXPECT_NE(std::string(e.what()).find(broken + ": malformed XML: "), std::string::npos) << e.what();
   }
   try {
     parse_junit_file(write("pom.xml", "<project><modelVersion>4.0.0</modelVersion></project>"));
     FAIL();
   } catch (const JunitError& e) {
-    EXPECT_EQ(e.reason(), "not a JUnit report (root element <project>)");
+    EXPECT_EQ(e.cause().detail, "not a JUnit report (root element <project>)");
   }
   EXPECT_THROW(parse_junit_file(write("bad-count.xml", R"(<testsuite tests="-1"/>)")), JunitError);
   try {
     parse_junit_file(dir_ + "/absent.xml");
     FAIL();
   } catch (const JunitError& e) {
-    EXPECT_NE(e.reason().find("No such file"), std::string::npos) << e.what();
+    EXPECT_NE(e.cause().detail.find("No such file"), std::string::npos) << e.what();
   }
 }
 
@@ -228,7 +228,7 @@ TEST_F(JunitTest, CollectionIsBoundedAndSaysWhatItSkipped) {
     parse_junit_file(dir_ + "/r/TEST-fifo.xml");
     FAIL();
   } catch (const JunitError& e) {
-    EXPECT_EQ(e.reason(), "not a regular file");
+    EXPECT_EQ(e.cause().detail, "not a regular file");
   }
 
   JunitLimits limits;

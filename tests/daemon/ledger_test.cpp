@@ -92,7 +92,7 @@ TEST_F(LedgerTest, UsesWalSchemaVersionAndPrivateFile) {
   try {
     Ledger newer(db_);
     FAIL() << "a newer schema must be refused";
-  } catch (const LedgerError& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(db_), std::string::npos) << e.what();
   }
@@ -102,7 +102,7 @@ TEST_F(LedgerTest, OpenErrorNamesThePath) {
   try {
     Ledger ledger(dir_ + "/missing/ledger.db");
     FAIL();
-  } catch (const LedgerError& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find(dir_ + "/missing/ledger.db"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("No such file"), std::string::npos) << e.what();
   }
@@ -111,19 +111,19 @@ TEST_F(LedgerTest, OpenErrorNamesThePath) {
 TEST_F(LedgerTest, TransitionsAreChecked) {
   Ledger ledger(db_);
   ledger.insert_queued("a", json::object(), json::object(), {}, 0, 0, 1);
-  EXPECT_THROW(ledger.insert_queued("a", json::object(), json::object(), {}, 0, 0, 2), LedgerError);  // duplicate id
-  EXPECT_THROW(ledger.mark_running("zzz", 5), LedgerError);
-  EXPECT_THROW(ledger.mark_finished("a", "running", json::object(), 5), LedgerError);
-  EXPECT_THROW(ledger.mark_finished("a", "exploded", json::object(), 5), LedgerError);
+  EXPECT_THROW(ledger.insert_queued("a", json::object(), json::object(), {}, 0, 0, 2), base::Error);  // duplicate id
+  EXPECT_THROW(ledger.mark_running("zzz", 5), base::Error);
+  EXPECT_THROW(ledger.mark_finished("a", "running", json::object(), 5), base::Error);
+  EXPECT_THROW(ledger.mark_finished("a", "exploded", json::object(), 5), base::Error);
   ledger.mark_running("a", 2);
   try {
     ledger.mark_running("a", 3);
     FAIL();
-  } catch (const LedgerError& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("run a is running, not queued"), std::string::npos) << e.what();
   }
   ledger.mark_finished("a", "failed", json{{"status", "failed"}}, 4);
-  EXPECT_THROW(ledger.mark_finished("a", "succeeded", json::object(), 5), LedgerError);
+  EXPECT_THROW(ledger.mark_finished("a", "succeeded", json::object(), 5), base::Error);
   EXPECT_EQ(ledger.get("a")->state, "failed");
 
   // Cancelled while still queued: finished without ever running.

@@ -13,10 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <thread>
+
+#include "base/error.h"
 
 namespace capsule::daemon {
 namespace {
@@ -148,10 +151,12 @@ TEST_F(WorkspaceDiffTest, EmptyUpperAndErrors) {
   try {
     diff_upper(dir_ + "/nope", lower_);
     FAIL();
-  } catch (const WorkspaceDiffError& e) {
-    EXPECT_NE(std::string(e.what()).find(dir_ + "/nope: lstat: No such file"), std::string::npos) << e.what();
+  } catch (const base::Error& e) {
+    EXPECT_EQ(e.cause().path, dir_ + "/nope");
+    EXPECT_EQ(e.cause().errno_value, ENOENT);
+    EXPECT_NE(std::string(e.what()).find("lstat " + dir_ + "/nope: No such file"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(diff_upper(upper_, lower_ + "/a"), WorkspaceDiffError);  // lower is a file
+  EXPECT_THROW(diff_upper(upper_, lower_ + "/a"), base::Error);  // lower is a file
 
   // A renamed directory is an error of that entry only: the rest of the diff is still there.
   fs::create_directories(upper_ + "/moved");

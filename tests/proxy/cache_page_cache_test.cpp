@@ -1,5 +1,6 @@
 // PageCache: pages round-trip byte-exact with their validators, are replaced atomically, refuse unsafe keys and
 // treat a damaged file as not cached.
+#include "http/error_status.h"
 #include "proxy/cache/page_cache.h"
 
 #include <gtest/gtest.h>
@@ -77,7 +78,7 @@ TEST_F(PageCacheTest, RefusesUnsafeKeysAndKinds) {
       cache.put("pypi-project", key, sample_page());
       FAIL() << "accepted key '" << key << "'";
     } catch (const ProxyError& e) {
-      EXPECT_EQ(e.status(), 400u);
+      EXPECT_EQ(capsule::http::status_for(e.code()), 400u);
       EXPECT_EQ(e.code(), "bad_cache_key");
     }
     EXPECT_THROW(cache.get("pypi-project", key), ProxyError) << key;

@@ -1,4 +1,5 @@
 // PublishTimes: the first stored time of a coordinate wins forever, across threads, connections and reopening.
+#include "http/error_status.h"
 #include "proxy/cache/publish_times.h"
 
 #include <gtest/gtest.h>
@@ -79,9 +80,9 @@ TEST_F(PublishTimesTest, UnopenablePathNamesTheFile) {
     PublishTimes times(missing);
     FAIL() << "opened a database in a missing directory";
   } catch (const ProxyError& e) {
-    EXPECT_EQ(e.status(), 500u);
+    EXPECT_EQ(capsule::http::status_for(e.code()), 500u);
     EXPECT_EQ(e.code(), "cache_failure");
-    EXPECT_EQ(e.subject(), missing.string());
+    EXPECT_EQ(e.cause().path, missing.string());
   }
 }
 

@@ -1,6 +1,7 @@
 // maven-metadata.xml: inspection of the three kinds, the rewrite as of a cutoff on a guava-like document (strict
 // boundary, order, latest/release/lastUpdated, snapshots, undated, nothing left, other content kept, encodings),
 // upstream errors, and synthesis for trees without metadata.
+#include "http/error_status.h"
 #include "proxy/maven/metadata.h"
 
 #include <gtest/gtest.h>
@@ -155,10 +156,10 @@ TEST(MavenMetadata, UpstreamGarbageIsABadGateway) {
       inspect_metadata(bad);
       ADD_FAILURE() << "accepted: " << bad;
     } catch (const ProxyError& error) {
-      EXPECT_EQ(error.status(), 502u);
+      EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
       EXPECT_EQ(error.code(), "bad_upstream");
-      EXPECT_EQ(error.step(), "maven-metadata");
-      EXPECT_FALSE(error.detail().empty());
+      EXPECT_EQ(error.cause().step, "maven-metadata");
+      EXPECT_FALSE(error.cause().detail.empty());
     }
   }
   const PublishTime any = [](const std::string&) { return std::optional<Micros>(0); };

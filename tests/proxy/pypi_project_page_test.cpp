@@ -1,4 +1,5 @@
 // Reading PEP 691 project pages as pypi.org serves them, refusing malformed ones, and the date mask.
+#include "http/error_status.h"
 #include "proxy/pypi/project_page.h"
 
 #include <gtest/gtest.h>
@@ -183,10 +184,10 @@ TEST(ProjectPage, MalformedPagesAreBadUpstream) {
       (void)parse_project_json(body);
       ADD_FAILURE() << "accepted: " << body;
     } catch (const ProxyError& e) {
-      EXPECT_EQ(e.status(), 502u) << body;
+      EXPECT_EQ(capsule::http::status_for(e.code()), 502u) << body;
       EXPECT_EQ(e.code(), "bad_upstream") << body;
-      EXPECT_EQ(e.step(), "pypi-page") << body;
-      EXPECT_FALSE(e.detail().empty()) << body;
+      EXPECT_EQ(e.cause().step, "pypi-page") << body;
+      EXPECT_FALSE(e.cause().detail.empty()) << body;
     }
   }
   // The subject names the project once the name is known.
@@ -194,8 +195,8 @@ TEST(ProjectPage, MalformedPagesAreBadUpstream) {
     (void)parse_project_json(file(R"(, "size": -1)"));
     ADD_FAILURE();
   } catch (const ProxyError& e) {
-    EXPECT_EQ(e.subject(), "demo");
-    EXPECT_NE(e.detail().find("demo-1.0.tar.gz"), std::string::npos) << e.detail();
+    EXPECT_EQ(e.cause().path, "demo");
+    EXPECT_NE(e.cause().detail.find("demo-1.0.tar.gz"), std::string::npos) << e.cause().detail;
   }
   // Still fine: unknown keys, nulls for optional fields, no meta, a filename we cannot read a version from.
   const ProjectPage page = parse_project_json(file(R"(, "size": null, "yanked": null, "x": [{}])"));
@@ -266,7 +267,7 @@ TEST(ProjectIndex, ParsesRootAndSkipsUnusableNames) {
       (void)parse_index_json(bad);
       ADD_FAILURE() << "accepted: " << bad;
     } catch (const ProxyError& e) {
-      EXPECT_EQ(e.status(), 502u);
+      EXPECT_EQ(capsule::http::status_for(e.code()), 502u);
       EXPECT_EQ(e.code(), "bad_upstream");
     }
   }

@@ -1,5 +1,6 @@
 // HttpClient against scripted HTTP and HTTPS servers on 127.0.0.1: keep-alive and stale connections, chunked
 // and streamed bodies, retries, timeouts, redirects, size limits, certificate and host name verification.
+#include "http/error_status.h"
 #include "proxy/upstream/http_client.h"
 
 #include <gtest/gtest.h>
@@ -276,9 +277,9 @@ TEST(HttpClient, AFreshConnectionClosedWithoutAnAnswerIsAFailedAttempt) {
   options.max_attempts = 2;
   HttpClient client(options);
   const ProxyError error = error_of([&] { client.get(server.url("/x")); });
-  EXPECT_EQ(error.status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
   EXPECT_EQ(error.code(), "upstream_unavailable");
-  EXPECT_NE(error.detail().find("attempt 2 of 2"), std::string::npos) << error.detail();
+  EXPECT_NE(error.cause().detail.find("attempt 2 of 2"), std::string::npos) << error.cause().detail;
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
@@ -347,8 +348,8 @@ TEST(HttpClient, GetToRefusesToRetryOnceBytesReachedTheSink) {
   const ProxyError error = error_of([&] {
     client.get_to(server.url("/cut.jar"), [&](const char* data, std::size_t size) { received.append(data, size); });
   });
-  EXPECT_EQ(error.status(), 502u);
-  EXPECT_NE(error.detail().find("not retried"), std::string::npos) << error.detail();
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
+  EXPECT_NE(error.cause().detail.find("not retried"), std::string::npos) << error.cause().detail;
   EXPECT_EQ(server.requests().size(), 1u);
   EXPECT_FALSE(received.empty());
   EXPECT_EQ(received, half.substr(0, received.size()));
@@ -412,18 +413,18 @@ TEST(HttpClient, ConnectionRefusedIs502) {
   HttpClient client(options);
   const std::string url = "http://127.0.0.1:" + std::to_string(unused_port()) + "/simple/";
   const ProxyError error = error_of([&] { client.get(url); });
-  EXPECT_EQ(error.status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
   EXPECT_EQ(error.code(), "upstream_unavailable");
-  EXPECT_EQ(error.subject(), url);
-  EXPECT_NE(error.detail().find("refused"), std::string::npos) << error.detail();
+  EXPECT_EQ(error.cause().path, url);
+  EXPECT_NE(error.cause().detail.find("refused"), std::string::npos) << error.cause().detail;
   EXPECT_EQ(client.connections_opened(), 0u);
 }
 
 TEST(HttpClient, RefusesUrlsThatAreNotHttp) {
   HttpClient client(fast_options());
   const ProxyError error = error_of([&] { client.get("ftp://127.0.0.1/x"); });
-  EXPECT_EQ(error.status(), 502u);
-  EXPECT_EQ(error.subject(), "ftp://127.0.0.1/x");
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
+  EXPECT_EQ(error.cause().path, "ftp://127.0.0.1/x");
 }
 
 TEST(HttpClient, AServerThatNeverAnswersIs504) {
@@ -433,7 +434,7 @@ TEST(HttpClient, AServerThatNeverAnswersIs504) {
   options.max_attempts = 2;
   HttpClient client(options);
   const ProxyError error = error_of([&] { client.get(server.url("/slow")); });
-  EXPECT_EQ(error.status(), 504u);
+  EXPECT_EQ(capsule::http::status_for(error.code()), 504u);
   EXPECT_EQ(error.code(), "upstream_timeout");
   EXPECT_EQ(server.requests().size(), 2u);
 }
@@ -446,7 +447,7 @@ TEST(HttpClient, AHalfSentBodyTimesOutToo) {
   options.request_timeout = milliseconds(300);
   options.max_attempts = 1;
   HttpClient client(options);
-  EXPECT_EQ(error_of([&] { client.get(server.url("/slow")); }).status(), 504u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { client.get(server.url("/slow")); }).code()), 504u);
 }
 
 // A listener that never accepts, with its queue already full: the kernel drops further SYNs.
@@ -469,8 +470,8 @@ TEST(HttpClient, AConnectThatNeverCompletesIs504) {
   HttpClient client(options);
   const ProxyError error =
       error_of([&] { client.get("http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "/"); });
-  EXPECT_EQ(error.status(), 504u);
-  EXPECT_NE(error.detail().find("connect"), std::string::npos) << error.detail();
+  EXPECT_EQ(capsule::http::status_for(error.code()), 504u);
+  EXPECT_NE(error.cause().detail.find("connect"), std::string::npos) << error.cause().detail;
 }
 
 TEST(HttpClient, FollowsRelativeAndAbsoluteRedirects) {
@@ -506,8 +507,8 @@ TEST(HttpClient, ARedirectLoopIsAnError) {
   options.max_redirects = 3;
   HttpClient client(options);
   const ProxyError error = error_of([&] { client.get(server.url("/ping")); });
-  EXPECT_EQ(error.status(), 502u);
-  EXPECT_NE(error.detail().find("redirects"), std::string::npos) << error.detail();
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
+  EXPECT_NE(error.cause().detail.find("redirects"), std::string::npos) << error.cause().detail;
   EXPECT_EQ(server.requests().size(), 4u);  // the first request and three redirects
 }
 
@@ -531,7 +532,7 @@ TEST(HttpClient, EnforcesMaxBodyBytes) {
   EXPECT_EQ(client.get(server.url("/ten")).body, "0123456789");
   for (const char* path : {"/eleven", "/chunked"}) {
     const ProxyError error = error_of([&] { client.get(server.url(path)); });
-    EXPECT_EQ(error.status(), 502u) << path;
+    EXPECT_EQ(capsule::http::status_for(error.code()), 502u) << path;
     EXPECT_EQ(error.code(), "upstream_too_large") << path;
   }
   std::string streamed;
@@ -656,9 +657,9 @@ TEST_F(HttpClientTls, UntrustedCertificateIs502) {
   ScriptedServer server([](const SeenRequest&) { return Reply{response(200, "never")}; }, &context);
   HttpClient client(fast_options());  // default verify paths do not hold the test CA
   const ProxyError error = error_of([&] { client.get(server.url("/")); });
-  EXPECT_EQ(error.status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
   EXPECT_EQ(error.code(), "upstream_unavailable");
-  EXPECT_NE(error.detail().find("certificate verification failed"), std::string::npos) << error.detail();
+  EXPECT_NE(error.cause().detail.find("certificate verification failed"), std::string::npos) << error.cause().detail;
   EXPECT_EQ(server.requests().size(), 0u);
 }
 
@@ -668,9 +669,9 @@ TEST_F(HttpClientTls, CertificateForAnotherHostIs502) {
   HttpClient client(trusting_options());
   for (const char* host : {"127.0.0.1", "localhost"}) {
     const ProxyError error = error_of([&] { client.get(server.url("/", host)); });
-    EXPECT_EQ(error.status(), 502u) << host;
-    EXPECT_NE(error.detail().find("certificate verification failed"), std::string::npos) << error.detail();
-    EXPECT_NE(error.detail().find("mismatch"), std::string::npos) << error.detail();
+    EXPECT_EQ(capsule::http::status_for(error.code()), 502u) << host;
+    EXPECT_NE(error.cause().detail.find("certificate verification failed"), std::string::npos) << error.cause().detail;
+    EXPECT_NE(error.cause().detail.find("mismatch"), std::string::npos) << error.cause().detail;
   }
   EXPECT_EQ(server.requests().size(), 0u);
 }
@@ -681,8 +682,8 @@ TEST_F(HttpClientTls, RefusesARedirectFromHttpsToHttp) {
   ScriptedServer server([&plain](const SeenRequest&) { return Reply{redirect(302, plain.url("/x"))}; }, &context);
   HttpClient client(trusting_options());
   const ProxyError error = error_of([&] { client.get(server.url("/")); });
-  EXPECT_EQ(error.status(), 502u);
-  EXPECT_NE(error.detail().find("https to http"), std::string::npos) << error.detail();
+  EXPECT_EQ(capsule::http::status_for(error.code()), 502u);
+  EXPECT_NE(error.cause().detail.find("https to http"), std::string::npos) << error.cause().detail;
   EXPECT_EQ(plain.requests().size(), 0u);
 }
 
@@ -691,7 +692,7 @@ TEST_F(HttpClientTls, AnUnreadableCaFileIsReported) {
   options.ca_file = (dir_ / "missing.pem").string();
   const ProxyError error = error_of([&] { HttpClient client(options); });
   EXPECT_EQ(error.code(), "bad_ca_file");
-  EXPECT_EQ(error.subject(), options.ca_file);
+  EXPECT_EQ(error.cause().path, options.ca_file);
 }
 
 }  // namespace

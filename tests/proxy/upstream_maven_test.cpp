@@ -1,5 +1,6 @@
 // Maven upstreams: local repository trees (root order, publish-times file and its errors, mtime fallback,
 // version listing across roots, request paths that climb refused) and the HTTP repository on a loopback server.
+#include "http/error_status.h"
 #include "proxy/upstream/maven_upstream.h"
 
 #include <fcntl.h>
@@ -99,13 +100,13 @@ TEST_F(LocalMavenMirrorTest, RequestPathsMayNotClimb) {
   for (const char* path : {"../outside.jar", "org/../../outside.jar", "/etc/passwd", "org//example", "org/./x",
                            "org/example/", "", "org/ex\nample"}) {
     const ProxyError error = error_of([&] { mirror->get(path); });
-    EXPECT_EQ(error.status(), 400u) << path;
-    EXPECT_EQ(error_of([&] { mirror->get_to(path, [](const char*, std::size_t) {}); }).status(), 400u) << path;
+    EXPECT_EQ(capsule::http::status_for(error.code()), 400u) << path;
+    EXPECT_EQ(capsule::http::status_for(error_of([&] { mirror->get_to(path, [](const char*, std::size_t) {}); }).code()), 400u) << path;
   }
-  EXPECT_EQ(error_of([&] { mirror->publish_time("org.example", "../demo", "1.0"); }).status(), 400u);
-  EXPECT_EQ(error_of([&] { mirror->publish_time("org..example", "demo", "1.0"); }).status(), 400u);
-  EXPECT_EQ(error_of([&] { mirror->publish_time("org.example", "demo", ".."); }).status(), 400u);
-  EXPECT_EQ(error_of([&] { mirror->list_versions("org/example", "demo"); }).status(), 400u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { mirror->publish_time("org.example", "../demo", "1.0"); }).code()), 400u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { mirror->publish_time("org..example", "demo", "1.0"); }).code()), 400u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { mirror->publish_time("org.example", "demo", ".."); }).code()), 400u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { mirror->list_versions("org/example", "demo"); }).code()), 400u);
 }
 
 // The documented choice: symlinks inside the roots are followed wherever they point (Debian's maven-repo links
@@ -152,10 +153,10 @@ TEST_F(LocalMavenMirrorTest, MalformedPublishTimesNameFileAndLine) {
     const auto file = write_times(c.content);
     const ProxyError error = error_of([&] { make_local_maven_mirror({first_}, file); });
     EXPECT_EQ(error.code(), "bad_publish_times") << c.content;
-    EXPECT_EQ(error.subject(), file.string() + c.line) << c.content;
-    EXPECT_NE(error.detail().find(c.detail), std::string::npos) << error.what();
+    EXPECT_EQ(error.cause().path, file.string() + c.line) << c.content;
+    EXPECT_NE(error.cause().detail.find(c.detail), std::string::npos) << error.what();
   }
-  EXPECT_EQ(error_of([&] { make_local_maven_mirror({first_}, base_ / "absent.txt"); }).status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { make_local_maven_mirror({first_}, base_ / "absent.txt"); }).code()), 502u);
 }
 
 TEST_F(LocalMavenMirrorTest, ListsVersionsWithPomsAcrossRoots) {
@@ -169,8 +170,8 @@ TEST_F(LocalMavenMirrorTest, ListsVersionsWithPomsAcrossRoots) {
 }
 
 TEST_F(LocalMavenMirrorTest, BadRootsFailAtConstruction) {
-  EXPECT_EQ(error_of([&] { make_local_maven_mirror({first_, base_ / "absent"}, std::nullopt); }).status(), 502u);
-  EXPECT_EQ(error_of([&] { make_local_maven_mirror({}, std::nullopt); }).status(), 400u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { make_local_maven_mirror({first_, base_ / "absent"}, std::nullopt); }).code()), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { make_local_maven_mirror({}, std::nullopt); }).code()), 400u);
 }
 
 TEST(DebianMavenRepo, ListsVersionsAndServesLinkedJars) {
@@ -225,12 +226,12 @@ TEST(HttpMavenUpstream, GetAndStream) {
   EXPECT_EQ(upstream->get_to("org/example/demo/9.9/demo-9.9.jar", [](const char*, std::size_t) {}), 404u);
 
   const ProxyError broken = error_of([&] { upstream->get("org/example/broken/maven-metadata.xml"); });
-  EXPECT_EQ(broken.status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(broken.code()), 502u);
   EXPECT_EQ(broken.code(), "bad_upstream");
-  EXPECT_NE(broken.detail().find("503"), std::string::npos) << broken.what();
+  EXPECT_NE(broken.cause().detail.find("503"), std::string::npos) << broken.what();
 
   const std::size_t before = server.requests().size();
-  EXPECT_EQ(error_of([&] { upstream->get("../etc/passwd"); }).status(), 400u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { upstream->get("../etc/passwd"); }).code()), 400u);
   EXPECT_EQ(server.requests().size(), before);
 }
 
@@ -245,7 +246,7 @@ TEST(HttpMavenUpstream, PublishTimeIsLastModifiedOfAPomHead) {
 
   EXPECT_EQ(upstream->publish_time("org.example", "demo", "2.0"), std::nullopt) << "no Last-Modified";
   EXPECT_EQ(upstream->publish_time("org.example", "demo", "9.9"), std::nullopt) << "no such .pom";
-  EXPECT_EQ(error_of([&] { upstream->publish_time("org.example", "broken", "1.0"); }).status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { upstream->publish_time("org.example", "broken", "1.0"); }).code()), 502u);
   EXPECT_EQ(upstream->list_versions("org.example", "demo"), std::nullopt);
 }
 

@@ -1,5 +1,6 @@
 // PyPI upstreams: the local mirror (pages, ETag/304, generated root index, file URLs, traversal and symlink
 // escapes refused) and the HTTP index against a loopback server (Accept, If-None-Match, serial, statuses).
+#include "http/error_status.h"
 #include "proxy/upstream/pypi_upstream.h"
 
 #include <gtest/gtest.h>
@@ -85,7 +86,7 @@ TEST_F(LocalPypiMirrorTest, MissingProjectIs404AndBadNamesAreRefused) {
   EXPECT_EQ(mirror->project_page("absent", "").status, 404u);
   EXPECT_EQ(mirror->project_page("empty-dir", "").status, 404u);
   for (const char* name : {"Demo", "../demo", "de.mo", "", "demo/"}) {
-    EXPECT_EQ(error_of([&] { mirror->project_page(name, ""); }).status(), 400u) << name;
+    EXPECT_EQ(capsule::http::status_for(error_of([&] { mirror->project_page(name, ""); }).code()), 400u) << name;
   }
 }
 
@@ -115,9 +116,9 @@ TEST_F(LocalPypiMirrorTest, FetchesFilesByMirrorUrl) {
   std::filesystem::create_symlink("../files/demo-1.0+local-py3-none-any.whl", root_ / "simple" / "inside-link.whl");
   EXPECT_EQ(fetch(*mirror, "mirror:/simple/inside-link.whl"), "wheel bytes") << "symlinks inside the mirror work";
 
-  EXPECT_EQ(error_of([&] { fetch(*mirror, "mirror:/files/absent.whl"); }).status(), 404u);
-  EXPECT_EQ(error_of([&] { fetch(*mirror, "mirror:/files"); }).status(), 404u) << "a directory is not a file";
-  EXPECT_EQ(error_of([&] { fetch(*mirror, "https://example.org/files/x.whl"); }).status(), 404u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*mirror, "mirror:/files/absent.whl"); }).code()), 404u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*mirror, "mirror:/files"); }).code()), 404u) << "a directory is not a file";
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*mirror, "https://example.org/files/x.whl"); }).code()), 404u);
 }
 
 TEST_F(LocalPypiMirrorTest, RefusesPathsLeavingTheMirror) {
@@ -126,7 +127,7 @@ TEST_F(LocalPypiMirrorTest, RefusesPathsLeavingTheMirror) {
                           "mirror:/files/..%2F..%2Fsecret.txt", "mirror:..", "mirror:/", "mirror:secret.txt",
                           "mirror:/files/%00x"}) {
     const ProxyError error = error_of([&] { fetch(*mirror, url); });
-    EXPECT_EQ(error.status(), 404u) << url;
+    EXPECT_EQ(capsule::http::status_for(error.code()), 404u) << url;
   }
 
   std::filesystem::create_symlink(base_ / "secret.txt", root_ / "files" / "absolute-escape.whl");
@@ -135,8 +136,8 @@ TEST_F(LocalPypiMirrorTest, RefusesPathsLeavingTheMirror) {
   for (const char* url : {"mirror:/files/absolute-escape.whl", "mirror:/files/relative-escape.whl",
                           "mirror:/files/dir-escape/secret.txt"}) {
     const ProxyError error = error_of([&] { fetch(*mirror, url); });
-    EXPECT_EQ(error.status(), 404u) << url;
-    EXPECT_NE(error.detail().find("leaves the mirror"), std::string::npos) << url << ": " << error.what();
+    EXPECT_EQ(capsule::http::status_for(error.code()), 404u) << url;
+    EXPECT_NE(error.cause().detail.find("leaves the mirror"), std::string::npos) << url << ": " << error.what();
   }
 
   std::filesystem::create_directories(root_ / "simple" / "linked");
@@ -145,7 +146,7 @@ TEST_F(LocalPypiMirrorTest, RefusesPathsLeavingTheMirror) {
 }
 
 TEST_F(LocalPypiMirrorTest, MissingRootFailsAtConstruction) {
-  EXPECT_EQ(error_of([&] { make_local_pypi_mirror(base_ / "absent"); }).status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { make_local_pypi_mirror(base_ / "absent"); }).code()), 502u);
   EXPECT_EQ(make_local_pypi_mirror(root_)->describe(), "mirror " + root_.string());
 }
 
@@ -216,25 +217,25 @@ TEST(HttpPypiUpstream, StatusesAndFinalUrl) {
   EXPECT_EQ(upstream->project_page("moved", "").url, server.url("/elsewhere/moved/"));
 
   const ProxyError broken = error_of([&] { upstream->project_page("broken", ""); });
-  EXPECT_EQ(broken.status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(broken.code()), 502u);
   EXPECT_EQ(broken.code(), "bad_upstream");
-  EXPECT_NE(broken.detail().find("500"), std::string::npos) << broken.what();
+  EXPECT_NE(broken.cause().detail.find("500"), std::string::npos) << broken.what();
 
   const ProxyError html = error_of([&] { upstream->project_page("html-only", ""); });
-  EXPECT_EQ(html.status(), 502u);
-  EXPECT_NE(html.detail().find("text/html"), std::string::npos) << html.what();
-  EXPECT_EQ(error_of([&] { upstream->project_page("Demo", ""); }).status(), 400u);
+  EXPECT_EQ(capsule::http::status_for(html.code()), 502u);
+  EXPECT_NE(html.cause().detail.find("text/html"), std::string::npos) << html.what();
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { upstream->project_page("Demo", ""); }).code()), 400u);
 }
 
 TEST(HttpPypiUpstream, FetchFileStreamsAndMapsStatuses) {
   LoopbackServer server(pypi_like);
   auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(one_attempt()), server.url("/simple/"));
   EXPECT_EQ(fetch(*upstream, server.url("/files/demo.whl")), "wheel bytes");
-  EXPECT_EQ(error_of([&] { fetch(*upstream, server.url("/files/absent.whl")); }).status(), 404u);
-  EXPECT_EQ(error_of([&] { fetch(*upstream, server.url("/files/forbidden.whl")); }).status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*upstream, server.url("/files/absent.whl")); }).code()), 404u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*upstream, server.url("/files/forbidden.whl")); }).code()), 502u);
   const std::size_t before = server.requests().size();
-  EXPECT_EQ(error_of([&] { fetch(*upstream, "file:///etc/passwd"); }).status(), 502u);
-  EXPECT_EQ(error_of([&] { fetch(*upstream, "mirror:/files/demo.whl"); }).status(), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*upstream, "file:///etc/passwd"); }).code()), 502u);
+  EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*upstream, "mirror:/files/demo.whl"); }).code()), 502u);
   EXPECT_EQ(server.requests().size(), before) << "non-http URLs never reach the network";
 }
 

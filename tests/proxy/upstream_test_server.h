@@ -21,7 +21,7 @@
 
 namespace capsule::proxy::testing {
 
-// The ProxyError a call throws; when it throws nothing, the test fails and the error has status 0.
+// The ProxyError a call throws; when it throws nothing, the test fails and the error has code "none".
 template <class Call>
 ProxyError error_of(Call call) {
   try {
@@ -30,7 +30,7 @@ ProxyError error_of(Call call) {
     return e;
   }
   ADD_FAILURE() << "no ProxyError thrown";
-  return ProxyError(0, "none", "", "", "no error thrown");
+  return ProxyError("none", "", "", "no error thrown");
 }
 
 struct TestRequest {
