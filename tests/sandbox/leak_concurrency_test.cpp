@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "sandbox/launcher.h"
+#include "sandbox/quota.h"
 #include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
@@ -43,13 +44,6 @@ void remove_cgroup_parent(const std::string& parent) {
   rmdir(("/sys/fs/cgroup/" + parent).c_str());
 }
 
-std::size_t count_lines(const std::string& path) {
-  std::ifstream file(path);
-  std::size_t n = 0;
-  for (std::string line; std::getline(file, line);) ++n;
-  return n;
-}
-
 // Live children of this process (sandbox inits are direct children of the launching process).
 std::size_t count_children() {
   std::size_t n = 0;
@@ -66,7 +60,8 @@ struct Snapshot {
 };
 
 Snapshot take(const std::string& cgroup_dir, const std::string& scratch) {
-  return {count_entries("/proc/self/fd"), count_lines("/proc/self/mountinfo"), count_entries(cgroup_dir),
+  // Mounts below this test's own scratch dir: the host's whole table changes with tests running alongside.
+  return {count_entries("/proc/self/fd"), sandbox::mount_points_below(scratch).size(), count_entries(cgroup_dir),
           count_entries(scratch), count_children()};
 }
 
