@@ -1,23 +1,12 @@
 // Sandbox start-up benchmark: wall time to run /usr/bin/true in a full capsule sandbox vs. bwrap and unshare(1),
 // interleaved in one process so machine noise hits all three alike; prints ratios and capsule's setup breakdown.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
-#include <numeric>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,10 +14,16 @@
 #include "sandbox/launcher.h"
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
+#include "support/fail.h"
+#include "support/files.h"
+#include "support/spawn.h"
+#include "support/stats.h"
+
+namespace fs = std::filesystem;
+using namespace capsule::bench;
 
 namespace {
 
-namespace fs = std::filesystem;
 using capsule::sandbox::Launcher;
 using capsule::sandbox::LauncherOptions;
 using capsule::sandbox::Result;
@@ -44,11 +39,6 @@ struct Options {
   std::string policy;  // empty: policies/default.json of the source tree
   int disk_mib = 0;    // >0: the sandbox's writable layers on a disk of its own (limits.disk_bytes)
 };
-
-[[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "sandbox_startup: %s\n", message.c_str());
-  std::exit(1);
-}
 
 void usage_and_exit(int code) {
   std::fprintf(code == 0 ? stdout : stderr,
@@ -90,14 +80,6 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) die("cannot read " + path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 // The default profile: next to this source file (the build records an absolute path), else beside build/bin.
 std::string default_policy_path() {
   const fs::path from_source = fs::path(__FILE__).parent_path().parent_path() / "policies/default.json";
@@ -107,111 +89,30 @@ std::string default_policy_path() {
   return (self.parent_path() / "../../policies/default.json").lexically_normal().string();
 }
 
-// ---- baselines: posix_spawn + waitpid, stdin/stdout on /dev/null, stderr inherited for diagnostics ----
-
-// Absolute path of a program on this process's PATH, resolved once so each timed spawn is a single execve.
-std::string find_program(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    const std::string candidate = dir + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  die(name + " not found on PATH");
-}
-
-class Spawner {
- public:
-  Spawner(std::vector<std::string> argv, const std::vector<std::string>& env) : argv_(std::move(argv)), env_(env) {
-    for (auto& arg : argv_) argv_ptrs_.push_back(arg.data());
-    argv_ptrs_.push_back(nullptr);
-    for (auto& var : env_) env_ptrs_.push_back(var.data());
-    env_ptrs_.push_back(nullptr);
-    posix_spawn_file_actions_init(&actions_);
-    posix_spawn_file_actions_addopen(&actions_, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions_, 1, "/dev/null", O_WRONLY, 0);
-  }
-  ~Spawner() { posix_spawn_file_actions_destroy(&actions_); }
-  Spawner(const Spawner&) = delete;
-  Spawner& operator=(const Spawner&) = delete;
-
-  // Runs the command to completion; exits the benchmark unless it exited 0.
-  void run() {
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, argv_ptrs_[0], &actions_, nullptr, argv_ptrs_.data(), env_ptrs_.data());
-    if (rc != 0) die(describe() + ": posix_spawn: " + std::strerror(rc));
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) die(describe() + ": waitpid: " + std::strerror(errno));
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      die(describe() + (WIFEXITED(status) ? ": exited with " + std::to_string(WEXITSTATUS(status))
-                                          : ": killed by signal " + std::to_string(WTERMSIG(status))));
-    }
-  }
-
-  std::string describe() const {
-    std::string text;
-    for (const auto& arg : argv_) text += (text.empty() ? "" : " ") + arg;
-    return text;
-  }
-
- private:
-  std::vector<std::string> argv_;
-  std::vector<std::string> env_;
-  std::vector<char*> argv_ptrs_;
-  std::vector<char*> env_ptrs_;
-  posix_spawn_file_actions_t actions_;
-};
-
-// ---- statistics ----
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
-// Nearest-rank percentile.
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
-  return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
-}
-
-double mean(const std::vector<double>& values) {
-  return values.empty() ? 0 : std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-}
-
 struct Method {
   std::string name;
   std::function<void()> once;  // one complete launch, checked
   std::vector<double> wall_ms;
 };
 
-// First three fields of /proc/loadavg: other work on the machine shifts absolute numbers (not the ratios much).
-std::string load_average() {
-  std::ifstream file("/proc/loadavg");
-  std::string one, five, fifteen;
-  file >> one >> five >> fifteen;
-  return one + " " + five + " " + fifteen;
-}
-
-double time_ms(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+// A baseline run as a method: a failed run stops the benchmark.
+std::function<void()> run_or_die(const Spawner& spawner) {
+  return [&spawner] {
+    try {
+      spawner.run();
+    } catch (const std::exception& e) {
+      die(e.what());
+    }
+  };
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  set_program_name("sandbox_startup");
   const Options options = parse_options(argc, argv);
   const std::string policy_path = options.policy.empty() ? default_policy_path() : options.policy;
-  const std::string profile = read_text(policy_path);
+  const std::string profile = read_file(policy_path);
 
   capsule::images::HostImage image;
   std::unique_ptr<Launcher> launcher;
@@ -260,8 +161,8 @@ int main(int argc, char** argv) {
                              (last.reason.empty() ? "" : ": " + last.reason));
                        }
                      }, {}});
-  methods.push_back({"bwrap", [&] { bwrap.run(); }, {}});
-  methods.push_back({"unshare", [&] { unshare.run(); }, {}});
+  methods.push_back({"bwrap", run_or_die(bwrap), {}});
+  methods.push_back({"unshare", run_or_die(unshare), {}});
 
   std::printf("sandbox_startup: /usr/bin/true, %d runs + %d warm-up per method, round-robin, order rotated per round\n",
               options.runs, options.warmup);

@@ -1,16 +1,13 @@
-// Tests of the capsule CLI's transport and binaries: the HTTP client against a scripted socket server, and the
-// real `capsule` (against a real capsuled) and `capsule-launch` binaries (skipped when they are not built).
+// Tests of the capsule CLI's binaries: the real `capsule` against a real capsuled, and `capsule-launch`
+// (skipped when they are not built). The HTTP client they share is tested in tests/http/unix_client_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fcntl.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -19,7 +16,6 @@
 #include <sstream>
 #include <thread>
 
-#include "base/base64.h"
 #include "client/cli_daemon.h"
 #include "http/unix_client.h"
 
@@ -34,204 +30,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-TEST(UrlEncode, KeepsLabelFiltersReadable) {
-  EXPECT_EQ(http::url_encode("suite=unit"), "suite=unit");
-  EXPECT_EQ(http::url_encode("a b&c/d+e"), "a%20b%26c%2Fd%2Be");
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// HttpClient against a scripted server: one connection, the request is read, then `script` writes.
-
-class ScriptedServer {
- public:
-  using Script = std::function<void(int fd, const std::string& request)>;
-  explicit ScriptedServer(Script script) {
-    dir_ = fs::temp_directory_path() / ("capsule-http-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-    path_ = (dir_ / "s.sock").string();
-    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path_.c_str());
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    EXPECT_EQ(::listen(listen_fd_, 4), 0);
-    thread_ = std::thread([this, script] {
-      const int fd = ::accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) return;
-      std::string request;
-      char buffer[4096];
-      while (request.find("\r\n\r\n") == std::string::npos) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
-        if (n <= 0) break;
-        request.append(buffer, static_cast<std::size_t>(n));
-      }
-      request_ = request;
-      script(fd, request);
-      ::close(fd);
-    });
-  }
-  ~ScriptedServer() {
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(listen_fd_);
-    fs::remove_all(dir_);
-  }
-  const std::string& path() const { return path_; }
-  std::string request() const { return request_; }
-  static void send(int fd, const std::string& data) {
-    EXPECT_EQ(::send(fd, data.data(), data.size(), MSG_NOSIGNAL), ssize_t(data.size()));
-  }
-  static std::string chunk(const std::string& data) {
-    char size[32];
-    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    return size + data + "\r\n";
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path dir_;
-  std::string path_;
-  int listen_fd_ = -1;
-  std::string request_;
-  std::thread thread_;
-};
-
-TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
-  ScriptedServer server([](int fd, const std::string&) {
-    ScriptedServer::send(fd, "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nX-Run: 7\r\n"
-                             "Content-Length: 28\r\n\r\n{\"id\":\"7\",\"state\":\"queued\"}\n");
-  });
-  const http::HttpResponse response = http::HttpClient(server.path()).request("POST", "/v1/runs", json{{"argv", {"true"}}});
-  EXPECT_EQ(response.status, 202);
-  EXPECT_EQ(response.headers.at("x-run"), "7");
-  EXPECT_EQ(json::parse(response.body)["id"], "7");
-  EXPECT_NE(server.request().find("POST /v1/runs HTTP/1.1\r\n"), std::string::npos);
-  EXPECT_NE(server.request().find("Content-Type: application/json"), std::string::npos);
-}
-
-TEST(HttpClient, StreamDeliversChunkedLinesAsTheyArrive) {
-  std::atomic<bool> first_line_seen{false};
-  bool seen_before_the_rest = false;
-  ScriptedServer server([&](int fd, const std::string&) {
-    ScriptedServer::send(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n");
-    ScriptedServer::send(fd, ScriptedServer::chunk(R"({"event":"queue)"));
-    ScriptedServer::send(fd, ScriptedServer::chunk("d\"}"));
-    ScriptedServer::send(fd, ScriptedServer::chunk("\n"));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!first_line_seen && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    seen_before_the_rest = first_line_seen;
-    ScriptedServer::send(fd, ScriptedServer::chunk(R"({"event":"end")") + ScriptedServer::chunk("}") + "0\r\n\r\n");
-  });
-  std::vector<std::string> lines;
-  const http::HttpResponse response = http::HttpClient(server.path()).stream_lines(
-      "POST", "/v1/runs", json::object(), {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
-        lines.emplace_back(line);
-        first_line_seen = true;
-      });
-  EXPECT_EQ(response.status, 200);
-  EXPECT_TRUE(seen_before_the_rest) << "the first line was not delivered before the stream ended";
-  EXPECT_EQ(lines, (std::vector<std::string>{R"({"event":"queued"})", R"({"event":"end"})"}));
-  EXPECT_NE(server.request().find("Accept: application/x-ndjson"), std::string::npos);
-}
-
-TEST(Base64, RoundTripsEveryByteValueAndEveryPadding) {
-  std::string all;
-  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
-  for (std::size_t n = 0; n <= all.size(); ++n) {
-    const std::string bytes = all.substr(all.size() - n);
-    const std::string text = base::base64_encode(bytes);
-    EXPECT_EQ(text.size(), (n + 2) / 3 * 4);
-    EXPECT_EQ(base::base64_decode(text), bytes) << n;
-  }
-  EXPECT_EQ(base::base64_encode("\xF0\x9F\x98\x80"), "8J+YgA==");
-  EXPECT_EQ(base::base64_decode("8J+YgA=="), "\xF0\x9F\x98\x80");
-}
-
-TEST(Base64, RejectsWhatIsNotBase64) {
-  EXPECT_FALSE(base::base64_decode("abc"));
-  EXPECT_FALSE(base::base64_decode("ab!d"));
-  EXPECT_FALSE(base::base64_decode("a=bc"));
-  EXPECT_FALSE(base::base64_decode("\"QQ==\""));
-}
-
-// Sends `size` bytes of 'x' (then "\n" when `newline`) as chunks of 1 MiB, ignoring a client that left.
-void send_long_line(int fd, std::size_t size, bool newline) {
-  ScriptedServer::send(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n");
-  const std::string piece = ScriptedServer::chunk(std::string(1 << 20, 'x'));
-  for (std::size_t sent = 0; sent < size; sent += 1 << 20) {
-    const std::string& data = size - sent >= (1u << 20) ? piece : ScriptedServer::chunk(std::string(size - sent, 'x'));
-    if (::send(fd, data.data(), data.size(), MSG_NOSIGNAL) != ssize_t(data.size())) return;
-  }
-  const std::string end = (newline ? ScriptedServer::chunk("\n") : "") + "0\r\n\r\n";
-  (void)!::send(fd, end.data(), end.size(), MSG_NOSIGNAL);
-}
-
-TEST(HttpClient, StreamLinesDeliversLongLinesWholeAndRefusesOnesPastTheLimit) {
-  {
-    ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, 20u << 20, true); });
-    std::vector<std::size_t> sizes;
-    http::HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [&](std::string_view line) {
-      sizes.push_back(line.find_first_not_of('x') == std::string_view::npos ? line.size() : 0);
-    });
-    EXPECT_EQ(sizes, std::vector<std::size_t>{20u << 20});
-  }
-  ScriptedServer server([](int fd, const std::string&) { send_long_line(fd, http::HttpClient::kMaxLineBytes + 1, false); });
-  try {
-    http::HttpClient(server.path()).stream_lines("POST", "/v1/runs", json::object(), {}, [](std::string_view) {});
-    ADD_FAILURE() << "a line past the limit was accepted";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("more than 64 MiB"), std::string::npos) << e.what();
-  }
-}
-
-TEST(HttpClient, ErrorBodiesBecomeApiErrors) {
-  ScriptedServer server([](int fd, const std::string&) {
-    const std::string body = R"({"error":{"code":"invalid_spec","message":"limits.memory: bad"}})";
-    ScriptedServer::send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-  });
-  bool called = false;
-  const http::HttpResponse response = http::HttpClient(server.path()).stream("POST", "/v1/runs", json::object(), {},
-                                                                 [&](std::string_view) { called = true; });
-  EXPECT_FALSE(called);
-  try {
-    http::throw_if_error(response);
-    FAIL() << "no http::ResponseError";
-  } catch (const http::ResponseError& e) {
-    EXPECT_EQ(e.status(), 400);
-    EXPECT_EQ(e.code(), "invalid_spec");
-    EXPECT_STREQ(e.what(), "limits.memory: bad (invalid_spec)");
-  }
-}
-
-TEST(HttpClient, ConnectErrorsNameTheSocketAndErrno) {
-  const std::string missing = "/nonexistent-capsule-dir/capsule.sock";
-  try {
-    http::HttpClient(missing).request("GET", "/v1/health");
-    FAIL() << "connected to nothing";
-  } catch (const http::ConnectError& e) {
-    EXPECT_EQ(std::string(e.what()), "cannot connect to capsuled at " + missing + ": No such file or directory");
-    EXPECT_TRUE(e.nobody_listening());
-  }
-  // A bound socket nobody listens on: ECONNREFUSED.
-  const std::string path = (fs::temp_directory_path() / ("capsule-refuse-" + std::to_string(::getpid()))).string();
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  try {
-    http::HttpClient(path).request("GET", "/v1/health");
-    FAIL() << "connected to a socket that does not listen";
-  } catch (const http::ConnectError& e) {
-    EXPECT_EQ(e.error(), ECONNREFUSED);
-    EXPECT_TRUE(e.nobody_listening());
-  }
-  ::close(fd);
-  ::unlink(path.c_str());
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The real binaries: capsuled on a temp socket, `capsule` run as a child process.
