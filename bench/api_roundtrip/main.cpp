@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   const std::string state_mount = mount_of(tmp);
   std::printf("daemon: %s\n", daemon.describe().c_str());
   std::printf("state dir file system: %s\n", state_mount.c_str());
-  std::printf("client: client/http_client.h http::HttpClient, one connection per request (it sends Connection: close)\n");
+  std::printf("client: http/unix_client.h http::HttpClient, one connection per request (it sends Connection: close)\n");
   std::printf("capsule: POST /v1/runs?wait=true {\"argv\":[\"true\"]} (host image, default policy and limits)\n");
   std::printf("bwrap:   %s (posix_spawn + waitpid)\n", bwrap.describe().c_str());
   const std::string load_before = load_average();
