@@ -18,10 +18,10 @@ struct Cause {
 };
 
 // A failure with its cause. `code` is a stable machine-readable token ("invalid_spec", "not_found",
-// "upstream_unavailable", ...); "internal" when the failure is not the caller's (an HTTP 500 at the edge).
+// "upstream_unavailable", ...); "internal_error" when the failure is not the caller's (an HTTP 500 at the edge).
 class Error : public std::runtime_error {
  public:
-  explicit Error(Cause cause, std::string code = "internal");
+  explicit Error(Cause cause, std::string code = "internal_error");
   // A caller-facing failure whose message is the whole story (no step/path prefix): what() == message.
   Error(std::string code, const std::string& message);
   // A failure with its cause whose message is written for a person rather than built from the cause

@@ -31,7 +31,7 @@ unsigned status_for(std::string_view code) {
       {"bad_upstream", 502}, {"upstream_unavailable", 502}, {"upstream_too_large", 502}, {"hash_mismatch", 502},
       {"unverifiable_file", 502}, {"bad_publish_times", 502}, {"upstream_timeout", 504}, {"path_timeout", 504},
       // 500: capsule's own failure.
-      {"internal", 500}, {"internal_error", 500}, {"image_save_failed", 500}, {"invalid_release_data", 500},
+      {"internal_error", 500}, {"image_save_failed", 500}, {"invalid_release_data", 500},
       {"log_unreadable", 500}, {"cache_failure", 500}, {"bad_ca_file", 500},
   };
   const auto found = kStatus.find(code);

@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Codes that are meant to be a 500: capsule's own failures. Adding one here is a deliberate choice.
-const std::set<std::string> kInternalCodes = {"internal",      "internal_error", "image_save_failed", "invalid_release_data",
+const std::set<std::string> kInternalCodes = {"internal_error", "image_save_failed", "invalid_release_data",
                                               "log_unreadable", "cache_failure", "bad_ca_file"};
 
 // The first argument of each call to `name(` in `text` (up to the first top-level ',' or ')').

@@ -21,7 +21,7 @@ TEST(Cause, DescribeJoinsStepPathErrnoAndDetail) {
 
 TEST(Error, FromACauseIsInternalUnlessGivenACode) {
   const Error internal(Cause{"ledger", "/db", 0, "locked"});
-  EXPECT_EQ(internal.code(), "internal");
+  EXPECT_EQ(internal.code(), "internal_error");
   EXPECT_STREQ(internal.what(), "ledger /db: locked");
   EXPECT_EQ(internal.cause().step, "ledger");
   EXPECT_EQ(internal.cause().path, "/db");
@@ -56,7 +56,7 @@ TEST(ThrowHelpers, ThrowErrnoKeepsTheCurrentErrno) {
     FAIL() << "throw_errno returned";
   } catch (const Error& e) {
     EXPECT_EQ(e.cause().errno_value, EACCES);
-    EXPECT_EQ(e.code(), "internal");
+    EXPECT_EQ(e.code(), "internal_error");
     EXPECT_EQ(std::string(e.what()), std::string("open /secret: ") + std::strerror(EACCES) + " (reading the key)");
   }
 }
