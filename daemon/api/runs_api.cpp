@@ -94,22 +94,22 @@ struct EventLines {
 // POST /v1/runs (a spec, or a stored run's {spec, pinned}): 202 with the id, or the finished run (?wait=true),
 // or a stream of events (ndjson).
 void submit_run(ApiContext& ctx, const http::Request& request, http::Responder responder) {
-  Submission spec = parse_submission(parse_body(request), ctx.limits);
-  authorize_workspace(spec, caller_of(request.peer));
+  Submission run = parse_submission(parse_body(request), ctx.limits);
+  authorize_workspace(run, caller_of(request.peer));
   Peer peer{request.peer.uid, request.peer.pid};
   if (wants_ndjson(request)) {
     auto lines = std::make_shared<EventLines>();
-    ctx.runs.submit(spec, peer, [lines](const json& event) { lines->add(event); });
+    ctx.runs.submit(run, peer, [lines](const json& event) { lines->add(event); });
     lines->start(responder);
     return;
   }
   if (query_flag(request, "wait")) {
-    ctx.runs.submit(spec, peer, [responder](const json& event) {
+    ctx.runs.submit(run, peer, [responder](const json& event) {
       if (event.value("event", "") == "finished") responder.respond(http::json_response(200, event["run"]));
     });
     return;
   }
-  const std::string id = ctx.runs.submit(spec, peer);
+  const std::string id = ctx.runs.submit(run, peer);
   responder.respond(http::json_response(202, {{"id", id}, {"state", "queued"}}));
 }
 
