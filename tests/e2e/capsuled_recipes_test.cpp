@@ -470,10 +470,9 @@ TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
   ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run) << "\n--- full stdout:\n" << out;
   EXPECT_EQ(record["exit_code"], 0);
   EXPECT_EQ(run["pinned"]["image_digests"], json::array({image["digest"]}));
-  EXPECT_EQ(run["pinned"]["image_digests"][0], image["digest"]);
   EXPECT_EQ(run["spec"]["network"], "none");
   EXPECT_EQ(run["spec"]["limits"]["wall_time"], 600000);
-  EXPECT_EQ(run["spec"]["limits"]["memory_bytes"], 2LL << 30);
+  EXPECT_EQ(run["spec"]["limits"]["memory"], 2LL << 30);
   EXPECT_NE(out.find("Tests run: 5, Failures: 0, Errors: 0, Skipped: 1"), std::string::npos) << out;
   EXPECT_NE(out.find("BUILD SUCCESS"), std::string::npos) << out;
 
