@@ -598,7 +598,6 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
     const auto expect_layer_runs = [&](const json& run) {
       ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
       EXPECT_EQ(run["pinned"]["image_digests"], stacked);
-      EXPECT_EQ(run["pinned"]["image_digests"], stacked);
       const std::vector<std::string> lines = lines_of(logs(run, "stdout"));
       ASSERT_EQ(lines.size(), 5u) << logs(run, "stdout");
       EXPECT_EQ(lines[0], "/usr/local/bin/" + std::string(tool == "python" ? "python3" : "java"));

@@ -87,7 +87,6 @@ TEST_F(Capsuled, SubmitAnswers202AndTheRunFinishesInTheBackground) {
   const json run = wait_finished(id);
   EXPECT_EQ(run["id"], id);
   EXPECT_EQ(run["state"], "succeeded");
-  EXPECT_EQ(run["state"], "succeeded");
   EXPECT_EQ(run["result"]["exit_code"], 0);
   EXPECT_EQ(run["result"]["stdout"]["head"], "hello\n");
   EXPECT_EQ(run["spec"]["argv"], json({"sh", "-c", "echo hello"}));
@@ -278,7 +277,6 @@ TEST_F(Capsuled, CancelEndsARunningRunAsCancelled) {
   EXPECT_EQ(body["id"], id);
   EXPECT_TRUE(body["state"] == "running" || body["state"] == "cancelled") << body;
   const json run = wait_for_run(id, [](const json& r) { return is_finished(r["state"]); }, 30s);
-  EXPECT_EQ(run["state"], "cancelled");
   EXPECT_EQ(run["state"], "cancelled");
   EXPECT_TRUE(sandbox_processes("sleep").empty());
 }
