@@ -31,6 +31,8 @@ Pinned parse_pinned(const json& body) {
   if (body.contains("image_digests")) {
     const json& list = body["image_digests"];
     if (!list.is_array()) invalid("pinned.image_digests", "must be an array of digests");
+    // No root stacks more (images/image_stack.h caps its filesystem layers at 128): refused before any lookup.
+    if (list.size() > kMaxPinnedImages) invalid("pinned.image_digests", "at most " + std::to_string(kMaxPinnedImages) + " images");
     for (std::size_t i = 0; i < list.size(); ++i) {
       out.image_digests.push_back(digest(list[i], "pinned.image_digests[" + std::to_string(i) + "]"));
     }

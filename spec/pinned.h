@@ -2,6 +2,7 @@
 // policy's digest, the proxy's cutoff), stored with the spec so the same run can be submitted again (replay).
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,6 +10,9 @@
 #include <vector>
 
 namespace capsule::spec {
+
+// A run's root is at most this many images (each has at least one of the stack's 128 filesystem layers).
+inline constexpr std::size_t kMaxPinnedImages = 128;
 
 struct Pinned {
   std::vector<std::string> image_digests;       // every image of the root, base first; empty: the host image

@@ -8,6 +8,7 @@
 
 #include "http/error_status.h"
 #include "http/response.h"
+#include "spec/pinned.h"
 #include "spec/run_spec.h"
 
 namespace capsule::spec {
@@ -172,6 +173,29 @@ TEST(Limits, OverlayAndPolicyShareTheTable) {
   EXPECT_EQ(applied.wall_time, std::chrono::hours(100)) << "no ceiling once max_limits.wall_time is 0";
   EXPECT_EQ(applied.memory_bytes, 1ull << 30);
   EXPECT_THROW(parse_limit_values(json{{"pids", 0}}, "limits"), http::ApiError);
+}
+
+// Pins from a stored run are read back as printed; anything else names its field, and the image list is bounded
+// before the daemon looks a single digest up.
+TEST(Pinned, ParsesWhatItPrintsAndBoundsTheImages) {
+  Pinned pinned;
+  pinned.image_digests = {"sha256:" + std::string(64, 'a'), "sha256:" + std::string(64, 'b')};
+  pinned.policy_sha256 = "sha256:" + std::string(64, 'c');
+  pinned.cutoff = "2024-01-01";
+  pinned.toolchains = {{"java", "17.0.9"}};
+  EXPECT_EQ(to_json(parse_pinned(to_json(pinned))), to_json(pinned));
+  json many = to_json(pinned);
+  many["image_digests"] = json::array();
+  for (std::size_t i = 0; i <= kMaxPinnedImages; ++i) many["image_digests"].push_back("sha256:" + std::string(64, 'd'));
+  EXPECT_THROW(parse_pinned(many), http::ApiError);
+  json bad = to_json(pinned);
+  bad["policy_sha256"] = "md5:x";
+  try {
+    parse_pinned(bad);
+    ADD_FAILURE() << "a malformed digest was accepted";
+  } catch (const http::ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("pinned.policy_sha256"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
