@@ -80,21 +80,12 @@ void pin_from_names(Submission& run, const ImageCatalog& catalog) {
   }
 }
 
-// Pins from a stored run: every image must still be installed, by digest; refs are not looked at.
-void check_given_pins(const Submission& run, const ImageCatalog& catalog) {
+// Pins from a stored run must fit its spec; whether each image is still installed, by digest (refs are not
+// looked at), resolve_run finds when it inspects them.
+void check_given_pins(const Submission& run) {
   const bool host = run.spec.toolchains.empty() && run.spec.image == "host";
   if (host != run.pinned.image_digests.empty()) {
     invalid("pinned.image_digests", host ? "must be empty for the host image" : "must list the run's images");
-  }
-  for (std::size_t i = 0; i < run.pinned.image_digests.size(); ++i) {
-    const std::string& digest = run.pinned.image_digests[i];
-    try {
-      if (catalog.store == nullptr) throw base::Error("image_not_found", "this capsuled has no image store");
-      catalog.store->inspect(digest);
-    } catch (const base::Error& e) {
-      throw http::ApiError("image_not_found", "pinned.image_digests[" + std::to_string(i) + "]: " + digest +
-                                                 " is not installed (" + e.what() + ")");
-    }
   }
 }
 
@@ -122,7 +113,7 @@ void pin_images(Submission& run, const ImageCatalog& catalog) {
     run.pinned.cutoff = cutoff;
     return;
   }
-  check_given_pins(run, catalog);
+  check_given_pins(run);
   if (run.pinned.cutoff != cutoff) {
     invalid("pinned.cutoff", "must be the spec's as_of for a network \"proxy\" run, and absent otherwise");
   }
@@ -179,11 +170,15 @@ sandbox::SandboxSpec resolve_run(Submission& run, const ResolveContext& context)
   } else {
     if (context.store == nullptr) throw http::ApiError("image_not_found", "image: this capsuled has no image store");
     std::vector<images::ImageInfo> stacked;
-    for (const std::string& digest : run.pinned.image_digests) {
+    for (std::size_t i = 0; i < run.pinned.image_digests.size(); ++i) {
+      const std::string& digest = run.pinned.image_digests[i];
       try {
         stacked.push_back(context.store->inspect(digest));
       } catch (const base::Error& e) {
-        throw http::ApiError("image_not_found", "image: " + digest + " is no longer installed (" + e.what() + ")");
+        // A stored run's pins name the field they came in; names pinned just now, the image.
+        throw http::ApiError("image_not_found", (run.pins_given ? "pinned.image_digests[" + std::to_string(i) + "]: "
+                                                                : std::string("image: ")) +
+                                                    digest + " is not installed (" + e.what() + ")");
       }
     }
     images::ImageStack stack;

@@ -36,7 +36,6 @@ std::int64_t unix_ms() {
 struct RunManager::Run {
   std::string id;
   Submission submission;
-  const spec::RunSpec& spec = submission.spec;
   sandbox::SandboxSpec sandbox_spec;  // resolved once, at submission (names checked, policy read)
   std::string run_dir;
   std::vector<Listener> listeners;  // guarded by RunManager::mutex_
@@ -98,7 +97,7 @@ std::string RunManager::submit(const Submission& submission, const Peer& peer, L
   if (listener) run->listeners.push_back(std::move(listener));
   // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
   // Unknown names are the client's error (404/400) now; what vanishes before the start fails its setup.
-  if (run->spec.network == "proxy" && !options_.proxies.proxy) {
+  if (run->submission.spec.network == "proxy" && !options_.proxies.proxy) {
     throw http::ApiError("invalid_spec", "network: this capsuled has no package proxy configured");
   }
   pin_images(run->submission, options_.images);
@@ -113,7 +112,8 @@ std::string RunManager::submit(const Submission& submission, const Peer& peer, L
       throw http::ApiError("queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
                                             std::to_string(running_) + " running); retry later");
     }
-    ledger_.insert_queued(run->id, spec::to_json(run->spec), spec::to_json(run->submission.pinned), run->spec.labels,
+    ledger_.insert_queued(run->id, spec::to_json(run->submission.spec), spec::to_json(run->submission.pinned),
+                          run->submission.spec.labels,
                           peer.uid, peer.pid, unix_ms());
     live_[run->id] = run;
     // Under the lock, before the supervision thread can see the run: "queued" always comes before "started".
@@ -215,8 +215,8 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     };
     sandbox::SandboxSpec sandbox_spec = run->sandbox_spec;
     std::optional<proxy::Cutoff> cutoff;
-    if (run->spec.network == "proxy") {
-      cutoff = proxy::parse_cutoff(run->spec.as_of.value_or(""));
+    if (run->submission.spec.network == "proxy") {
+      cutoff = proxy::parse_cutoff(run->submission.spec.as_of.value_or(""));
       if (!cutoff) throw std::runtime_error("network proxy: unusable as_of");
       add_proxy_to_sandbox(sandbox_spec, *cutoff, run->run_dir, home_of(sandbox_spec.env),
                            launcher_.options().host_id_base);
@@ -273,7 +273,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
       if (log != nullptr) log->close();
     }
-    record = build_record(run->spec, result, sources);
+    record = build_record(run->submission.spec, result, sources);
   } catch (const std::exception& e) {
     state = "internal_error";
     record = failure_record(std::string("finishing the run failed: ") + e.what(), result);
