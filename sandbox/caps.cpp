@@ -7,7 +7,9 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 
 #include "sandbox/error.h"
 
@@ -28,6 +30,23 @@ void drop_privileges(unsigned uid, unsigned gid) {
   cap_free(empty);
   errno = saved;
   if (rc != 0) throw_errno("caps", "", "clear effective/permitted/inheritable");
+}
+
+void keep_exec_capabilities() {
+  const cap_value_t keep[] = {CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_KILL, CAP_SYS_RESOURCE};
+  for (cap_value_t cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+    if (std::find(std::begin(keep), std::end(keep), cap) != std::end(keep)) continue;
+    if (cap_drop_bound(cap) != 0 && errno != EINVAL) throw_errno("caps", "", "drop bounding capability");
+  }
+  cap_t caps = cap_init();
+  if (caps == nullptr) throw_errno("caps", "", "cap_init");
+  int rc = cap_set_flag(caps, CAP_PERMITTED, std::size(keep), keep, CAP_SET);
+  if (rc == 0) rc = cap_set_flag(caps, CAP_EFFECTIVE, std::size(keep), keep, CAP_SET);
+  if (rc == 0) rc = cap_set_proc(caps);
+  int saved = errno;
+  cap_free(caps);
+  errno = saved;
+  if (rc != 0) throw_errno("caps", "", "keep the exec capabilities");
 }
 
 void set_no_new_privs() {

@@ -8,6 +8,10 @@ namespace capsule::sandbox {
 // switches to uid/gid (no supplementary groups) and clears the remaining sets. Throws SandboxError (step "caps").
 void drop_privileges(unsigned uid, unsigned gid);
 
+// capsule-init of a live sandbox after setup: keeps only what starting processes needs (CAP_SETUID, CAP_SETGID,
+// CAP_SETPCAP to drop the bounding set, CAP_KILL, CAP_SYS_RESOURCE for rlimits) in every set. Throws SandboxError.
+void keep_exec_capabilities();
+
 // Sets no_new_privs and makes the process non-dumpable where asked. Throws SandboxError.
 void set_no_new_privs();
 

@@ -36,6 +36,13 @@ class Cgroup {
   virtual void kill_all() = 0;                      // SIGKILL everything, returns once the group is empty
   virtual CgroupUsage usage() const = 0;
   virtual void remove() = 0;                        // kill_all + rmdir; idempotent
+  // A cgroup below this one (one exec's process tree), without limits of its own; removed with it.
+  virtual std::unique_ptr<Cgroup> create_child(const std::string& name) = 0;
+  // The cgroup.procs file of each hierarchy: a process joins by writing "0" to descriptors opened here
+  // (the kernel checks the opener's rights, so a sandboxed process can join through a passed descriptor).
+  virtual std::vector<std::string> procs_files() const = 0;
+  // Stops (true) or resumes (false) every process in the group; returns once the kernel reports it.
+  virtual void freeze(bool frozen) = 0;
 };
 
 class CgroupManager {

@@ -38,6 +38,12 @@ struct Layout {
   std::string file(const std::string& controller, const std::string& name) const {
     return join_path(dir_of.at(controller), name);
   }
+  Layout child(const std::string& name) const {
+    Layout layout;
+    for (const auto& [controller, dir] : dir_of) layout.dir_of[controller] = join_path(dir, name);
+    for (const std::string& dir : dirs) layout.dirs.push_back(join_path(dir, name));
+    return layout;
+  }
 };
 
 class CgroupV1 final : public Cgroup {
@@ -82,7 +88,7 @@ class CgroupV1 final : public Cgroup {
     const std::string state = layout_.file("freezer", "freezer.state");
     const bool can_freeze = fs_->exists(state);
     // Frozen tasks keep a pending SIGKILL until thawed, so: freeze, kill everything, thaw.
-    if (can_freeze) freeze(state, Clock::now() + timeout_ / 4);
+    if (can_freeze) freeze_until(state, Clock::now() + timeout_ / 4);
     for (pid_t pid : processes()) fs_->signal(pid, SIGKILL);
     if (can_freeze) fs_->write(state, "THAWED");
     wait_until_empty(*fs_, present, deadline, true);
@@ -117,9 +123,43 @@ class CgroupV1 final : public Cgroup {
     removed_ = true;
   }
 
+  std::unique_ptr<Cgroup> create_child(const std::string& name) override {
+    check_cgroup_name(name, "child cgroup");
+    Layout child = layout_.child(name);
+    std::vector<std::string> made;
+    for (const std::string& dir : child.dirs) {
+      if (int err = fs_->make_dir(dir); err != 0) {
+        for (auto it = made.rbegin(); it != made.rend(); ++it) (void)fs_->remove_dir(*it);
+        errno = err;
+        throw_errno("cgroup", dir, "creating a child cgroup");
+      }
+      made.push_back(dir);
+    }
+    return std::make_unique<CgroupV1>(fs_, join_path(name_, name), std::move(child), timeout_);
+  }
+
+  std::vector<std::string> procs_files() const override {
+    std::vector<std::string> files;
+    for (const std::string& dir : layout_.dirs) files.push_back(join_path(dir, "cgroup.procs"));
+    return files;
+  }
+
+  void freeze(bool frozen) override {
+    const std::string state = layout_.file("freezer", "freezer.state");
+    if (frozen) {
+      freeze_until(state, Clock::now() + timeout_);
+      if (split_words(fs_->read(state)) != std::vector<std::string>{"FROZEN"}) {
+        fs_->write(state, "THAWED");
+        throw_error("cgroup", state, "the group did not freeze in time");
+      }
+    } else {
+      fs_->write(state, "THAWED");
+    }
+  }
+
  private:
   // Best effort within the deadline: a group stuck in FREEZING is killed anyway (and re-killed while polling).
-  void freeze(const std::string& state, Clock::time_point deadline) {
+  void freeze_until(const std::string& state, Clock::time_point deadline) {
     fs_->write(state, "FROZEN");
     for (int attempt = 0; Clock::now() < deadline; ++attempt) {
       if (split_words(fs_->read(state)) == std::vector<std::string>{"FROZEN"}) return;

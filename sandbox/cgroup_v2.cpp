@@ -51,7 +51,7 @@ class CgroupV2 final : public Cgroup {
     }
     // Before 5.14: freeze so nothing forks between listing and killing (frozen tasks still die of SIGKILL).
     const bool can_freeze = fs_->exists(file("cgroup.freeze"));
-    if (can_freeze) freeze(Clock::now() + timeout_ / 4);
+    if (can_freeze) freeze_until(Clock::now() + timeout_ / 4);
     for (pid_t pid : subtree_pids(*fs_, dir_)) fs_->signal(pid, SIGKILL);
     if (can_freeze) fs_->write(file("cgroup.freeze"), "0");
     wait_until_empty(*fs_, {dir_}, deadline, true);
@@ -65,7 +65,10 @@ class CgroupV2 final : public Cgroup {
     usage.cpu_sys_ns = required(stat, "system_usec", stat_file) * 1000;
     const std::string peak = file("memory.peak");
     if (fs_->exists(peak)) usage.peak_memory_bytes = parse_number(fs_->read(peak), peak);
-    usage.oom_kills = keyed_value(fs_->read(file("memory.events")), "oom_kill").value_or(0);
+    // A child without the memory controller (an exec's leaf) has neither file: the sandbox's group tells.
+    if (fs_->exists(file("memory.events"))) {
+      usage.oom_kills = keyed_value(fs_->read(file("memory.events")), "oom_kill").value_or(0);
+    }
     return usage;
   }
 
@@ -74,6 +77,32 @@ class CgroupV2 final : public Cgroup {
     kill_all();
     remove_tree(*fs_, dir_, Clock::now() + timeout_);
     removed_ = true;
+  }
+
+  // No controllers are enabled below a sandbox's group, so it may hold processes (its init) and children
+  // alike; a child still has cpu.stat, cgroup.kill and cgroup.freeze, which is all an exec needs.
+  std::unique_ptr<Cgroup> create_child(const std::string& name) override {
+    check_cgroup_name(name, "child cgroup");
+    const std::string dir = join_path(dir_, name);
+    if (int err = fs_->make_dir(dir); err != 0) {
+      errno = err;
+      throw_errno("cgroup", dir, "creating a child cgroup");
+    }
+    return std::make_unique<CgroupV2>(fs_, join_path(name_, name), dir, timeout_);
+  }
+
+  std::vector<std::string> procs_files() const override { return {file("cgroup.procs")}; }
+
+  void freeze(bool frozen) override {
+    if (!frozen) {
+      fs_->write(file("cgroup.freeze"), "0");
+      return;
+    }
+    freeze_until(Clock::now() + timeout_);
+    if (keyed_value(fs_->read(file("cgroup.events")), "frozen").value_or(0) != 1) {
+      fs_->write(file("cgroup.freeze"), "0");
+      throw_error("cgroup", file("cgroup.freeze"), "the group did not freeze in time");
+    }
   }
 
  private:
@@ -86,7 +115,7 @@ class CgroupV2 final : public Cgroup {
   }
 
   // Best effort within the deadline: a cgroup that does not report frozen in time is killed anyway.
-  void freeze(Clock::time_point deadline) {
+  void freeze_until(Clock::time_point deadline) {
     fs_->write(file("cgroup.freeze"), "1");
     for (int attempt = 0; Clock::now() < deadline; ++attempt) {
       if (keyed_value(fs_->read(file("cgroup.events")), "frozen").value_or(0) == 1) return;

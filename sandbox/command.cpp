@@ -79,7 +79,12 @@ std::int64_t monotonic_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-void run_command(const InitConfig& config, const std::vector<std::uint8_t>& seccomp_program, int report_fd) {
+void run_command(const ExecRequest& config, const std::vector<std::uint8_t>& seccomp_program, int report_fd,
+                 const std::vector<int>& cgroup_fds) {
+  for (int fd : cgroup_fds) {
+    if (write(fd, "0", 1) != 1) fail(report_fd, "cgroup", "cgroup.procs", errno);
+    close(fd);
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);

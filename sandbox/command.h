@@ -1,11 +1,11 @@
 // The command's side of the sandbox: the child capsule-init forks, which drops everything and execs.
-// Order: signals reset, new session, rlimits, ids and capabilities, cwd, no_new_privs, seccomp, execve.
+// Order: own cgroup, signals reset, new session, rlimits, ids and capabilities, cwd, no_new_privs, seccomp, execve.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "sandbox/init_config.h"
+#include "sandbox/exec_request.h"
 
 namespace capsule::sandbox {
 
@@ -18,9 +18,10 @@ struct CommandReport {
   char path[224] = {};
 };
 
-// Never returns. `report_fd` is the write end of the report pipe (close-on-exec).
-[[noreturn]] void run_command(const InitConfig& config, const std::vector<std::uint8_t>& seccomp_program,
-                              int report_fd);
+// Never returns. `report_fd` is the write end of the report pipe (close-on-exec); `cgroup_fds` are the
+// exec's cgroup.procs descriptors, joined ("0") first, so everything the command starts stays in that group.
+[[noreturn]] void run_command(const ExecRequest& request, const std::vector<std::uint8_t>& seccomp_program,
+                              int report_fd, const std::vector<int>& cgroup_fds);
 
 std::int64_t monotonic_ns();
 

@@ -10,10 +10,9 @@ namespace capsule::sandbox {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(AttachedMount, target, is_file)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(OverlayConfig, lower_dirs, upper_dir, work_dir, target)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InitConfig, argv, env, cwd, uid, gid, hostname, readonly_rootfs,
-                                   tmp_size_bytes, nofile, fsize_bytes, stack_bytes, new_root, lower_dirs,
-                                   upper_dir, work_dir, overlays, layers, binds, seccomp_program_hex,
-                                   watchdog_ns, kill_grace_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(InitConfig, hostname, readonly_rootfs, tmp_size_bytes, new_root, lower_dirs,
+                                   upper_dir, work_dir, overlays, layers, binds, seccomp_program_hex, protect,
+                                   protect_base, session)
 
 std::string encode_init_config(const InitConfig& config) { return nlohmann::json(config).dump(); }
 

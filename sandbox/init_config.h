@@ -26,17 +26,9 @@ struct OverlayConfig {
 };
 
 struct InitConfig {
-  std::vector<std::string> argv;
-  std::vector<std::string> env;
-  std::string cwd;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
   std::string hostname;
   bool readonly_rootfs = false;
   std::uint64_t tmp_size_bytes = 0;
-  std::uint64_t nofile = 0;
-  std::uint64_t fsize_bytes = 0;
-  std::uint64_t stack_bytes = 0;
   std::string new_root;                    // overlay mount point (scratch)
   std::vector<std::string> lower_dirs;     // attached layer mount points, topmost first
   std::string upper_dir;
@@ -45,21 +37,21 @@ struct InitConfig {
   std::vector<AttachedMount> layers;       // attach before any overlay (rootfs layers, then overlays')
   std::vector<AttachedMount> binds;        // attach after the overlay, targets inside new_root
   std::string seccomp_program_hex;         // raw BPF from compile_seccomp, hex; empty: none
-  // The watchdog that outlives the daemon: at this CLOCK_MONOTONIC instant (0: none) init itself sends
-  // SIGTERM to the sandbox, then SIGKILL `kill_grace_ms` later, unless the launcher already ended it.
-  std::int64_t watchdog_ns = 0;
-  std::int64_t kill_grace_ms = 0;
+  std::vector<std::string> protect;        // EnvironmentSpec::protect, globs inside the new root
+  std::string protect_base = "/";
+  bool session = false;                    // EnvironmentSpec::session
 };
 
 std::string encode_init_config(const InitConfig& config);
 InitConfig decode_init_config(const std::string& text);  // throws SandboxError (step "init-config")
 
-// Events capsule-init sends back, one JSON object per message: {"event": NAME, ...}.
+// Events capsule-init sends back, one JSON object per message: {"event": NAME, ...}. All but "ready" and a
+// setup "error" name the exec they are about ({"id"}).
 namespace init_event {
-inline constexpr const char* kReady = "ready";            // {"t_ns"}: mounts done
-inline constexpr const char* kExec = "exec";              // {"t_ns", "seccomp_t_ns"}: execve succeeded
-inline constexpr const char* kError = "error";            // {"step","path","errno","detail"}
-inline constexpr const char* kExited = "exited";          // {"code"} or {"signal"}
+inline constexpr const char* kReady = "ready";            // {"t_ns"}: mounts done, requests are served
+inline constexpr const char* kExec = "exec";              // {"id", "t_ns", "seccomp_t_ns"}: execve succeeded
+inline constexpr const char* kError = "error";            // {["id"], "step","path","errno","detail"}
+inline constexpr const char* kExited = "exited";          // {"id", "code"} or {"id", "signal"}
 }  // namespace init_event
 
 }  // namespace capsule::sandbox

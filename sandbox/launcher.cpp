@@ -24,6 +24,7 @@
 #include "sandbox/init_config.h"
 #include "sandbox/net.h"
 #include "sandbox/output.h"
+#include "sandbox/pipes.h"
 #include "sandbox/scratch.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/supervisor.h"
@@ -82,9 +83,6 @@ int Launcher::State::owner_namespace_locked(std::uint32_t uid, std::uint32_t gid
 
 namespace {
 
-// How long after the wall-time deadline capsule-init ends the sandbox by itself (when capsuled is down).
-constexpr std::int64_t kWatchdogMarginMs = 1000;
-
 std::string default_init_binary() {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -106,43 +104,9 @@ std::string to_hex(const std::vector<std::uint8_t>& bytes) {
   return hex;
 }
 
-// Kills and reaps the child if supervision never took it over (an error between clone and supervise).
-struct ChildGuard {
-  int pidfd = -1;
-  ~ChildGuard() {
-    if (pidfd < 0) return;
-    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-    siginfo_t info;
-    waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &info, WEXITED | __WALL);
-    close(pidfd);
-  }
-};
-
-struct Pipe {
-  base::UniqueFd read_end;
-  base::UniqueFd write_end;
-};
-
-Pipe make_pipe() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipes", "", "pipe2");
-  return {base::UniqueFd(fds[0]), base::UniqueFd(fds[1])};
-}
-
-// stdin: a socket pair when there are bytes to feed (send() with MSG_NOSIGNAL never raises SIGPIPE in
-// the launcher's process), otherwise a pipe whose write end is closed at once, so reads see EOF.
-Pipe make_stdin(bool has_data) {
-  if (!has_data) return make_pipe();
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw_errno("pipes", "", "socketpair");
-  shutdown(fds[0], SHUT_WR);
-  shutdown(fds[1], SHUT_RD);
-  return {base::UniqueFd(fds[0]), base::UniqueFd(fds[1])};
-}
-
 // With a disk limit, each copy-on-write view's upper and work dirs are made on the sandbox's disk and its
 // upper is bind-mounted where the caller asked for it (it must be empty: nothing there would be seen).
-std::vector<OverlayMount> place_overlays_on_disk(const SandboxSpec& spec, const ScratchDir& scratch,
+std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, const ScratchDir& scratch,
                                                  std::uint32_t root_id) {
   std::vector<OverlayMount> placed = spec.overlays;
   SandboxDisk* disk = scratch.disk();
@@ -161,20 +125,15 @@ std::vector<OverlayMount> place_overlays_on_disk(const SandboxSpec& spec, const 
   return placed;
 }
 
-InitConfig make_init_config(const SandboxSpec& spec, const std::vector<OverlayMount>& overlays,
+InitConfig make_init_config(const EnvironmentSpec& spec, const std::vector<OverlayMount>& overlays,
                             const ScratchDir& scratch, const std::string& program_hex) {
   InitConfig config;
-  config.argv = spec.argv;
-  config.env = spec.env;
-  config.cwd = spec.cwd;
-  config.uid = spec.uid;
-  config.gid = spec.gid;
   config.hostname = spec.hostname;
   config.readonly_rootfs = spec.readonly_rootfs;
   config.tmp_size_bytes = spec.limits.tmp_size_bytes;
-  config.nofile = spec.limits.nofile;
-  config.fsize_bytes = spec.limits.fsize_bytes;
-  config.stack_bytes = spec.limits.stack_bytes;
+  config.protect = spec.protect;
+  config.protect_base = spec.protect_base;
+  config.session = spec.session;
   config.new_root = scratch.new_root();
   config.upper_dir = scratch.upper();
   config.work_dir = scratch.work();
@@ -206,45 +165,6 @@ void prepare_overlay_dirs(const OverlayMount& overlay, std::uint32_t root_id) {
     if (ec) throw SandboxError(base::Cause{"overlay", dir, ec.value(), "create"});
     if (chown(dir.c_str(), root_id, root_id) != 0) throw_errno("overlay", dir, "chown");
   }
-}
-
-Status classify(const Outcome& outcome, const CgroupUsage& usage, std::string* reason, const Limits& limits) {
-  if (outcome.cancelled) {
-    *reason = "cancelled";
-    return Status::kCancelled;
-  }
-  if (outcome.wall_timeout) {
-    *reason = "wall time limit of " + std::to_string(limits.wall_time.count()) + " ms exceeded";
-    return Status::kTimedOut;
-  }
-  if (outcome.cpu_timeout) {
-    *reason = "cpu time limit of " + std::to_string(limits.cpu_time.count()) + " ms exceeded";
-    return Status::kTimedOut;
-  }
-  if (outcome.setup_error) {
-    *reason = outcome.setup_error->describe();
-    return Status::kSetupFailed;
-  }
-  if (usage.oom_kills > 0 && (!outcome.exit_code || *outcome.exit_code != 0)) {
-    *reason = "memory limit of " + std::to_string(limits.memory_bytes) + " bytes exceeded (OOM kill)";
-    return Status::kOomKilled;
-  }
-  if (outcome.exit_signal) {
-    *reason = std::string("killed by signal ") + strsignal(*outcome.exit_signal);
-    return Status::kSignaled;
-  }
-  if (outcome.exit_code) {
-    *reason = *outcome.exit_code == 0 ? "" : "exited with code " + std::to_string(*outcome.exit_code);
-    return *outcome.exit_code == 0 ? Status::kSucceeded : Status::kFailed;
-  }
-  if (outcome.init_wait_code == CLD_EXITED) {
-    const char* known = describe_child_exit(outcome.init_wait_status);
-    *reason = known ? known : "sandbox init exited with code " + std::to_string(outcome.init_wait_status) +
-                                  " before reporting";
-    return known ? Status::kSetupFailed : Status::kInternalError;
-  }
-  *reason = std::string("sandbox init killed by signal ") + strsignal(outcome.init_wait_status);
-  return Status::kInternalError;
 }
 
 }  // namespace
@@ -283,34 +203,18 @@ void Launcher::remove_cgroup_parent() { state_->cgroups->remove_parent(); }
 int Launcher::cgroup_version() const { return state_->cgroups->version(); }
 const LauncherOptions& Launcher::options() const { return state_->options; }
 
-struct StartedSandbox::Parts {
-  // Destroyed bottom-up: the supervisor closes its descriptors, the guard kills and reaps init, then the
-  // cgroup and the scratch directory go.
-  Limits limits;
-  std::unique_ptr<OutputCapture> out;
-  std::unique_ptr<OutputCapture> err;
-  std::unique_ptr<ScratchDir> scratch;
-  std::unique_ptr<Cgroup> cgroup;
-  ChildGuard guard;
-  std::unique_ptr<Supervisor> supervisor;
-  std::vector<base::UniqueFd> listeners;
-  std::int64_t t_start = 0, t_prepared = 0, t_cloned = 0, t_mapped = 0;
-};
-
-StartedSandbox::StartedSandbox(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 StartedSandbox::~StartedSandbox() = default;
-Supervisor& StartedSandbox::supervisor() { return *parts_->supervisor; }
-std::vector<base::UniqueFd> StartedSandbox::take_listeners() { return std::move(parts_->listeners); }
 
-std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
-  auto parts = std::make_unique<StartedSandbox::Parts>();
-  parts->t_start = monotonic_ns();
-  parts->limits = spec.limits;
-  validate_spec(spec, state_->options.host_id_count);
+std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
+  std::unique_ptr<Sandbox> box(new Sandbox());
+  BoxTimes& times = box->times_;
+  times.start = monotonic_ns();
+  validate_environment(spec);
+  box->environment_ = spec;
+  box->host_id_base_ = state_->options.host_id_base;
+  box->host_id_count_ = state_->options.host_id_count;
   const std::string program_hex =
       spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
-  parts->out = std::make_unique<OutputCapture>(spec.limits.output_cap_bytes, spec.stdout_spill_path);
-  parts->err = std::make_unique<OutputCapture>(spec.limits.output_cap_bytes, spec.stderr_spill_path);
 
   const std::string id = new_sandbox_id();
   const std::uint32_t root_id = state_->options.host_id_base;
@@ -322,39 +226,38 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
     layer_owners.insert(layer_owners.end(), overlay.layers.size(), overlay.layers_owner);
     prepare_overlay_dirs(overlay, root_id);
   }
-  parts->scratch = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
-                                                root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
-  const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *parts->scratch, root_id);
-  parts->cgroup =
+  box->scratch_ = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
+                                               root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+  const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_, root_id);
+  box->cgroup_ =
       state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
 
-  Pipe stdin_pipe = make_stdin(spec.stdin_data.has_value());
-  Pipe stdout_pipe = make_pipe();
-  Pipe stderr_pipe = make_pipe();
   auto [control_parent, control_child] = make_channel();
   base::UniqueFd control(control_parent);
   base::UniqueFd control_for_child(control_child);
+  base::UniqueFd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null_fd) throw_errno("clone", "/dev/null", "open");
   Pipe go = make_pipe();
-  parts->t_prepared = monotonic_ns();
+  times.prepared = monotonic_ns();
 
   char init_name[] = "capsule-init";
   char* init_argv[] = {init_name, nullptr};
   char* init_envp[] = {nullptr};
-  ChildFds child_fds{stdin_pipe.read_end.get(), stdout_pipe.write_end.get(), stderr_pipe.write_end.get(),
-                     control_for_child.get(), state_->init_exe.get(), go.read_end.get()};
+  // Init's own stdio is /dev/null: each exec brings its own pipes over the control channel.
+  ChildFds child_fds{null_fd.get(), null_fd.get(), null_fd.get(), control_for_child.get(), state_->init_exe.get(),
+                     go.read_end.get()};
   ClonedChild child = clone_sandbox_child(child_fds, init_argv, init_envp);
-  parts->guard.pidfd = child.pidfd;
-  parts->t_cloned = monotonic_ns();
-  stdin_pipe.read_end.reset();
-  stdout_pipe.write_end.reset();
-  stderr_pipe.write_end.reset();
+  box->init_pid_ = child.pid;
+  box->pidfd_ = child.pidfd;
+  box->init_alive_ = true;
+  times.cloned = monotonic_ns();
   control_for_child.reset();
   go.read_end.reset();
-  if (!spec.stdin_data) stdin_pipe.write_end.reset();
+  null_fd.reset();
 
   write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
-  parts->cgroup->add_process(child.pid);
-  parts->listeners = listen_in_network_namespace(child.pid, spec.loopback_listeners);
+  box->cgroup_->add_process(child.pid);
+  box->listeners_ = listen_in_network_namespace(child.pid, spec.loopback_listeners);
   base::UniqueFd userns(open_user_namespace(child.pid));
   std::vector<base::UniqueFd> mounts;
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -365,58 +268,57 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
     mounts.push_back(bind.read_only ? base::UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));
   }
-  InitConfig init_config = make_init_config(spec, overlays, *parts->scratch, program_hex);
-  if (spec.limits.wall_time.count() > 0) {
-    // A second after the supervisor's own deadline, so that while capsuled runs it is the one that ends it.
-    init_config.watchdog_ns = parts->t_start + (spec.limits.wall_time.count() + kWatchdogMarginMs) * 1000000;
-    init_config.kill_grace_ms = spec.limits.kill_grace.count();
-  }
+  InitConfig init_config = make_init_config(spec, overlays, *box->scratch_, program_hex);
   send_message(control.get(), encode_init_config(init_config));
   for (const auto& fd : mounts) send_fd(control.get(), fd.get());
   mounts.clear();
   if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");
   go.write_end.reset();
-  parts->t_mapped = monotonic_ns();
+  box->control_ = control.release();
+  times.mapped = monotonic_ns();
+  return box;
+}
 
-  SupervisedFds fds{child.pidfd, control.release(), stdout_pipe.read_end.release(), stderr_pipe.read_end.release(),
-                    stdin_pipe.write_end.release()};
-  parts->supervisor = std::make_unique<Supervisor>(fds, *parts->cgroup, spec.limits, hooks,
-                                                   spec.stdin_data.value_or(""), parts->t_start, *parts->out,
-                                                   *parts->err);
-  return std::unique_ptr<StartedSandbox>(new StartedSandbox(std::move(parts)));
+std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
+  validate_spec(spec, state_->options.host_id_count);
+  std::unique_ptr<StartedSandbox> started(new StartedSandbox());
+  started->box_ = create(environment_of(spec));
+  started->exec_ = started->box_->exec(process_of(spec), hooks);
+  started->supervisor_ = std::make_unique<Supervisor>(*started->box_, *started->exec_);
+  return started;
 }
 
 Result StartedSandbox::finish() {
-  Parts& p = *parts_;
-  const Outcome& outcome = p.supervisor->outcome();
-  Result result;
-  CgroupUsage usage = p.cgroup->usage();
-  result.status = classify(outcome, usage, &result.reason, p.limits);
-  if (outcome.exit_code) result.exit_code = *outcome.exit_code;
-  if (outcome.exit_signal) result.signal = *outcome.exit_signal;
-  if (outcome.setup_error && outcome.setup_error->step == "exec") result.exit_code = 127;
-  result.wall_ms = ms_between(p.t_start, outcome.end_ns);
-  result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;
-  result.cpu_sys_ms = static_cast<double>(usage.cpu_sys_ns) / 1e6;
-  result.peak_memory_bytes = usage.peak_memory_bytes;
-  result.oom_kills = usage.oom_kills;
-  result.stdout_capture = p.out->finish();
-  result.stderr_capture = p.err->finish();
+  Result result = exec_->finish();
+  const BoxTimes& times = box_->times();
+  const ExecOutcome& outcome = exec_->outcome();
+  // Setup is the box's: its steps, then the exec's seccomp and execve.
   SetupTimings& setup = result.setup;
-  setup.prepare_ms = ms_between(p.t_start, p.t_prepared);
-  setup.clone_ms = ms_between(p.t_prepared, p.t_cloned);
-  setup.maps_ms = ms_between(p.t_cloned, p.t_mapped);
-  if (outcome.ready_ns) setup.mounts_ms = ms_between(p.t_mapped, *outcome.ready_ns);
-  if (outcome.ready_ns && outcome.seccomp_ns) setup.seccomp_ms = ms_between(*outcome.ready_ns, *outcome.seccomp_ns);
-  if (outcome.seccomp_ns && outcome.exec_ns) setup.exec_ms = ms_between(*outcome.seccomp_ns, *outcome.exec_ns);
-  if (outcome.exec_ns) setup.total_ms = ms_between(p.t_start, *outcome.exec_ns);
-  p.supervisor.reset();
-  try {
-    p.cgroup->remove();
-  } catch (const SandboxError& e) {
-    result.status = Status::kInternalError;
-    result.reason += (result.reason.empty() ? "" : "; ") + std::string("cleanup: ") + e.what();
+  setup.prepare_ms = ms_between(times.start, times.prepared);
+  setup.clone_ms = ms_between(times.prepared, times.cloned);
+  setup.maps_ms = ms_between(times.cloned, times.mapped);
+  if (times.ready != 0) setup.mounts_ms = ms_between(times.mapped, times.ready);
+  if (times.ready != 0 && outcome.seccomp_ns) setup.seccomp_ms = ms_between(times.ready, *outcome.seccomp_ns);
+  if (outcome.exec_ns) setup.total_ms = ms_between(times.start, *outcome.exec_ns);
+  if (outcome.end_ns != 0) result.wall_ms = ms_between(times.start, outcome.end_ns);
+  if (outcome.box_ended && !outcome.cancelled && !outcome.wall_timeout && !outcome.cpu_timeout) {
+    // The box never ran the command: init reported why, or died without a word.
+    if (const auto& error = box_->setup_error()) {
+      result.status = Status::kSetupFailed;
+      result.reason = error->describe();
+    } else if (box_->init_wait_code() == CLD_EXITED) {
+      const char* known = describe_child_exit(box_->init_wait_status());
+      result.status = known ? Status::kSetupFailed : Status::kInternalError;
+      result.reason = known ? known : "sandbox init exited with code " + std::to_string(box_->init_wait_status()) +
+                                          " before reporting";
+    } else {
+      result.status = Status::kInternalError;
+      result.reason = std::string("sandbox init killed by signal ") + strsignal(box_->init_wait_status());
+    }
   }
+  supervisor_.reset();
+  exec_.reset();
+  box_->destroy();
   return result;
 }
 
@@ -431,7 +333,7 @@ Result Launcher::setup_failure(const SandboxError& error, double wall_ms) {
 Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
   const std::int64_t t_start = monotonic_ns();
   try {
-    std::unique_ptr<StartedSandbox> sandbox = start(spec, hooks);
+    std::unique_ptr<StartedSandbox> sandbox = start(spec, hooks);  // create + exec
     sandbox->supervisor().run();
     return sandbox->finish();
   } catch (const SandboxError& e) {

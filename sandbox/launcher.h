@@ -1,5 +1,5 @@
-// Launcher: turns a SandboxSpec into a confined, supervised process tree and returns its Result.
-// Thread-safe and re-entrant: many threads may call run() at once (no process-global state).
+// Launcher: creates boxes from an EnvironmentSpec (create), and runs one-shot SandboxSpecs as
+// create + exec + wait + destroy (run). Thread-safe and re-entrant: no process-global state.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "sandbox/error.h"
 #include "sandbox/hooks.h"
 #include "sandbox/result.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "sandbox/supervisor.h"
 #include "base/unique_fd.h"
@@ -37,6 +38,10 @@ class Launcher {
   // Never throws for problems of the spec or the host: those come back as setup_failed / internal_error.
   Result run(const SandboxSpec& spec, const RunHooks& hooks = {});
 
+  // A live box: its init is running and has been sent the environment; it serves execs once ready().
+  // Throws SandboxError when it cannot be made.
+  std::unique_ptr<Sandbox> create(const EnvironmentSpec& spec);
+
   // For event loops: creates the sandbox and returns it running, to be driven through its supervisor()
   // until finished, then finish()ed. Throws SandboxError when it cannot be started (a setup_failed Result
   // for it is setup_failure(error)).
@@ -58,7 +63,7 @@ class Launcher {
   std::unique_ptr<State> state_;
 };
 
-// A sandbox whose command is running (or has ended and awaits finish()). Destroying it without finish()
+// A one-shot box whose command is running (or has ended and awaits finish()). Destroying it without finish()
 // kills everything in it and removes its cgroup and scratch directory.
 class StartedSandbox {
  public:
@@ -66,18 +71,20 @@ class StartedSandbox {
   StartedSandbox(const StartedSandbox&) = delete;
   StartedSandbox& operator=(const StartedSandbox&) = delete;
 
-  Supervisor& supervisor();
+  Supervisor& supervisor() { return *supervisor_; }
   // The spec's loopback_listeners, in order, as listening sockets inside the sandbox's network namespace.
   // Ownership passes to the caller (the first call; later calls return nothing).
-  std::vector<base::UniqueFd> take_listeners();
+  std::vector<base::UniqueFd> take_listeners() { return box_->take_listeners(); }
   // Reads usage, releases every resource and returns the Result. Call once, after supervisor().finished().
   Result finish();
 
  private:
   friend class Launcher;
-  struct Parts;
-  explicit StartedSandbox(std::unique_ptr<Parts> parts);
-  std::unique_ptr<Parts> parts_;
+  StartedSandbox() = default;
+  // Destroyed bottom-up: the supervisor, the exec (its cgroup), then the box.
+  std::unique_ptr<Sandbox> box_;
+  std::unique_ptr<Exec> exec_;
+  std::unique_ptr<Supervisor> supervisor_;
 };
 
 }  // namespace capsule::sandbox

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sandbox/error.h"
+#include "sandbox/protect.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -169,6 +170,7 @@ void build_filesystem(const InitConfig& config, const std::vector<int>& layer_fd
   for (const char* path : kMaskedPaths) mask_path(root, path);
   for (const char* path : kReadOnlyPaths) make_read_only(root + path);
 
+  protect_paths(root, config.protect_base, config.protect);
   if (config.readonly_rootfs) {
     do_mount(nullptr, root, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV);
   }

@@ -8,7 +8,7 @@
 namespace capsule::sandbox {
 
 enum class Status {
-  kSucceeded, kFailed, kTimedOut, kOomKilled, kSignaled, kCancelled, kSetupFailed, kInternalError
+  kSucceeded, kFailed, kTimedOut, kIdleTimedOut, kOomKilled, kSignaled, kCancelled, kSetupFailed, kInternalError
 };
 
 const char* status_name(Status status);

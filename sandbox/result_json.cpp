@@ -28,6 +28,7 @@ const char* status_name(Status status) {
     case Status::kSucceeded: return "succeeded";
     case Status::kFailed: return "failed";
     case Status::kTimedOut: return "timed_out";
+    case Status::kIdleTimedOut: return "idle_timed_out";
     case Status::kOomKilled: return "oom_killed";
     case Status::kSignaled: return "signaled";
     case Status::kCancelled: return "cancelled";

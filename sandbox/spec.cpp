@@ -1,4 +1,5 @@
-// validate_spec: the one place a SandboxSpec is checked before anything is created for it.
+// validate_*: the one place the sandbox value types are checked before anything is created for them,
+// and the split of a one-shot SandboxSpec into its environment and its process.
 // Every message names the field at fault.
 #include "sandbox/spec.h"
 
@@ -30,12 +31,53 @@ void require(bool ok, const std::string& field, const std::string& what) {
 
 }  // namespace
 
+EnvironmentSpec environment_of(const SandboxSpec& spec) {
+  EnvironmentSpec env;
+  env.rootfs_layers = spec.rootfs_layers;
+  env.upper_dir = spec.upper_dir;
+  env.overlays = spec.overlays;
+  env.mounts = spec.mounts;
+  env.readonly_rootfs = spec.readonly_rootfs;
+  env.network = spec.network;
+  env.loopback_listeners = spec.loopback_listeners;
+  env.seccomp_profile = spec.seccomp_profile;
+  env.hostname = spec.hostname;
+  env.limits = spec.limits;
+  return env;
+}
+
+ProcessSpec process_of(const SandboxSpec& spec) {
+  ProcessSpec process;
+  process.argv = spec.argv;
+  process.env = spec.env;
+  process.cwd = spec.cwd;
+  process.uid = spec.uid;
+  process.gid = spec.gid;
+  process.stdin_data = spec.stdin_data;
+  process.limits = spec.limits;
+  process.stdout_spill_path = spec.stdout_spill_path;
+  process.stderr_spill_path = spec.stderr_spill_path;
+  return process;
+}
+
 void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
+  validate_process(process_of(spec), id_count);
+  validate_environment(environment_of(spec));
+}
+
+void validate_process(const ProcessSpec& spec, std::uint32_t id_count) {
   require(!spec.argv.empty() && !spec.argv[0].empty(), "argv", "must name a command");
   for (const auto& entry : spec.env) {
     require(entry.find('=') != std::string::npos && entry[0] != '=', "env", "entry '" + entry + "' is not NAME=VALUE");
   }
   require(is_clean_absolute(spec.cwd), "cwd", "must be an absolute path without . or ..");
+  require(spec.uid < id_count && spec.gid < id_count, "uid", "outside the sandbox's id range");
+  require(spec.limits.wall_time.count() >= 0 && spec.limits.cpu_time.count() >= 0 &&
+              spec.limits.kill_grace.count() >= 0 && spec.idle_timeout.count() >= 0,
+          "limits", "times must not be negative");
+}
+
+void validate_environment(const EnvironmentSpec& spec) {
   require(!spec.rootfs_layers.empty(), "rootfs_layers", "at least one layer is required");
   require(spec.rootfs_layers.size() <= kMaxOverlayLayers, "rootfs_layers",
           "overlayfs stacks at most " + std::to_string(kMaxOverlayLayers) + " layers");
@@ -63,11 +105,8 @@ void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
   for (const auto port : spec.loopback_listeners) {
     require(port != 0 && ports.insert(port).second, "loopback_listeners", "ports must be non-zero and distinct");
   }
-  require(spec.uid < id_count && spec.gid < id_count, "uid", "outside the sandbox's id range");
   require(!spec.hostname.empty() && spec.hostname.size() <= 64, "hostname", "must be 1-64 characters");
   require(spec.limits.cpus >= 0, "limits.cpus", "must not be negative");
-  require(spec.limits.wall_time.count() >= 0 && spec.limits.cpu_time.count() >= 0 &&
-              spec.limits.kill_grace.count() >= 0, "limits", "times must not be negative");
   require(spec.limits.tmp_size_bytes >= 4096, "limits.tmp_size_bytes", "must be at least 4096");
   require(spec.limits.memory_bytes == 0 || spec.limits.memory_bytes >= (4u << 20), "limits.memory_bytes",
           "must be 0 (unlimited) or at least 4 MiB");
@@ -78,6 +117,14 @@ void validate_spec(const SandboxSpec& spec, std::uint32_t id_count) {
           "limits.disk_inodes", "needs limits.disk_bytes and must be 64 to 2^32-1");
   require(spec.limits.disk_bytes == 0 || spec.upper_dir.empty(), "upper_dir",
           "a kept upper dir cannot be combined with limits.disk_bytes");
+  require(spec.protect.size() <= 256, "protect", "at most 256 globs");
+  require(is_clean_absolute(spec.protect_base), "protect_base", "must be an absolute path without . or ..");
+  for (const auto& glob : spec.protect) {
+    require(!glob.empty() && glob.size() <= 4096 && glob.find('\0') == std::string::npos, "protect",
+            "globs must be 1-4096 characters");
+    require(glob != ".." && glob.find("../") == std::string::npos && !glob.ends_with("/.."), "protect",
+            "glob '" + glob + "' must not contain ..");
+  }
 }
 
 }  // namespace capsule::sandbox

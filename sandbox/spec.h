@@ -77,7 +77,53 @@ struct SandboxSpec {
   std::string stderr_spill_path;
 };
 
-// Throws SandboxError (step "spec", path = the field) for the first problem found.
+// What a sandbox is, apart from what runs in it (sandbox2's environment, crun's create): the filesystem,
+// network, filter and the whole-box limits. Launcher::create() makes one; Sandbox::exec() runs processes in it.
+struct EnvironmentSpec {
+  std::vector<std::string> rootfs_layers;
+  std::string upper_dir;
+  std::vector<OverlayMount> overlays;
+  std::vector<BindMount> mounts;
+  bool readonly_rootfs = false;
+  NetworkMode network = NetworkMode::kNone;
+  std::vector<std::uint16_t> loopback_listeners;
+  std::string seccomp_profile;
+  std::string hostname = "capsule";
+  // Whole-box: memory_bytes, pids, cpus, tmp_size_bytes, disk_bytes, disk_inodes (the rest is per process).
+  Limits limits;
+  // Paths made read-only for every process (a read-only bind over each match, its parent directories pinned
+  // as mount points so they cannot be renamed or removed). Globs: "*" within a name, "**" across directories;
+  // relative ones are taken from protect_base. Matched once, when the sandbox is created.
+  std::vector<std::string> protect;
+  std::string protect_base = "/";
+  // A session lives until destroyed: its init outlives each process, and kills everything and exits when
+  // the launcher's end of the control channel closes (the daemon is gone). A one-shot box ends with its process.
+  bool session = false;
+};
+
+// What runs in a sandbox (sandbox2's executor, crun's exec): one process tree, in a cgroup of its own below
+// the sandbox's, confined like every other (ids, no capabilities, no_new_privs, rlimits, the seccomp filter).
+struct ProcessSpec {
+  std::vector<std::string> argv;                // argv[0] is resolved through PATH from env
+  std::vector<std::string> env;
+  std::string cwd = "/";
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::optional<std::string> stdin_data;        // absent: stdin is at EOF
+  // Per process: wall_time, cpu_time (of its own cgroup), kill_grace, output_cap_bytes, nofile, fsize, stack.
+  Limits limits;
+  std::chrono::milliseconds idle_timeout{0};    // no output on either stream for this long ends it; 0: none
+  std::string stdout_spill_path;
+  std::string stderr_spill_path;
+};
+
+// The two halves of a one-shot SandboxSpec.
+EnvironmentSpec environment_of(const SandboxSpec& spec);
+ProcessSpec process_of(const SandboxSpec& spec);
+
+// Throw SandboxError (step "spec", path = the field) for the first problem found.
 void validate_spec(const SandboxSpec& spec, std::uint32_t id_count);
+void validate_environment(const EnvironmentSpec& spec);
+void validate_process(const ProcessSpec& spec, std::uint32_t id_count);
 
 }  // namespace capsule::sandbox

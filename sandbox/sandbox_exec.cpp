@@ -1,0 +1,335 @@
+// Sandbox::exec and the Exec it returns: pipes and a cgroup for one process tree, the request to init, and
+// its supervision (output, stdin, wall / idle / CPU deadlines, TERM-grace-KILL of its cgroup) into a Result.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sandbox/channel.h"
+#include "sandbox/command.h"
+#include "sandbox/error.h"
+#include "sandbox/exec_request.h"
+#include "sandbox/pipes.h"
+#include "sandbox/sandbox.h"
+
+namespace capsule::sandbox {
+namespace {
+
+constexpr std::int64_t kMs = 1000000;
+constexpr std::int64_t kCpuPollNs = 50 * kMs;
+constexpr std::int64_t kCancelPollNs = 50 * kMs;
+constexpr std::int64_t kDrainLimitNs = 5000 * kMs;  // after the exec ended, its pipes close within this
+// How long after the wall-time deadline init ends a one-shot box by itself (when capsuled is down).
+constexpr std::int64_t kWatchdogMarginNs = 1000 * kMs;
+
+double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
+  return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
+}
+
+}  // namespace
+
+std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
+  if (destroyed_ || !init_alive_ || control_ < 0) throw_error("exec", "", "the sandbox has ended");
+  if (frozen_) throw_error("exec", "", "the sandbox is frozen");
+  const std::int64_t start = monotonic_ns();
+  validate_process(spec, host_id_count_);
+  const std::uint64_t id = next_exec_id_++;
+  std::unique_ptr<Exec> exec(new Exec(*this, id, spec, std::move(hooks)));
+  exec->start_ns_ = start;
+  exec->cgroup_ = cgroup_->create_child("exec-" + std::to_string(id));
+  std::vector<base::UniqueFd> joins;
+  for (const std::string& file : exec->cgroup_->procs_files()) {
+    joins.emplace_back(open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!joins.back()) throw_errno("exec", file, "open cgroup.procs");
+  }
+  Pipe in = make_stdin(spec.stdin_data.has_value());
+  Pipe out = make_pipe();
+  Pipe err = make_pipe();
+  if (!spec.stdin_data) in.write_end.reset();
+
+  ExecRequest request;
+  request.id = id;
+  request.argv = spec.argv;
+  request.env = spec.env;
+  request.cwd = spec.cwd;
+  request.uid = spec.uid;
+  request.gid = spec.gid;
+  request.nofile = spec.limits.nofile;
+  request.fsize_bytes = spec.limits.fsize_bytes;
+  request.stack_bytes = spec.limits.stack_bytes;
+  request.cgroup_fds = joins.size();
+  request.ends_sandbox = !environment_.session;
+  if (request.ends_sandbox && spec.limits.wall_time.count() > 0) {
+    // After the launcher's own deadline, so that while capsuled runs it is the one that ends it.
+    request.watchdog_ns = start + spec.limits.wall_time.count() * kMs + kWatchdogMarginNs;
+    request.kill_grace_ms = spec.limits.kill_grace.count();
+  }
+  send_message(control_, encode_exec_request(request));
+  for (int fd : {in.read_end.get(), out.write_end.get(), err.write_end.get()}) send_fd(control_, fd);
+  for (const auto& fd : joins) send_fd(control_, fd.get());
+  exec->sent_ns_ = monotonic_ns();
+  exec->stdout_read_ = out.read_end.release();
+  exec->stderr_read_ = err.read_end.release();
+  exec->stdin_write_ = in.write_end.release();
+  if (exec->stdin_write_ >= 0) exec->feed_stdin();
+  execs_[id] = exec.get();
+  return exec;
+}
+
+Exec::Exec(Sandbox& box, std::uint64_t id, const ProcessSpec& spec, RunHooks hooks)
+    : box_(box), id_(id), limits_(spec.limits), idle_timeout_(spec.idle_timeout), hooks_(std::move(hooks)),
+      out_(std::make_unique<OutputCapture>(spec.limits.output_cap_bytes, spec.stdout_spill_path)),
+      err_(std::make_unique<OutputCapture>(spec.limits.output_cap_bytes, spec.stderr_spill_path)),
+      stdin_data_(spec.stdin_data.value_or("")) {
+  const std::int64_t now = monotonic_ns();
+  if (limits_.wall_time.count() > 0) wall_deadline_ = now + static_cast<std::int64_t>(limits_.wall_time.count()) * kMs;
+  if (idle_timeout_.count() > 0) idle_deadline_ = now + static_cast<std::int64_t>(idle_timeout_.count()) * kMs;
+  if (limits_.cpu_time.count() > 0) next_cpu_check_ = now + kCpuPollNs;
+  try {
+    box_oom_kills_at_start_ = box_.usage().oom_kills;
+  } catch (const SandboxError&) {
+    box_oom_kills_at_start_ = 0;
+  }
+}
+
+Exec::~Exec() {
+  close_fds();
+  box_.execs_.erase(id_);
+  if (cgroup_) {
+    try {
+      cgroup_->remove();
+    } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): the box's removal retries the subtree
+    }
+  }
+}
+
+void Exec::ended(bool box_ended) {
+  if (ended_) return;
+  ended_ = true;
+  outcome_.box_ended = box_ended && !outcome_.exit_code && !outcome_.exit_signal;
+  outcome_.end_ns = monotonic_ns();
+  kill_at_ns_.reset();
+  next_cpu_check_ = 0;
+  drain_deadline_ = outcome_.end_ns + kDrainLimitNs;
+  // Nothing it started may outlive it: what is left in its cgroup goes now, so its pipes close.
+  try {
+    if (cgroup_) cgroup_->kill_all();
+  } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): the drain deadline still ends the wait
+  }
+}
+
+void Exec::start_termination(std::int64_t now) {
+  if (kill_at_ns_ || killed_ || ended_) return;
+  cgroup_->signal_all(SIGTERM);
+  kill_at_ns_ = now + static_cast<std::int64_t>(limits_.kill_grace.count()) * kMs;
+}
+
+// Its cgroup is killed, and again at each tick until init reports the end: a request init had not yet
+// served when the kill came starts its process later. A one-shot box goes with it (its init too, in case
+// the box never got as far as serving).
+void Exec::escalate_to_kill() {
+  killed_ = true;
+  kill_at_ns_.reset();
+  if (!box_.environment().session) box_.kill_init();
+  try {
+    cgroup_->kill_all();
+  } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): retried at the next tick
+  }
+}
+
+void Exec::signal(int signo) {
+  if (!ended_) cgroup_->signal_all(signo);
+}
+
+void Exec::cancel() {
+  if (ended_ || outcome_.cancelled) return;
+  outcome_.cancelled = true;
+  start_termination(monotonic_ns());
+}
+
+void Exec::feed_stdin() {
+  while (stdin_offset_ < stdin_data_.size()) {
+    ssize_t sent = send(stdin_write_, stdin_data_.data() + stdin_offset_, stdin_data_.size() - stdin_offset_,
+                        MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      break;  // the command closed stdin: the rest is dropped
+    }
+    stdin_offset_ += static_cast<std::size_t>(sent);
+  }
+  close(stdin_write_);
+  stdin_write_ = -1;
+}
+
+bool Exec::finished() const { return ended_ && stdout_read_ < 0 && stderr_read_ < 0; }
+
+std::vector<pollfd> Exec::interest() const {
+  std::vector<pollfd> wanted;
+  for (int fd : {stdout_read_, stderr_read_}) {
+    if (fd >= 0) wanted.push_back({fd, POLLIN, 0});
+  }
+  if (stdin_write_ >= 0) wanted.push_back({stdin_write_, POLLOUT, 0});
+  return wanted;
+}
+
+std::int64_t Exec::next_deadline() const {
+  if (ended_) return finished() ? 0 : drain_deadline_;
+  std::int64_t wake = 0;
+  auto consider = [&](std::int64_t t) {
+    if (t > 0 && (wake == 0 || t < wake)) wake = t;
+  };
+  const bool ending = outcome_.wall_timeout || outcome_.idle_timeout || outcome_.cpu_timeout || outcome_.cancelled;
+  if (!ending) consider(wall_deadline_);
+  if (!ending) consider(idle_deadline_);
+  if (kill_at_ns_) consider(*kill_at_ns_);
+  if (killed_) consider(monotonic_ns() + kCancelPollNs);
+  consider(next_cpu_check_);
+  if (hooks_.cancel != nullptr && !outcome_.cancelled) consider(monotonic_ns() + kCancelPollNs);
+  return wake;
+}
+
+void Exec::tick(std::int64_t now) {
+  if (ended_) {
+    if (now >= drain_deadline_) close_fds();  // a pipe held open by something outside: stop waiting
+    return;
+  }
+  if (hooks_.cancel != nullptr && hooks_.cancel->load()) cancel();
+  const bool ending = outcome_.wall_timeout || outcome_.idle_timeout || outcome_.cpu_timeout || outcome_.cancelled;
+  if (!ending && wall_deadline_ != 0 && now >= wall_deadline_) {
+    outcome_.wall_timeout = true;
+    start_termination(now);
+  } else if (!ending && idle_deadline_ != 0 && now >= idle_deadline_) {
+    outcome_.idle_timeout = true;
+    start_termination(now);
+  }
+  if (next_cpu_check_ != 0 && now >= next_cpu_check_) {
+    next_cpu_check_ = now + kCpuPollNs;
+    const CgroupUsage usage = cgroup_->usage();
+    const auto cpu_limit_ns = static_cast<std::int64_t>(limits_.cpu_time.count()) * kMs;
+    const bool still_ending =
+        outcome_.wall_timeout || outcome_.idle_timeout || outcome_.cpu_timeout || outcome_.cancelled;
+    if (static_cast<std::int64_t>(usage.cpu_user_ns + usage.cpu_sys_ns) >= cpu_limit_ns && !still_ending) {
+      outcome_.cpu_timeout = true;
+      start_termination(now);
+    }
+  }
+  if ((kill_at_ns_ && now >= *kill_at_ns_) || killed_) escalate_to_kill();
+}
+
+void Exec::handle(int fd, short revents) {
+  if (revents == 0 || fd < 0) return;
+  if (fd == stdin_write_) {
+    feed_stdin();
+  } else if (fd == stdout_read_) {
+    read_output(stdout_read_, true);
+  } else if (fd == stderr_read_) {
+    read_output(stderr_read_, false);
+  }
+}
+
+void Exec::read_output(int& fd, bool is_stdout) {
+  char buffer[65536];
+  ssize_t got = read(fd, buffer, sizeof buffer);
+  if (got < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (got <= 0) {
+    close(fd);
+    fd = -1;
+    return;
+  }
+  if (idle_deadline_ != 0 && !ended_) {
+    idle_deadline_ = monotonic_ns() + static_cast<std::int64_t>(idle_timeout_.count()) * kMs;
+  }
+  std::string_view chunk(buffer, static_cast<std::size_t>(got));
+  (is_stdout ? out_ : err_)->append(chunk);
+  if (hooks_.on_output) hooks_.on_output(is_stdout ? OutputStream::kStdout : OutputStream::kStderr, chunk);
+}
+
+void Exec::close_fds() {
+  for (int* fd : {&stdout_read_, &stderr_read_, &stdin_write_}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+}
+
+namespace {
+
+Status classify(const ExecOutcome& outcome, std::uint64_t oom_kills, const Limits& limits,
+                std::chrono::milliseconds idle_timeout, std::string* reason) {
+  if (outcome.cancelled) {
+    *reason = "cancelled";
+    return Status::kCancelled;
+  }
+  if (outcome.wall_timeout) {
+    *reason = "wall time limit of " + std::to_string(limits.wall_time.count()) + " ms exceeded";
+    return Status::kTimedOut;
+  }
+  if (outcome.idle_timeout) {
+    *reason = "no output for " + std::to_string(idle_timeout.count()) + " ms (idle timeout)";
+    return Status::kIdleTimedOut;
+  }
+  if (outcome.cpu_timeout) {
+    *reason = "cpu time limit of " + std::to_string(limits.cpu_time.count()) + " ms exceeded";
+    return Status::kTimedOut;
+  }
+  if (outcome.setup_error) {
+    *reason = outcome.setup_error->describe();
+    return Status::kSetupFailed;
+  }
+  if (oom_kills > 0 && (!outcome.exit_code || *outcome.exit_code != 0)) {
+    *reason = "memory limit of " + std::to_string(limits.memory_bytes) + " bytes exceeded (OOM kill)";
+    return Status::kOomKilled;
+  }
+  if (outcome.exit_signal) {
+    *reason = std::string("killed by signal ") + strsignal(*outcome.exit_signal);
+    return Status::kSignaled;
+  }
+  if (outcome.exit_code) {
+    *reason = *outcome.exit_code == 0 ? "" : "exited with code " + std::to_string(*outcome.exit_code);
+    return *outcome.exit_code == 0 ? Status::kSucceeded : Status::kFailed;
+  }
+  *reason = "the sandbox ended before the command did";
+  return Status::kInternalError;
+}
+
+}  // namespace
+
+Result Exec::finish() {
+  Result result;
+  CgroupUsage usage;
+  std::uint64_t box_oom_kills = box_oom_kills_at_start_;
+  try {
+    usage = cgroup_->usage();
+    box_oom_kills = box_.usage().oom_kills;
+  } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): a box already destroyed has no usage
+  }
+  // The memory limit is the box's: an OOM kill is counted there, not in this exec's cgroup.
+  const std::uint64_t oom_kills = box_oom_kills - std::min(box_oom_kills, box_oom_kills_at_start_);
+  Limits limits = limits_;
+  limits.memory_bytes = box_.environment().limits.memory_bytes;
+  result.status = classify(outcome_, oom_kills, limits, idle_timeout_, &result.reason);
+  if (outcome_.exit_code) result.exit_code = *outcome_.exit_code;
+  if (outcome_.exit_signal) result.signal = *outcome_.exit_signal;
+  if (outcome_.setup_error && outcome_.setup_error->step == "exec") result.exit_code = 127;
+  result.wall_ms = ms_between(start_ns_, outcome_.end_ns);
+  result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;
+  result.cpu_sys_ms = static_cast<double>(usage.cpu_sys_ns) / 1e6;
+  result.peak_memory_bytes = usage.peak_memory_bytes;
+  result.oom_kills = oom_kills;
+  result.stdout_capture = out_->finish();
+  result.stderr_capture = err_->finish();
+  result.setup.prepare_ms = ms_between(start_ns_, sent_ns_);
+  if (outcome_.seccomp_ns && outcome_.exec_ns) result.setup.exec_ms = ms_between(*outcome_.seccomp_ns, *outcome_.exec_ns);
+  if (outcome_.exec_ns) result.setup.total_ms = ms_between(start_ns_, *outcome_.exec_ns);
+  try {
+    cgroup_->remove();
+  } catch (const SandboxError& e) {
+    result.status = Status::kInternalError;
+    result.reason += (result.reason.empty() ? "" : "; ") + std::string("cleanup: ") + e.what();
+  }
+  return result;
+}
+
+}  // namespace capsule::sandbox
