@@ -1,5 +1,5 @@
-// capsule: the command-line client of capsuled. Wires the subcommands and their flags (CLI11) to the cli_*
-// files, one per command group; everything after the first "--" is the command of `capsule run`.
+// capsule: the command-line client of capsuled. Wires the subcommands and their flags (CLI11) to the cli_* files,
+// one per command group; what follows the first "--" is the command of `capsule run` or `capsule session exec`.
 #include <CLI/CLI.hpp>
 #include <cstring>
 #include <iostream>
@@ -10,6 +10,7 @@
 #include "client/cli_proxy.h"
 #include "client/cli_run.h"
 #include "client/cli_runs.h"
+#include "client/cli_session.h"
 #include "client/run_view.h"
 
 using namespace capsule::client;
@@ -62,6 +63,9 @@ int main(int argc, char** argv) {
   CLI::App* runs_rm = runs->add_subcommand("rm", "delete finished runs: their records and logs");
   runs_rm->add_option("ids", rm_ids, "run ids")->required();
 
+  SessionCommands sessions;
+  add_session_commands(app, sessions);
+
   CLI::App* images = app.add_subcommand("images", "import, list, inspect, remove, save and collect images");
   images->require_subcommand(1);
   ImageImportOptions import_options;
@@ -112,17 +116,16 @@ int main(int argc, char** argv) {
     app.parse(cut, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : run->parsed() ? kExitCapsuleFailed : 2;
+    return code == 0 ? 0 : run->parsed() || sessions.exec->parsed() ? kExitCapsuleFailed : 2;
   }
   if (socket.empty()) socket = default_socket_path();
 
   try {
     if (run->parsed()) {
-      run_options.argv = run->remaining();
-      if (!run_options.argv.empty() && cut < argc) run_options.argv.push_back("--");
-      run_options.argv.insert(run_options.argv.end(), after_separator.begin(), after_separator.end());
+      run_options.argv = command_argv(run->remaining(), cut < argc, after_separator);
       return cmd_run(socket, run_options);
     }
+    if (sessions.session->parsed()) return cmd_session(socket, sessions, cut < argc, after_separator);
     if (!after_separator.empty()) {
       std::cerr << "capsule: unexpected arguments after --\n";
       return 2;

@@ -94,6 +94,13 @@ std::vector<std::pair<std::string, std::string>> env_assignments(const std::vect
   return out;
 }
 
+std::vector<std::string> command_argv(std::vector<std::string> remaining, bool separator_given,
+                                      const std::vector<std::string>& after_separator) {
+  if (!remaining.empty() && separator_given) remaining.push_back("--");
+  remaining.insert(remaining.end(), after_separator.begin(), after_separator.end());
+  return remaining;
+}
+
 std::string absolute_dir(const std::string& path) {
   std::string out = std::filesystem::absolute(path).lexically_normal().string();
   if (out.size() > 1 && out.back() == '/') out.pop_back();

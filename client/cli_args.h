@@ -52,6 +52,10 @@ void add_run_flags(CLI::App& command, RunOptions& options, std::initializer_list
 std::pair<std::string, std::string> split_pair(const std::string& item, const char* flag);
 // --env items in order: K=V as given, K alone copied from this process's environment (skipped when unset).
 std::vector<std::pair<std::string, std::string>> env_assignments(const std::vector<std::string>& items);
+// The command of `capsule run` / `session exec`: the words CLI11 left after the positionals (`remaining`), then
+// what followed the first "--" on the command line; a "--" between both is kept as part of the command.
+std::vector<std::string> command_argv(std::vector<std::string> remaining, bool separator_given,
+                                      const std::vector<std::string>& after_separator);
 // A host directory as an absolute, normalized path without a trailing slash.
 std::string absolute_dir(const std::string& path);
 

@@ -29,14 +29,6 @@ std::string short_duration(std::int64_t ms) {
   return buffer;
 }
 
-std::string age(std::int64_t ms) {
-  const std::int64_t s = std::max<std::int64_t>(ms, 0) / 1000;
-  if (s < 60) return std::to_string(s) + "s ago";
-  if (s < 3600) return std::to_string(s / 60) + "m ago";
-  if (s < 86400) return std::to_string(s / 3600) + "h ago";
-  return std::to_string(s / 86400) + "d ago";
-}
-
 std::string shell_quote(const std::string& arg) {
   const bool plain = !arg.empty() && arg.find_first_not_of(
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=:,@%+-") == std::string::npos;
@@ -61,13 +53,14 @@ bool is_live(const std::string& state) { return state == "queued" || state == "r
 }  // namespace
 
 const char* const kExitCodeHelp =
-    "Exit status of `capsule run` and capsule-launch: the command's own exit status; 128+N when signal N\n"
-    "ended it (137: SIGKILL); 124 when it hit its time limit (--timeout, --cpu-time); 137 when it was\n"
-    "OOM-killed or cancelled; 126/127 when the command could not be executed/found; 125 when capsule itself\n"
-    "failed: the sandbox could not be set up, the flags or spec are invalid, the daemon failed or rejected\n"
-    "the request, or this client fell so far behind the command's output that some was not relayed\n"
-    "(`capsule runs logs ID` has it all); 130 when interrupted twice (it stops waiting). Other subcommands\n"
-    "exit 1 on errors and 2 on usage errors.";
+    "Exit status of `capsule run`, `capsule session exec` and capsule-launch: the command's own exit status;\n"
+    "128+N when signal N ended it (137: SIGKILL); 124 when it hit its time limit (--timeout, --cpu-time) or\n"
+    "an exec's --idle-timeout; 137 when it was OOM-killed or cancelled; 126/127 when the command could not\n"
+    "be executed/found; 125 when capsule itself failed: the sandbox could not be set up, the flags or spec\n"
+    "are invalid, the daemon failed or rejected the request, or this client fell so far behind the command's\n"
+    "output that some was not relayed (`capsule runs logs ID` has it all); 130 when interrupted twice (it\n"
+    "stops waiting). Other `session` subcommands exit 125 on errors; the rest exit 1 on errors and 2 on usage\n"
+    "errors.";
 
 RunEnding ending_of(const json& run) {
   const json& result = member(run, "result");
@@ -79,7 +72,7 @@ int exit_code_for(const RunEnding& ending) {
   const std::string& state = ending.state;
   if (state == "succeeded") return ending.exit_code;
   if (state == "failed") return ending.exit_code != 0 ? ending.exit_code : 1;
-  if (state == "timed_out") return kExitTimedOut;
+  if (state == "timed_out" || state == "idle_timed_out") return kExitTimedOut;
   if (state == "oom_killed" || state == "cancelled") return kExitKilled;
   if (state == "signaled") return ending.signal > 0 && ending.signal < 128 ? 128 + ending.signal : kExitCapsuleFailed;
   if (state == "setup_failed" && (ending.exit_code == kExitCannotExecute || ending.exit_code == kExitNotFound)) {
@@ -107,6 +100,14 @@ std::string summary_line(const json& run) {
             std::to_string(number(tests, "skipped")) + " skipped";
   }
   return line + ")";
+}
+
+std::string age(std::int64_t ms) {
+  const std::int64_t s = std::max<std::int64_t>(ms, 0) / 1000;
+  if (s < 60) return std::to_string(s) + "s ago";
+  if (s < 3600) return std::to_string(s / 60) + "m ago";
+  if (s < 86400) return std::to_string(s / 3600) + "h ago";
+  return std::to_string(s / 86400) + "d ago";
 }
 
 std::string not_relayed_line(const std::string& id, std::uint64_t bytes) {

@@ -1,10 +1,12 @@
 // A run as the user sees it: the process exit status of `capsule run` and capsule-launch (ONE rule), the
 // summary line, the `runs ls` table. The only file that knows the field names of capsuled's run object.
 //
-// The exit status rule (docker/podman and timeout(1) conventions; kExitCodeHelp says the same to users):
+// The exit status rule of `capsule run`, `capsule session exec` and capsule-launch (docker/podman and
+// timeout(1) conventions; kExitCodeHelp says the same to users):
 //   the command exited (succeeded, failed)     its exit status (a failed run never exits 0: then 1)
 //   a signal N ended it (signaled)             128 + N   (137 for SIGKILL; a signal out of 1..127: 125)
 //   timed_out (the wall or CPU time limit)     124       (timeout(1))
+//   idle_timed_out (an exec's idle timeout)    124
 //   oom_killed, cancelled                      137       (128 + SIGKILL, as docker reports a kill or an OOM)
 //   setup_failed at exec                       126 the command cannot be executed, 127 it was not found
 //   capsule itself failed: setup_failed, internal_error, interrupted (daemon restart), any other state,
@@ -54,6 +56,8 @@ std::string id_of(const nlohmann::json& run);
 std::string summary_line(const nlohmann::json& run);
 // Why `capsule run` exits 125 although the run itself may have passed: its stdout/stderr are not whole.
 std::string not_relayed_line(const std::string& id, std::uint64_t bytes);
+// "12s ago", "5m ago", "3h ago", "2d ago" for an age of `ms` milliseconds (negative ages read as 0).
+std::string age(std::int64_t ms);
 // Rows (the first is the header) as columns 3 spaces apart, left-aligned, without trailing blanks.
 std::string format_columns(const std::vector<std::vector<std::string>>& rows);
 // The `runs ls` table (ID, STATE, EXIT, WALL, CREATED, COMMAND); ages are relative to now_ms.

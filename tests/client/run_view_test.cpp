@@ -31,6 +31,7 @@ TEST(ExitCode, SignalNIs128PlusN) {
 
 TEST(ExitCode, FixedCodesForTimeoutKillAndCapsuleFailures) {
   EXPECT_EQ(exit_code_for(finished("timed_out", 0, 9)), 124);
+  EXPECT_EQ(exit_code_for(finished("idle_timed_out", 0, 9)), 124);
   EXPECT_EQ(exit_code_for(finished("oom_killed", 0, 9)), 137);
   EXPECT_EQ(exit_code_for(finished("cancelled", 0, 15)), 137);
   EXPECT_EQ(exit_code_for(finished("setup_failed", 1)), 125);

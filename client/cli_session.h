@@ -1,0 +1,84 @@
+// `capsule session create|ls|show|exec|cp|diff|reset|checkpoint|rm`: their flags, the SessionSpec and ExecSpec
+// bodies they build, and the requests to capsuled's /v1/sessions routes (docs/api.md "Sessions").
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/cli_args.h"
+
+namespace capsule::client {
+
+// `session create`: the run flags that describe an environment, plus the session's own.
+struct SessionCreateOptions {
+  RunOptions run;                        // image, toolchains, as_of, workspace + mode, workdir, limits, env, labels, network
+  std::vector<std::string> layers;       // image refs stacked on the base
+  std::string disk;                      // limits.disk
+  std::vector<std::string> protect;      // globs, read-only for every exec
+  std::string ttl, idle_ttl, on_expiry;  // durations as typed; destroy | freeze
+  bool persist_shell_state = false;
+  bool quiet = false;  // print only the id
+  bool json = false;   // print the session object
+};
+
+// `session exec ID [flags] -- CMD...`
+struct ExecOptions {
+  std::string id;
+  std::vector<std::string> argv;            // the command (after --), or empty with a script
+  std::string script_file;                  // --script FILE: its text is the script
+  std::string script;                       // -c SCRIPT
+  std::string cwd, timeout, idle_timeout;   // as typed
+  std::vector<std::string> env;             // K=V, or K to copy K from here
+  std::vector<std::string> labels;          // K=V
+  std::string stdin_file;                   // --stdin-file F
+  std::optional<std::string> stdin_data;    // filled from our stdin by -i
+  bool interactive = false;                 // -i
+  bool tty = false;                         // -t: a pty, which capsuled does not offer yet
+  bool background = false;
+  bool json = false;                        // print the finished run object instead of the output
+};
+
+// The session subcommands as parsed: which one ran (its App is parsed()) and what it was given.
+struct SessionCommands {
+  CLI::App* session = nullptr;
+  CLI::App* create = nullptr;
+  CLI::App* ls = nullptr;
+  CLI::App* show = nullptr;
+  CLI::App* exec = nullptr;
+  CLI::App* cp = nullptr;
+  CLI::App* diff = nullptr;
+  CLI::App* reset = nullptr;
+  CLI::App* checkpoint = nullptr;
+  CLI::App* rm = nullptr;
+  SessionCreateOptions create_options;
+  ExecOptions exec_options;
+  std::string id, name, to, state, label, source, destination;
+  std::vector<std::string> ids;
+  bool json = false;
+  bool patch = false;
+};
+
+// Adds `session` and its subcommands to `app`, bound to `commands` (which must outlive the parse).
+void add_session_commands(CLI::App& app, SessionCommands& commands);
+
+// The POST /v1/sessions body: only fields that were given, values passed through as typed. Throws
+// std::invalid_argument for malformed K=V items, --mode without --workspace, a bad --on-expiry.
+nlohmann::json build_session_body(const SessionCreateOptions& options);
+// The POST .../exec body: argv, or the script (-c, or read from --script FILE), the stdin bytes (from -i or
+// read from --stdin-file) as stdin_b64. Throws std::invalid_argument when both or neither of a command and a
+// script are given, for -i with --stdin-file, and std::runtime_error for an unreadable file.
+nlohmann::json build_exec_body(const ExecOptions& options);
+
+// /v1/sessions/{id}, the id URL-encoded.
+std::string session_path(const std::string& id);
+
+// Runs the parsed session subcommand. `command_words` is what followed the first "--" (only `exec` takes it).
+// Returns the exit status: exec's follows run_view's rule; errors print "capsule: <code>: <message>" (or
+// "capsule: <what>") and return 125.
+int cmd_session(const std::string& socket, SessionCommands& commands, bool separator_given,
+                const std::vector<std::string>& command_words);
+
+}  // namespace capsule::client

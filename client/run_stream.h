@@ -1,0 +1,72 @@
+// A live run's ndjson event stream as `capsule run` and `capsule session exec` relay it: output events written
+// to our stdout/stderr as they come, and a watcher that turns the first SIGINT/SIGTERM into one stop request.
+#pragma once
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace capsule::client {
+
+// While it lives, SIGINT/SIGTERM are taken by its thread: the first calls `stop(id)` once (as soon as the id is
+// known), the second exits this process with kExitStoppedWaiting without waiting. `what` names the run in
+// messages ("run", "exec").
+class InterruptWatcher {
+ public:
+  using Stop = std::function<void(const std::string& id)>;
+  InterruptWatcher(std::string what, Stop stop);
+  ~InterruptWatcher();
+  InterruptWatcher(const InterruptWatcher&) = delete;
+  InterruptWatcher& operator=(const InterruptWatcher&) = delete;
+
+  void set_id(const std::string& id);
+
+ private:
+  void loop();
+  void stop_locked();
+
+  std::string what_;
+  Stop stop_;
+  sigset_t signals_{};
+  sigset_t old_mask_{};
+  std::mutex mutex_;
+  std::string id_;
+  bool requested_ = false;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Consumes the lines of one run's event stream (docs/api.md: queued/started, stdout/stderr with data_b64,
+// dropped, finished {"run"}, error): output is relayed unless `quiet`, the first id seen is handed to `on_id`.
+class RunEventRelay {
+ public:
+  RunEventRelay(bool quiet, std::function<void(const std::string& id)> on_id);
+  void on_line(std::string_view line);
+
+  // The finished run object; throws std::runtime_error when the stream ended before it.
+  const nlohmann::json& finished_run() const;
+  const std::string& id() const { return id_; }
+  // Output bytes this client fell too far behind to receive.
+  std::uint64_t not_relayed() const { return not_relayed_; }
+
+ private:
+  bool quiet_;
+  std::function<void(const std::string& id)> on_id_;
+  nlohmann::json run_;
+  std::string id_;
+  std::string stream_error_;
+  std::uint64_t not_relayed_ = 0;
+};
+
+// The end of `capsule run` / `session exec` for a finished run: the run object (json_output) or the summary
+// line on stderr, the not-relayed warning, and run_view's exit status.
+int report_finished(const RunEventRelay& relay, bool json_output);
+
+}  // namespace capsule::client

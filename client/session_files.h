@@ -1,0 +1,33 @@
+// `capsule session cp`: files in and out of a session through PUT/GET /v1/sessions/{id}/files, streamed from
+// and to disk (a file as its bytes, a directory as a tar packed or unpacked on the fly) so size never costs memory.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace capsule::client {
+
+// One side of `session cp`: "ID:/path" names a path in session ID.
+struct SessionPathArg {
+  std::string id;
+  std::string path;
+};
+// "ID:/path" -> {ID, /path}; nullopt for a local path (no ':' or a '/' before the first ':', so ./a:b is
+// local). Throws std::invalid_argument for "ID:" without a path.
+std::optional<SessionPathArg> parse_session_path(const std::string& arg);
+
+// Unpacks the tar read from `tar_fd` into the existing directory `dir` as this user (no owners set): regular
+// files, directories, symlinks (never followed while unpacking) and hard links inside the tree. Throws
+// std::runtime_error naming the entry for an absolute path or a ".." component (an entry escaping `dir`) and for
+// a path that goes through a symlink; device nodes, FIFOs and sockets are skipped with a warning on stderr.
+// Returns the number of entries written.
+std::uint64_t unpack_tar_into(int tar_fd, const std::filesystem::path& dir);
+
+// Copies `source` to `destination`, exactly one of them "ID:/path". Upload: a file is sent as its bytes with its
+// mode, a directory as a tar of what it holds, unpacked at the path. Download: a file is written to
+// `destination` (or into it, when it is a directory) via a temporary file renamed into place; a directory's
+// tar is unpacked into `destination` (created when missing). Prints nothing; throws on failure.
+void cmd_session_cp(const std::string& socket, const std::string& source, const std::string& destination);
+
+}  // namespace capsule::client
