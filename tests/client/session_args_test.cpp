@@ -1,0 +1,376 @@
+// Tests of `capsule session ...` as a user types it: each subcommand's flags and positionals, the SessionSpec and
+// ExecSpec bodies they build, `ID:/path` arguments, the refusal of -t, and the safe unpacking of downloaded tars.
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "client/cli_session.h"
+#include "client/session_files.h"
+
+namespace capsule::client {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// `capsule session <args>` parsed as main does it: CLI11 sees what precedes the first "--".
+class SessionArgs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    add_session_commands(app_, c_);
+    app_.require_subcommand(1);
+  }
+  void parse(std::vector<std::string> args) {
+    const auto cut = std::find(args.begin(), args.end(), "--");
+    separator_ = cut != args.end();
+    if (separator_) after_.assign(cut + 1, args.end());
+    std::vector<std::string> before(args.begin(), cut);
+    before.insert(before.begin(), "session");
+    std::reverse(before.begin(), before.end());
+    app_.parse(before);
+    if (c_.exec->parsed()) c_.exec_options.argv = command_argv(c_.exec->remaining(), separator_, after_);
+  }
+
+  CLI::App app_{"test"};
+  SessionCommands c_;
+  bool separator_ = false;
+  std::vector<std::string> after_;
+};
+
+fs::path temp_file(const std::string& content) {
+  char name[] = "/tmp/capsule-session-test-XXXXXX";
+  const int fd = ::mkstemp(name);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, content.data(), content.size()), ssize_t(content.size()));
+  ::close(fd);
+  return name;
+}
+
+TEST_F(SessionArgs, CreateWithoutFlagsIsAnEmptySpec) {
+  parse({"create"});
+  ASSERT_TRUE(c_.create->parsed());
+  EXPECT_EQ(build_session_body(c_.create_options), json::object());
+}
+
+TEST_F(SessionArgs, CreateMapsEveryFlagToItsSessionSpecField) {
+  parse({"create", "jdk17", "-W", "/srv/project/", "--mode", "cow", "-w", "/workspace/sub", "--timeout", "10m",
+         "--cpu-time", "5m", "-m", "4g", "--cpus", "2", "--pids", "256", "--disk", "2g", "-e", "A=1", "-l",
+         "suite=agent", "--layer", "py:3.12", "--layer", "tools", "--protect", "src/test/**", "--protect",
+         "tests/**", "--ttl", "2h", "--idle-ttl", "15m", "--on-expiry", "freeze", "--persist-shell-state",
+         "--network", "none", "--json"});
+  EXPECT_EQ(build_session_body(c_.create_options), json::parse(R"({
+    "image": "jdk17",
+    "workspace": {"path": "/srv/project", "mode": "cow"},
+    "cwd": "/workspace/sub",
+    "limits": {"wall_time": "10m", "cpu_time": "5m", "memory": "4g", "cpus": 2.0, "pids": 256, "disk": "2g"},
+    "env": {"A": "1"},
+    "labels": {"suite": "agent"},
+    "layers": ["py:3.12", "tools"],
+    "protect": ["src/test/**", "tests/**"],
+    "ttl": "2h", "idle_ttl": "15m", "on_expiry": "freeze",
+    "persist_shell_state": true,
+    "network": "none"
+  })"));
+  EXPECT_TRUE(c_.create_options.json);
+  EXPECT_FALSE(c_.create_options.quiet);
+}
+
+TEST_F(SessionArgs, CreateByToolchainQuietly) {
+  parse({"create", "-t", "python=auto", "--as-of", "2024-03-01", "-q"});
+  EXPECT_EQ(build_session_body(c_.create_options),
+            json::parse(R"({"toolchains": {"python": "auto"}, "as_of": "2024-03-01"})"));
+  EXPECT_TRUE(c_.create_options.quiet);
+}
+
+TEST_F(SessionArgs, CreateRefusesBadValues) {
+  EXPECT_THROW(parse({"create", "--on-expiry", "explode"}), CLI::ValidationError);
+  SessionCreateOptions mode_alone;
+  mode_alone.run.mode = "ro";
+  EXPECT_THROW(build_session_body(mode_alone), std::invalid_argument);
+  SessionCreateOptions bad_label;
+  bad_label.run.labels = {"novalue"};
+  EXPECT_THROW(build_session_body(bad_label), std::invalid_argument);
+  EXPECT_THROW(parse({"create", "--no-such-flag"}), CLI::ParseError);
+}
+
+TEST_F(SessionArgs, ExecTakesTheCommandAfterTheSeparator) {
+  parse({"exec", "s1", "--timeout", "30s", "--idle-timeout", "5s", "--cwd", "/workspace/a", "-e", "K=V", "-l",
+         "step=3", "--", "make", "-k", "--", "test"});
+  ASSERT_TRUE(c_.exec->parsed());
+  EXPECT_EQ(c_.exec_options.id, "s1");
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({
+    "argv": ["make", "-k", "--", "test"], "cwd": "/workspace/a", "env": {"K": "V"}, "labels": {"step": "3"},
+    "timeout": "30s", "idle_timeout": "5s"
+  })"));
+}
+
+TEST_F(SessionArgs, ExecTakesACommandWithoutTheSeparator) {
+  parse({"exec", "s1", "ls", "-la", "/"});
+  EXPECT_EQ(c_.exec_options.id, "s1");
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({"argv": ["ls", "-la", "/"]})"));
+}
+
+TEST_F(SessionArgs, ExecBackgroundAndJson) {
+  parse({"exec", "s1", "-d", "--json", "--", "sleep", "60"});
+  EXPECT_TRUE(c_.exec_options.json);
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({"argv": ["sleep", "60"], "background": true})"));
+}
+
+TEST_F(SessionArgs, ExecScriptFromTextOrFile) {
+  parse({"exec", "s1", "-c", "cd src && make"});
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({"script": "cd src && make"})"));
+
+  const fs::path script = temp_file("cat <<EOF\nheredoc\nEOF\n");
+  SessionCommands other;
+  CLI::App app{"test"};
+  add_session_commands(app, other);
+  app.parse(std::vector<std::string>{script.string(), "--script", "s1", "exec", "session"});
+  EXPECT_EQ(build_exec_body(other.exec_options), json::parse(R"({"script": "cat <<EOF\nheredoc\nEOF\n"})"));
+  fs::remove(script);
+}
+
+TEST_F(SessionArgs, ExecStdinBytesTravelAsBase64) {
+  const fs::path input = temp_file(std::string("a\0\xff\n", 4));
+  parse({"exec", "s1", "--stdin-file", input.string(), "--", "cat"});
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({"argv": ["cat"], "stdin_b64": "YQD/Cg=="})"));
+  c_.exec_options.stdin_data = "x";  // as -i fills it
+  EXPECT_THROW(build_exec_body(c_.exec_options), std::invalid_argument);
+  c_.exec_options.stdin_file.clear();
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({"argv": ["cat"], "stdin_b64": "eA=="})"));
+  fs::remove(input);
+}
+
+TEST_F(SessionArgs, ExecNeedsExactlyOneOfCommandAndScript) {
+  parse({"exec", "s1"});
+  EXPECT_THROW(build_exec_body(c_.exec_options), std::invalid_argument);
+  c_.exec_options.script = "true";
+  c_.exec_options.argv = {"true"};
+  EXPECT_THROW(build_exec_body(c_.exec_options), std::invalid_argument);
+  c_.exec_options.argv.clear();
+  c_.exec_options.script_file = "/nonexistent/script.sh";
+  EXPECT_THROW(build_exec_body(c_.exec_options), std::invalid_argument);
+  c_.exec_options.script.clear();
+  EXPECT_THROW(build_exec_body(c_.exec_options), std::runtime_error);  // unreadable file
+  EXPECT_THROW(parse({"exec"}), CLI::RequiredError);
+}
+
+TEST_F(SessionArgs, ExecWithATerminalIsRefusedBeforeAnyRequest) {
+  parse({"exec", "-it", "s1", "--", "bash"});
+  EXPECT_TRUE(c_.exec_options.tty);
+  EXPECT_TRUE(c_.exec_options.interactive);
+  // The socket does not exist: the refusal comes first, without reading stdin or connecting.
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("pty"), std::string::npos);
+}
+
+TEST_F(SessionArgs, OtherSubcommandsRefuseWordsAfterTheSeparator) {
+  parse({"show", "s1", "--", "x"});
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("unexpected arguments after --"), std::string::npos);
+}
+
+TEST_F(SessionArgs, DaemonUnreachableExits125WithTheReason) {
+  parse({"ls"});
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("capsule: cannot connect to capsuled at /nonexistent"),
+            std::string::npos);
+}
+
+TEST_F(SessionArgs, ListingFilters) {
+  parse({"ls", "--state", "ready", "--label", "k=v", "--json"});
+  ASSERT_TRUE(c_.ls->parsed());
+  EXPECT_EQ(c_.state, "ready");
+  EXPECT_EQ(c_.label, "k=v");
+  EXPECT_TRUE(c_.json);
+}
+
+TEST_F(SessionArgs, ShowTakesAnId) {
+  parse({"show", "s1"});
+  EXPECT_TRUE(c_.show->parsed());
+  EXPECT_EQ(c_.id, "s1");
+}
+
+TEST_F(SessionArgs, DiffWithPatch) {
+  parse({"diff", "s2", "--patch"});
+  EXPECT_TRUE(c_.diff->parsed());
+  EXPECT_EQ(c_.id, "s2");
+  EXPECT_TRUE(c_.patch);
+  EXPECT_FALSE(c_.json);
+}
+
+TEST_F(SessionArgs, ResetToACheckpoint) {
+  parse({"reset", "s3", "--to", "before-refactor"});
+  EXPECT_TRUE(c_.reset->parsed());
+  EXPECT_EQ(c_.id, "s3");
+  EXPECT_EQ(c_.to, "before-refactor");
+}
+
+TEST_F(SessionArgs, CheckpointNeedsAName) {
+  EXPECT_THROW(parse({"checkpoint", "s4"}), CLI::RequiredError);
+}
+
+TEST_F(SessionArgs, CheckpointIdAndName) {
+  parse({"checkpoint", "s4", "green"});
+  EXPECT_TRUE(c_.checkpoint->parsed());
+  EXPECT_EQ(c_.id, "s4");
+  EXPECT_EQ(c_.name, "green");
+}
+
+TEST_F(SessionArgs, RmTakesSeveralIds) {
+  parse({"rm", "s5", "s6"});
+  EXPECT_TRUE(c_.rm->parsed());
+  EXPECT_EQ(c_.ids, (std::vector<std::string>{"s5", "s6"}));
+}
+
+TEST_F(SessionArgs, CpTakesSourceAndDestination) {
+  parse({"cp", "./src", "s7:/workspace/src"});
+  EXPECT_TRUE(c_.cp->parsed());
+  EXPECT_EQ(c_.source, "./src");
+  EXPECT_EQ(c_.destination, "s7:/workspace/src");
+  EXPECT_THROW(parse({"cp", "only-one"}), CLI::ParseError);
+}
+
+TEST(SessionPath, RemoteSidesAreIdColonPath) {
+  const auto remote = parse_session_path("s7:/workspace/out.txt");
+  ASSERT_TRUE(remote);
+  EXPECT_EQ(remote->id, "s7");
+  EXPECT_EQ(remote->path, "/workspace/out.txt");
+  EXPECT_EQ(parse_session_path("s7:relative/x")->path, "relative/x");
+  EXPECT_FALSE(parse_session_path("plain/file"));
+  EXPECT_FALSE(parse_session_path("./a:b"));
+  EXPECT_FALSE(parse_session_path("/abs/a:b"));
+  EXPECT_FALSE(parse_session_path(":x"));
+  EXPECT_THROW(parse_session_path("s7:"), std::invalid_argument);
+}
+
+TEST(SessionPath, CpNeedsExactlyOneRemoteSide) {
+  EXPECT_THROW(cmd_session_cp("/nonexistent/capsule.sock", "a", "b"), std::invalid_argument);
+  EXPECT_THROW(cmd_session_cp("/nonexistent/capsule.sock", "s1:/a", "s2:/b"), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Unpacking a downloaded tar: what stays inside the destination lands, what would leave it is refused.
+
+struct TarEntry {
+  std::string name;
+  mode_t type = AE_IFREG;
+  std::string content;     // a file's bytes
+  std::string link;        // a symlink's target
+  std::string hardlink;    // a hard link's target
+};
+TarEntry file(std::string name, std::string content) { return {std::move(name), AE_IFREG, std::move(content), "", ""}; }
+TarEntry dir(std::string name) { return {std::move(name), AE_IFDIR, "", "", ""}; }
+TarEntry symlink(std::string name, std::string target) { return {std::move(name), AE_IFLNK, "", std::move(target), ""}; }
+TarEntry hardlink(std::string name, std::string target) { return {std::move(name), AE_IFREG, "", "", std::move(target)}; }
+TarEntry fifo(std::string name) { return {std::move(name), AE_IFIFO, "", "", ""}; }
+
+class TarUnpack : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char name[] = "/tmp/capsule-unpack-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(name), nullptr);
+    root_ = name;
+    fs::create_directories(root_ / "out");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  fs::path tar(const std::vector<TarEntry>& entries) {
+    const fs::path file = root_ / "in.tar";
+    struct archive* a = archive_write_new();
+    archive_write_set_format_pax_restricted(a);
+    EXPECT_EQ(archive_write_open_filename(a, file.c_str()), ARCHIVE_OK);
+    for (const TarEntry& e : entries) {
+      struct archive_entry* entry = archive_entry_new();
+      archive_entry_set_pathname(entry, e.name.c_str());
+      archive_entry_set_filetype(entry, e.type);
+      archive_entry_set_perm(entry, e.type == AE_IFDIR ? 0755 : 0640);
+      if (!e.link.empty()) archive_entry_set_symlink(entry, e.link.c_str());
+      if (!e.hardlink.empty()) archive_entry_set_hardlink(entry, e.hardlink.c_str());
+      if (e.type == AE_IFREG && e.hardlink.empty()) archive_entry_set_size(entry, e.content.size());
+      archive_write_header(a, entry);
+      if (!e.content.empty()) archive_write_data(a, e.content.data(), e.content.size());
+      archive_entry_free(entry);
+    }
+    archive_write_free(a);
+    return file;
+  }
+  std::uint64_t unpack(const std::vector<TarEntry>& entries) {
+    const fs::path file = tar(entries);
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(fd, 0);
+    struct Close {
+      int fd;
+      ~Close() { ::close(fd); }
+    } close{fd};
+    return unpack_tar_into(fd, root_ / "out");
+  }
+  std::string slurp(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  fs::path root_;
+};
+
+TEST_F(TarUnpack, FilesDirsAndLinksLandInside) {
+  const fs::path before = fs::current_path();
+  EXPECT_EQ(unpack({dir("dir"), file("dir/a.txt", "hello"), symlink("dir/link", "a.txt"), hardlink("dir/hard", "dir/a.txt")}),
+            4u);
+  EXPECT_EQ(slurp(root_ / "out/dir/a.txt"), "hello");
+  EXPECT_EQ(fs::read_symlink(root_ / "out/dir/link"), "a.txt");
+  EXPECT_EQ(fs::hard_link_count(root_ / "out/dir/a.txt"), 2u);
+  EXPECT_EQ(fs::status(root_ / "out/dir/a.txt").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  EXPECT_EQ(fs::current_path(), before);  // the working directory is restored
+}
+
+TEST_F(TarUnpack, DotDotEntriesAreRefused) {
+  EXPECT_THROW(unpack({file("ok.txt", "x"), file("../escaped.txt", "x")}), std::runtime_error);
+  EXPECT_FALSE(fs::exists(root_ / "escaped.txt"));
+  EXPECT_THROW(unpack({file("a/../../escaped2.txt", "x")}), std::runtime_error);
+  EXPECT_FALSE(fs::exists(root_ / "escaped2.txt"));
+}
+
+TEST_F(TarUnpack, AbsoluteEntriesAreRefused) {
+  const fs::path target = root_ / "absolute.txt";
+  EXPECT_THROW(unpack({file(target.string(), "x")}), std::runtime_error);
+  EXPECT_FALSE(fs::exists(target));
+}
+
+TEST_F(TarUnpack, HardLinksLeavingTheTreeAreRefused) {
+  const fs::path outside = root_ / "secret";
+  std::ofstream(outside) << "secret";
+  EXPECT_THROW(unpack({hardlink("stolen", outside.string())}), std::runtime_error);
+  EXPECT_THROW(unpack({hardlink("stolen", "../secret")}), std::runtime_error);
+  EXPECT_THROW(unpack({symlink("up", ".."), hardlink("stolen", "up/secret")}), std::runtime_error);
+  EXPECT_FALSE(fs::exists(root_ / "out/stolen"));
+}
+
+TEST_F(TarUnpack, EntriesThroughAPlantedSymlinkAreRefused) {
+  fs::create_directories(root_ / "elsewhere");
+  EXPECT_THROW(unpack({symlink("door", (root_ / "elsewhere").string()), file("door/planted", "x")}),
+               std::runtime_error);
+  EXPECT_FALSE(fs::exists(root_ / "elsewhere/planted"));
+}
+
+TEST_F(TarUnpack, SpecialFilesAreSkipped) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(unpack({fifo("fifo"), file("file", "x")}), 1u);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("skipped fifo"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root_ / "out/fifo"));
+  EXPECT_TRUE(fs::exists(root_ / "out/file"));
+}
+
+}  // namespace
+}  // namespace capsule::client
