@@ -4,6 +4,14 @@
 
 Spec keyword arguments are the RunSpec fields of POST /v1/runs, passed through unchanged
 (image, env, cwd, workspace, limits, network, policy, labels, collect, stdin).
+
+Sessions are live sandboxes that commands are exec'ed into (docs/api.md "Sessions"):
+
+    with client.create_session(image="jdk17", workspace={"path": "/src", "mode": "cow"},
+                               protect=["src/test/**"]) as session:
+        session.put_file("/workspace/Fix.java", b"...")
+        run = session.exec(["mvn", "-q", "verify"], timeout="10m")
+        print(session.diff(patch=True))
 """
 
 import base64
@@ -14,7 +22,7 @@ import socket
 import urllib.parse
 
 __all__ = [
-    "Client", "CapsuleError", "BadRequest", "NotFound", "Conflict", "QueueFull", "DaemonUnavailable",
+    "Client", "Session", "CapsuleError", "BadRequest", "NotFound", "Conflict", "QueueFull", "DaemonUnavailable",
     "default_socket_path",
 ]
 
@@ -34,7 +42,7 @@ class BadRequest(CapsuleError):
 
 
 class NotFound(CapsuleError):
-    """404: no such run, image or policy."""
+    """404: no such run, image, policy, session or file."""
 
 
 class Conflict(CapsuleError):
@@ -106,20 +114,7 @@ class Client:
         """Submits a run and yields its events as dicts: queued, started, stdout/stderr, finished {"run"}.
         stdout/stderr events carry the exact output bytes as base64 in "data_b64"; this adds them decoded
         as "bytes". Closing the generator early closes the connection (the run keeps going)."""
-        response, connection = self._open("POST", "/v1/runs", self._spec(argv, spec),
-                                          {"Accept": "application/x-ndjson"})
-        try:
-            for line in response:
-                line = line.strip()
-                if line:
-                    event = json.loads(line)
-                    if "data_b64" in event:
-                        event["bytes"] = base64.b64decode(event["data_b64"], validate=True)
-                    yield event
-        except (OSError, http.client.HTTPException) as e:
-            raise DaemonUnavailable(0, "unavailable", f"lost the event stream from {self.socket_path}: {e}") from e
-        finally:
-            connection.close()
+        return self._events("POST", "/v1/runs", self._spec(argv, spec))
 
     def runs(self, state=None, label=None, limit=50, after=None):
         """Lists run objects, newest first. label is "k=v" or a dict of labels that must all match."""
@@ -157,6 +152,21 @@ class Client:
     def cancel(self, run_id):
         return self._json("POST", f"{self._run_path(run_id)}/cancel")
 
+    # --- sessions -----------------------------------------------------------------------------------------
+    def create_session(self, **spec):
+        """Creates a session from SessionSpec fields (image, toolchains, layers, as_of, workspace, limits,
+        network, env, cwd, labels, protect, ttl, idle_ttl, on_expiry, persist_shell_state) -> Session."""
+        return Session(self, self._json("POST", "/v1/sessions", spec))
+
+    def list_sessions(self, state=None, label=None):
+        """Sessions, newest first, as Session objects. label is "k=v"."""
+        query = [(key, value) for key, value in (("state", state), ("label", label)) if value]
+        target = "/v1/sessions" + ("?" + urllib.parse.urlencode(query, safe="=") if query else "")
+        return [Session(self, info) for info in self._json("GET", target)["sessions"]]
+
+    def get_session(self, session_id):
+        return Session(self, self._json("GET", Session.path_of(session_id)))
+
     # --- daemon -------------------------------------------------------------------------------------------
     def version(self):
         return self._json("GET", "/v1/version")
@@ -178,11 +188,13 @@ class Client:
     def _run_path(run_id):
         return "/v1/runs/" + urllib.parse.quote(run_id, safe="")
 
-    def _open(self, method, target, body=None, headers=None):
-        """Sends a request; returns (response, connection) for a 2xx answer, raises CapsuleError otherwise."""
+    def _open(self, method, target, body=None, headers=None, raw=None):
+        """Sends a request (a JSON body, or `raw` bytes or a binary file object sent as it is read, with the
+        Content-Type in `headers`); returns (response, connection) for a 2xx answer, raises CapsuleError
+        otherwise."""
         connection = UnixHTTPConnection(self.socket_path, self.timeout)
         headers = dict(headers or {})
-        payload = None
+        payload = raw
         if body is not None:
             payload = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
@@ -198,6 +210,22 @@ class Client:
             connection.close()
             raise
         return response, connection
+
+    def _events(self, method, target, body):
+        """The ndjson events of a run as dicts, output decoded into "bytes" (see run_stream)."""
+        response, connection = self._open(method, target, body, {"Accept": "application/x-ndjson"})
+        try:
+            for line in response:
+                line = line.strip()
+                if line:
+                    event = json.loads(line)
+                    if "data_b64" in event:
+                        event["bytes"] = base64.b64decode(event["data_b64"], validate=True)
+                    yield event
+        except (OSError, http.client.HTTPException) as e:
+            raise DaemonUnavailable(0, "unavailable", f"lost the event stream from {self.socket_path}: {e}") from e
+        finally:
+            connection.close()
 
     def _bytes(self, method, target, body=None):
         response, connection = self._open(method, target, body)
@@ -220,3 +248,166 @@ class Client:
         except (ValueError, KeyError, TypeError):
             pass
         return _ERRORS_BY_STATUS.get(status, CapsuleError)(status, code, message)
+
+
+class Session:
+    """A live session of one Client: exec commands into it, move files, diff, checkpoint, reset, delete.
+    `info` is its session object as last fetched (refresh() fetches it again). As a context manager it is
+    deleted on exit."""
+
+    def __init__(self, client, info):
+        self.client = client
+        self.info = info
+        self.id = info["id"]
+
+    def __repr__(self):
+        return f"Session({self.id!r}, state={self.info.get('state')!r})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.delete()
+        except NotFound:
+            pass
+        return False
+
+    @staticmethod
+    def path_of(session_id):
+        return "/v1/sessions/" + urllib.parse.quote(session_id, safe="")
+
+    @property
+    def path(self):
+        return self.path_of(self.id)
+
+    def refresh(self):
+        self.info = self.client._json("GET", self.path)
+        return self.info
+
+    # --- execs --------------------------------------------------------------------------------------------
+    def exec(self, argv=None, script=None, **spec):
+        """Runs argv (a list) or script (text run by /bin/sh from a file) and returns its run object when it
+        ends; with background=True returns {"id"} at once. ExecSpec keywords: cwd, env, stdin (str, or bytes
+        sent as stdin_b64), timeout, idle_timeout, cpu_time, kill_grace, output_cap, labels."""
+        return self.client._json("POST", self.path + "/exec", self._exec_spec(argv, script, spec))
+
+    def exec_stream(self, argv=None, script=None, **spec):
+        """Like exec(), yielding the events as dicts: started, stdout/stderr (with the decoded "bytes"),
+        finished {"run"}. Closing the generator early closes the connection; the exec keeps going."""
+        return self.client._events("POST", self.path + "/exec", self._exec_spec(argv, script, spec))
+
+    def execs(self):
+        """This session's execs (run objects), newest first."""
+        return self.client._json("GET", self.path + "/execs")
+
+    def get_exec(self, exec_id):
+        return self.client._json("GET", self._exec_path(exec_id))
+
+    def attach(self, exec_id, stream="stdout", offset=0):
+        """Yields an exec's output (bytes) from byte `offset` of `stream` until the exec ends (re-attach)."""
+        response, connection = self.client._open(
+            "GET", f"{self._exec_path(exec_id)}/stream?stream={stream}&from={int(offset)}")
+        try:
+            while True:
+                piece = response.read1(65536)
+                if not piece:
+                    return
+                yield piece
+        finally:
+            connection.close()
+
+    def signal(self, exec_id, signal="TERM"):
+        """Sends a signal ("TERM", "INT", "KILL", ... or a number) to every process of the exec."""
+        return self.client._json("POST", f"{self._exec_path(exec_id)}/signal", {"signal": signal})
+
+    # --- files --------------------------------------------------------------------------------------------
+    def put_file(self, path, data=None, from_path=None, mode=None):
+        """Writes the file at `path` in the session from `data` (bytes) or streamed from the local file
+        `from_path`, with `mode` (an int, e.g. 0o755) when given."""
+        if (data is None) == (from_path is None):
+            raise TypeError("give one of data and from_path")
+        target = self._files_target(path) + (f"&mode={mode:04o}" if mode is not None else "")
+        return self._put(target, "application/octet-stream", data, from_path)
+
+    def put_tar(self, path, data=None, from_path=None):
+        """Unpacks a tar (bytes, or streamed from the local file `from_path`) at the directory `path`."""
+        return self._put(self._files_target(path), "application/x-tar", data, from_path)
+
+    def get_file(self, path, to_path=None):
+        """A file's bytes (a directory comes as a tar). With `to_path`, streams them into that local file
+        instead and returns the number of bytes written."""
+        response, connection = self.client._open("GET", self._files_target(path))
+        try:
+            if to_path is None:
+                return response.read()
+            written = 0
+            with open(to_path, "wb") as out:
+                while True:
+                    piece = response.read1(1 << 16)
+                    if not piece:
+                        return written
+                    out.write(piece)
+                    written += len(piece)
+        except (OSError, http.client.HTTPException) as e:
+            raise DaemonUnavailable(0, "unavailable", f"GET {path} of session {self.id}: {e}") from e
+        finally:
+            connection.close()
+
+    # --- state --------------------------------------------------------------------------------------------
+    def diff(self, patch=False):
+        """{"added", "modified", "deleted"} against the session's start; patch=True adds unified diffs."""
+        return self.client._json("GET", self.path + "/diff" + ("?patch=1" if patch else ""))
+
+    def checkpoint(self, name):
+        return self.client._json("POST", self.path + "/checkpoint", {"name": name})
+
+    def reset(self, to=None):
+        """Back to the start, or to the checkpoint named `to`."""
+        query = "?" + urllib.parse.urlencode({"to": to}) if to else ""
+        return self.client._json("POST", self.path + "/reset" + query)
+
+    def delete(self):
+        """Kills everything in the session and removes its box; its record stays (state "deleted")."""
+        return self.client._json("DELETE", self.path)
+
+    # --- plumbing -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _exec_spec(argv, script, spec):
+        if (argv is None) == (script is None):
+            raise TypeError("give one of argv (a list of strings) and script (text)")
+        if isinstance(argv, str):
+            raise TypeError("argv must be a list of strings, e.g. ['sh', '-c', 'make test']; or use script=")
+        body = dict(spec)
+        if argv is not None:
+            body["argv"] = list(argv)
+        else:
+            body["script"] = script
+        stdin = body.pop("stdin", None)
+        if isinstance(stdin, (bytes, bytearray)):
+            body["stdin_b64"] = base64.b64encode(stdin).decode()
+        elif stdin is not None:
+            body["stdin"] = stdin
+        return body
+
+    def _exec_path(self, exec_id):
+        return f"{self.path}/execs/" + urllib.parse.quote(exec_id, safe="")
+
+    def _files_target(self, path):
+        return f"{self.path}/files?" + urllib.parse.urlencode({"path": path})
+
+    def _put(self, target, content_type, data, from_path):
+        if (data is None) == (from_path is None):
+            raise TypeError("give one of data and from_path")
+        headers = {"Content-Type": content_type}
+        if data is not None:
+            response, connection = self.client._open("PUT", target, headers=headers, raw=bytes(data))
+        else:
+            with open(from_path, "rb") as source:
+                headers["Content-Length"] = str(os.fstat(source.fileno()).st_size)
+                response, connection = self.client._open("PUT", target, headers=headers, raw=source)
+        try:
+            answer = response.read()
+        finally:
+            connection.close()
+        return json.loads(answer) if answer else {}

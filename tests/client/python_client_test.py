@@ -1,11 +1,16 @@
-# Tests of client/python/capsule.py: error mapping offline, then every Client method against a real capsuled
-# ($CAPSULED, default build/bin/capsuled, started on a temp socket or $CAPSULE_SOCKET; skipped when missing).
+# Tests of client/python/capsule.py: error mapping offline, the Session API against a fake daemon on a Unix socket,
+# then every Client method against a real capsuled ($CAPSULED, default build/bin/capsuled; skipped when missing).
+import base64
+import http.server
+import json
 import os
 import shutil
 import signal
+import socketserver
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -39,6 +44,165 @@ class OfflineTest(unittest.TestCase):
     def test_argv_must_be_a_list(self):
         with self.assertRaises(TypeError):
             capsule.Client("/nonexistent").run("echo hi")
+
+
+class FakeDaemon(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Answers each (method, path) from `answers` (status, headers, body bytes) and records every request as
+    (method, target, headers, body)."""
+    daemon_threads = True
+
+    def __init__(self, path):
+        self.answers = {}
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def handle_one_request(self):
+                self.close_connection = True
+                super().handle_one_request()
+
+            def answer(handler):
+                length = int(handler.headers.get("Content-Length") or 0)
+                body = handler.rfile.read(length) if length else b""
+                self.requests.append((handler.command, handler.path, dict(handler.headers), body))
+                key = (handler.command, handler.path.split("?")[0])
+                status, headers, payload = self.answers.get(
+                    key, (404, {}, b'{"error": {"code": "not_found", "message": "no such route"}}'))
+                handler.send_response(status)
+                for name, value in headers.items():
+                    handler.send_header(name, value)
+                handler.send_header("Content-Length", str(len(payload)))
+                handler.end_headers()
+                handler.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = answer
+
+        super().__init__(path, Handler)
+
+    def json_answer(self, method, path, obj, status=200):
+        self.answers[(method, path)] = (status, {"Content-Type": "application/json"}, json.dumps(obj).encode())
+
+
+SESSION = {"id": "s1", "state": "ready", "checkpoints": [], "execs": {"total": 0, "running": 0}}
+
+
+class FakeDaemonSessionTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="capsule-py-fake-")
+        self.server = FakeDaemon(os.path.join(self.tmp, "s.sock"))
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.client = capsule.Client(self.server.server_address)
+        self.server.json_answer("POST", "/v1/sessions", SESSION, 201)
+
+    def tearDown(self):
+        self.server.shutdown()
+        self.server.server_close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def last(self):
+        method, target, headers, body = self.server.requests[-1]
+        return method, target, headers, body
+
+    def test_create_sends_the_spec_and_returns_a_session(self):
+        session = self.client.create_session(image="jdk17", protect=["src/test/**"], ttl="2h")
+        self.assertEqual((session.id, session.info["state"]), ("s1", "ready"))
+        method, target, headers, body = self.last()
+        self.assertEqual((method, target, headers["Content-Type"]), ("POST", "/v1/sessions", "application/json"))
+        self.assertEqual(json.loads(body), {"image": "jdk17", "protect": ["src/test/**"], "ttl": "2h"})
+
+    def test_list_and_get(self):
+        self.server.json_answer("GET", "/v1/sessions", {"sessions": [SESSION, dict(SESSION, id="s0")]})
+        self.assertEqual([s.id for s in self.client.list_sessions(state="ready", label="k=v")], ["s1", "s0"])
+        self.assertEqual(self.last()[1], "/v1/sessions?state=ready&label=k=v")
+        self.server.json_answer("GET", "/v1/sessions/s1", dict(SESSION, state="frozen"))
+        self.assertEqual(self.client.get_session("s1").info["state"], "frozen")
+
+    def test_exec_argv_script_and_stdin(self):
+        session = self.client.create_session()
+        run = {"id": "e1", "state": "succeeded", "result": {"exit_code": 0}}
+        self.server.json_answer("POST", "/v1/sessions/s1/exec", run)
+        self.assertEqual(session.exec(["make", "test"], timeout="10m", stdin="in\n"), run)
+        self.assertEqual(json.loads(self.last()[3]), {"argv": ["make", "test"], "timeout": "10m", "stdin": "in\n"})
+        session.exec(script="cd src\nmake", stdin=b"\x00\xff", idle_timeout="5s")
+        self.assertEqual(json.loads(self.last()[3]),
+                         {"script": "cd src\nmake", "stdin_b64": "AP8=", "idle_timeout": "5s"})
+        with self.assertRaises(TypeError):
+            session.exec("make test")
+        with self.assertRaises(TypeError):
+            session.exec(["true"], script="true")
+        with self.assertRaises(TypeError):
+            session.exec()
+
+    def test_exec_stream_yields_decoded_events(self):
+        session = self.client.create_session()
+        lines = [{"event": "started", "id": "e1"},
+                 {"event": "stdout", "id": "e1", "data_b64": base64.b64encode(b"out\n").decode()},
+                 {"event": "finished", "run": {"id": "e1", "state": "idle_timed_out"}}]
+        self.server.answers[("POST", "/v1/sessions/s1/exec")] = (
+            200, {"Content-Type": "application/x-ndjson"}, b"".join(json.dumps(e).encode() + b"\n" for e in lines))
+        events = list(session.exec_stream(["sh", "-c", "echo out"]))
+        self.assertEqual([e["event"] for e in events], ["started", "stdout", "finished"])
+        self.assertEqual(events[1]["bytes"], b"out\n")
+        self.assertEqual(self.last()[2]["Accept"], "application/x-ndjson")
+
+    def test_files_in_and_out(self):
+        session = self.client.create_session()
+        self.server.json_answer("PUT", "/v1/sessions/s1/files", {})
+        session.put_file("/workspace/a b.txt", b"\x00bytes", mode=0o755)
+        method, target, headers, body = self.last()
+        self.assertEqual((method, target), ("PUT", "/v1/sessions/s1/files?path=%2Fworkspace%2Fa+b.txt&mode=0755"))
+        self.assertEqual((headers["Content-Type"], body), ("application/octet-stream", b"\x00bytes"))
+
+        local = os.path.join(self.tmp, "big.bin")
+        with open(local, "wb") as out:
+            out.write(os.urandom(300_000))
+        session.put_file("/workspace/big.bin", from_path=local)
+        with open(local, "rb") as source:
+            self.assertEqual(self.last()[3], source.read())
+        session.put_tar("/workspace/tree", b"tarbytes")
+        self.assertEqual((self.last()[2]["Content-Type"], self.last()[3]), ("application/x-tar", b"tarbytes"))
+        with self.assertRaises(TypeError):
+            session.put_file("/x")
+
+        self.server.answers[("GET", "/v1/sessions/s1/files")] = (200, {"Content-Type": "application/octet-stream"},
+                                                                 b"content\xff")
+        self.assertEqual(session.get_file("/workspace/out"), b"content\xff")
+        copy = os.path.join(self.tmp, "copy")
+        self.assertEqual(session.get_file("/workspace/out", to_path=copy), 8)
+        with open(copy, "rb") as got:
+            self.assertEqual(got.read(), b"content\xff")
+        del self.server.answers[("GET", "/v1/sessions/s1/files")]
+        with self.assertRaises(capsule.NotFound):
+            session.get_file("/nope")
+
+    def test_diff_checkpoint_reset_and_delete_on_exit(self):
+        self.server.json_answer("GET", "/v1/sessions/s1/diff", {"added": ["x"], "modified": [], "deleted": []})
+        self.server.json_answer("POST", "/v1/sessions/s1/checkpoint", SESSION)
+        self.server.json_answer("POST", "/v1/sessions/s1/reset", SESSION)
+        self.server.json_answer("DELETE", "/v1/sessions/s1", dict(SESSION, state="deleted"))
+        with self.client.create_session() as session:
+            self.assertEqual(session.diff(patch=True)["added"], ["x"])
+            self.assertEqual(self.last()[1], "/v1/sessions/s1/diff?patch=1")
+            session.checkpoint("green")
+            self.assertEqual(json.loads(self.last()[3]), {"name": "green"})
+            session.reset(to="green")
+            self.assertEqual(self.last()[1], "/v1/sessions/s1/reset?to=green")
+            session.reset()
+            self.assertEqual(self.last()[1], "/v1/sessions/s1/reset")
+        self.assertEqual(self.last()[:2], ("DELETE", "/v1/sessions/s1"))
+
+    def test_a_refused_exec_raises_the_daemons_error(self):
+        session = self.client.create_session()
+        self.server.answers[("POST", "/v1/sessions/s1/exec")] = (
+            409, {}, b'{"error": {"code": "session_not_ready", "message": "session s1 is frozen"}}')
+        with self.assertRaises(capsule.Conflict) as caught:
+            session.exec(["true"])
+        self.assertEqual(caught.exception.code, "session_not_ready")
 
 
 class DaemonTest(unittest.TestCase):
