@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <sstream>
 
 #include "base/base64.h"
@@ -60,21 +61,6 @@ std::string format_sessions_table(const json& sessions) {
                     number(times, "last_used") > 0 ? age(now - number(times, "last_used")) : "-", labels});
   }
   return format_columns(rows);
-}
-
-// `diff`: "A path", "M path", "D path" lines (binary files marked), then each text diff with --patch.
-std::string format_diff(const json& diff, bool patch) {
-  std::string listing, patches;
-  for (const auto& [key, letter] : {std::pair{"added", "A"}, {"modified", "M"}, {"deleted", "D"}}) {
-    if (!diff.contains(key) || !diff[key].is_array()) continue;
-    for (const json& change : diff[key]) {
-      const std::string path = change.is_string() ? change.get<std::string>() : text(change, "path");
-      listing += std::string(letter) + " " + path + (change.value("binary", false) ? " (binary)" : "") + "\n";
-      if (patch && change.is_object()) patches += text(change, "patch");
-    }
-  }
-  if (patch) patches += text(diff, "patch");
-  return listing + patches;
 }
 
 int session_create(const std::string& socket, const SessionCreateOptions& options) {
@@ -150,7 +136,7 @@ int dispatch(const std::string& socket, SessionCommands& c) {
   }
   if (c.diff->parsed()) {
     const json diff = http::request_json(client, "GET", session_path(c.id) + "/diff" + (c.patch ? "?patch=1" : ""));
-    std::cout << (c.json ? diff.dump(2) + "\n" : format_diff(diff, c.patch));
+    std::cout << (c.json ? diff.dump(2) + "\n" : format_session_diff(diff, c.patch));
     return 0;
   }
   if (c.reset->parsed()) {
@@ -289,6 +275,44 @@ json build_exec_body(const ExecOptions& o) {
   if (!o.idle_timeout.empty()) body["idle_timeout"] = o.idle_timeout;
   if (o.background) body["background"] = true;
   return body;
+}
+
+std::string format_session_diff(const json& diff, bool patch) {
+  std::map<std::string, const json*> patches;  // by path
+  if (diff.contains("patches") && diff["patches"].is_array()) {
+    for (const json& entry : diff["patches"]) patches[text(entry, "path")] = &entry;
+  }
+  std::string listing, texts;
+  for (const auto& [key, letter] : {std::pair{"added", "A"}, {"modified", "M"}, {"deleted", "D"}}) {
+    if (!diff.contains(key) || !diff[key].is_array()) continue;
+    for (const json& change : diff[key]) {
+      const std::string path = change.is_string() ? change.get<std::string>() : text(change, "path");
+      const auto found = patches.find(path);
+      const json* entry = found == patches.end() ? nullptr : found->second;
+      const bool binary = entry != nullptr && entry->value("binary", false);
+      listing += std::string(letter) + " " + path + (binary ? " (binary)" : "") + "\n";
+      if (!patch || entry == nullptr) continue;
+      if (!text(*entry, "patch").empty()) {
+        texts += text(*entry, "patch");
+        if (texts.back() != '\n') texts += '\n';
+      } else if (binary) {
+        texts += "Binary file " + path + " differs\n";
+      } else if (entry->value("too_large", false)) {
+        texts += "# " + path + ": no patch: " + text(*entry, "reason") + "\n";
+      } else if (entry->value("omitted", false)) {
+        texts += "# " + path + ": no patch: the response's limit was reached\n";
+      } else if (!text(*entry, "error").empty()) {
+        texts += "# " + path + ": no patch: " + text(*entry, "error") + "\n";
+      }
+    }
+  }
+  if (diff.value("truncated", false)) {
+    const json& totals = member(diff, "totals");
+    listing += "# only part of the changes is listed: " + std::to_string(number(totals, "added")) + " added, " +
+               std::to_string(number(totals, "modified")) + " modified, " + std::to_string(number(totals, "deleted")) +
+               " deleted in all\n";
+  }
+  return listing + texts;
 }
 
 std::string session_path(const std::string& id) { return "/v1/sessions/" + http::url_encode(id); }

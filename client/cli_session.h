@@ -72,6 +72,10 @@ nlohmann::json build_session_body(const SessionCreateOptions& options);
 // script are given, for -i with --stdin-file, and std::runtime_error for an unreadable file.
 nlohmann::json build_exec_body(const ExecOptions& options);
 
+// `session diff`: "A path", "M path", "D path" lines (binary files marked, a note when the list is truncated),
+// then with `patch` each file's unified diff from "patches" (or why it has none).
+std::string format_session_diff(const nlohmann::json& diff, bool patch);
+
 // /v1/sessions/{id}, the id URL-encoded.
 std::string session_path(const std::string& id);
 

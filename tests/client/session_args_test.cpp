@@ -259,6 +259,35 @@ TEST(SessionPath, CpNeedsExactlyOneRemoteSide) {
   EXPECT_THROW(cmd_session_cp("/nonexistent/capsule.sock", "s1:/a", "s2:/b"), std::invalid_argument);
 }
 
+TEST(SessionDiff, ListsChangesThenTheirPatches) {
+  const json diff = json::parse(R"({
+    "added": [{"path": "new.txt", "size": 3}, {"path": "logo.png", "size": 9}],
+    "modified": [{"path": "src/a.c", "size": 10}, {"path": "huge.log", "size": 99}],
+    "deleted": [{"path": "old.txt", "size": 1}],
+    "patches": [
+      {"path": "huge.log", "status": "modified", "binary": false, "too_large": true, "reason": "over 1 MiB"},
+      {"path": "logo.png", "status": "added", "binary": true},
+      {"path": "new.txt", "status": "added", "binary": false, "patch": "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hi\n"},
+      {"path": "old.txt", "status": "deleted", "binary": false, "omitted": true},
+      {"path": "src/a.c", "status": "modified", "binary": false, "patch": "--- a/src/a.c\n+++ b/src/a.c\n"}
+    ],
+    "truncated": false
+  })");
+  const std::string listing = "A new.txt\nA logo.png (binary)\nM src/a.c\nM huge.log\nD old.txt\n";
+  EXPECT_EQ(format_session_diff(diff, false), listing);
+  EXPECT_EQ(format_session_diff(diff, true),
+            listing + "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hi\nBinary file logo.png differs\n"
+                      "--- a/src/a.c\n+++ b/src/a.c\n# huge.log: no patch: over 1 MiB\n"
+                      "# old.txt: no patch: the response's limit was reached\n");
+}
+
+TEST(SessionDiff, SaysWhenTheListIsTruncated) {
+  const json diff = json::parse(R"({"added": [{"path": "a"}], "modified": [], "deleted": [], "truncated": true,
+                                    "totals": {"added": 5000, "modified": 2, "deleted": 0}})");
+  EXPECT_EQ(format_session_diff(diff, false),
+            "A a\n# only part of the changes is listed: 5000 added, 2 modified, 0 deleted in all\n");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Unpacking a downloaded tar: what stays inside the destination lands, what would leave it is refused.
 
