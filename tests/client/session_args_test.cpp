@@ -1,8 +1,5 @@
 // Tests of `capsule session ...` as a user types it: each subcommand's flags and positionals, the SessionSpec and
-// ExecSpec bodies they build, `ID:/path` arguments, the refusal of -t, and the safe unpacking of downloaded tars.
-#include <archive.h>
-#include <archive_entry.h>
-#include <fcntl.h>
+// ExecSpec bodies they build, `ID:/path` arguments, the refusal of -t, the diff listing.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -167,23 +164,23 @@ TEST_F(SessionArgs, ExecWithATerminalIsRefusedBeforeAnyRequest) {
   EXPECT_TRUE(c_.exec_options.tty);
   EXPECT_TRUE(c_.exec_options.interactive);
   // The socket does not exist: the refusal comes first, without reading stdin or connecting.
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("pty"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("pty"), std::string::npos);
 }
 
 TEST_F(SessionArgs, OtherSubcommandsRefuseWordsAfterTheSeparator) {
   parse({"show", "s1", "--", "x"});
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("unexpected arguments after --"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("unexpected arguments after --"), std::string::npos);
 }
 
 TEST_F(SessionArgs, DaemonUnreachableExits125WithTheReason) {
   parse({"ls"});
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("capsule: cannot connect to capsuled at /nonexistent"),
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("capsule: cannot connect to capsuled at /nonexistent"),
             std::string::npos);
 }
 
@@ -286,119 +283,6 @@ TEST(SessionDiff, SaysWhenTheListIsTruncated) {
                                     "totals": {"added": 5000, "modified": 2, "deleted": 0}})");
   EXPECT_EQ(format_session_diff(diff, false),
             "A a\n# only part of the changes is listed: 5000 added, 2 modified, 0 deleted in all\n");
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Unpacking a downloaded tar: what stays inside the destination lands, what would leave it is refused.
-
-struct TarEntry {
-  std::string name;
-  mode_t type = AE_IFREG;
-  std::string content;     // a file's bytes
-  std::string link;        // a symlink's target
-  std::string hardlink;    // a hard link's target
-};
-TarEntry file(std::string name, std::string content) { return {std::move(name), AE_IFREG, std::move(content), "", ""}; }
-TarEntry dir(std::string name) { return {std::move(name), AE_IFDIR, "", "", ""}; }
-TarEntry symlink(std::string name, std::string target) { return {std::move(name), AE_IFLNK, "", std::move(target), ""}; }
-TarEntry hardlink(std::string name, std::string target) { return {std::move(name), AE_IFREG, "", "", std::move(target)}; }
-TarEntry fifo(std::string name) { return {std::move(name), AE_IFIFO, "", "", ""}; }
-
-class TarUnpack : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char name[] = "/tmp/capsule-unpack-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(name), nullptr);
-    root_ = name;
-    fs::create_directories(root_ / "out");
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  fs::path tar(const std::vector<TarEntry>& entries) {
-    const fs::path file = root_ / "in.tar";
-    struct archive* a = archive_write_new();
-    archive_write_set_format_pax_restricted(a);
-    EXPECT_EQ(archive_write_open_filename(a, file.c_str()), ARCHIVE_OK);
-    for (const TarEntry& e : entries) {
-      struct archive_entry* entry = archive_entry_new();
-      archive_entry_set_pathname(entry, e.name.c_str());
-      archive_entry_set_filetype(entry, e.type);
-      archive_entry_set_perm(entry, e.type == AE_IFDIR ? 0755 : 0640);
-      if (!e.link.empty()) archive_entry_set_symlink(entry, e.link.c_str());
-      if (!e.hardlink.empty()) archive_entry_set_hardlink(entry, e.hardlink.c_str());
-      if (e.type == AE_IFREG && e.hardlink.empty()) archive_entry_set_size(entry, e.content.size());
-      archive_write_header(a, entry);
-      if (!e.content.empty()) archive_write_data(a, e.content.data(), e.content.size());
-      archive_entry_free(entry);
-    }
-    archive_write_free(a);
-    return file;
-  }
-  std::uint64_t unpack(const std::vector<TarEntry>& entries) {
-    const fs::path file = tar(entries);
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    EXPECT_GE(fd, 0);
-    struct Close {
-      int fd;
-      ~Close() { ::close(fd); }
-    } close{fd};
-    return unpack_tar_into(fd, root_ / "out");
-  }
-  std::string slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-
-  fs::path root_;
-};
-
-TEST_F(TarUnpack, FilesDirsAndLinksLandInside) {
-  const fs::path before = fs::current_path();
-  EXPECT_EQ(unpack({dir("dir"), file("dir/a.txt", "hello"), symlink("dir/link", "a.txt"), hardlink("dir/hard", "dir/a.txt")}),
-            4u);
-  EXPECT_EQ(slurp(root_ / "out/dir/a.txt"), "hello");
-  EXPECT_EQ(fs::read_symlink(root_ / "out/dir/link"), "a.txt");
-  EXPECT_EQ(fs::hard_link_count(root_ / "out/dir/a.txt"), 2u);
-  EXPECT_EQ(fs::status(root_ / "out/dir/a.txt").permissions() & fs::perms::all,
-            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  EXPECT_EQ(fs::current_path(), before);  // the working directory is restored
-}
-
-TEST_F(TarUnpack, DotDotEntriesAreRefused) {
-  EXPECT_THROW(unpack({file("ok.txt", "x"), file("../escaped.txt", "x")}), std::runtime_error);
-  EXPECT_FALSE(fs::exists(root_ / "escaped.txt"));
-  EXPECT_THROW(unpack({file("a/../../escaped2.txt", "x")}), std::runtime_error);
-  EXPECT_FALSE(fs::exists(root_ / "escaped2.txt"));
-}
-
-TEST_F(TarUnpack, AbsoluteEntriesAreRefused) {
-  const fs::path target = root_ / "absolute.txt";
-  EXPECT_THROW(unpack({file(target.string(), "x")}), std::runtime_error);
-  EXPECT_FALSE(fs::exists(target));
-}
-
-TEST_F(TarUnpack, HardLinksLeavingTheTreeAreRefused) {
-  const fs::path outside = root_ / "secret";
-  std::ofstream(outside) << "secret";
-  EXPECT_THROW(unpack({hardlink("stolen", outside.string())}), std::runtime_error);
-  EXPECT_THROW(unpack({hardlink("stolen", "../secret")}), std::runtime_error);
-  EXPECT_THROW(unpack({symlink("up", ".."), hardlink("stolen", "up/secret")}), std::runtime_error);
-  EXPECT_FALSE(fs::exists(root_ / "out/stolen"));
-}
-
-TEST_F(TarUnpack, EntriesThroughAPlantedSymlinkAreRefused) {
-  fs::create_directories(root_ / "elsewhere");
-  EXPECT_THROW(unpack({symlink("door", (root_ / "elsewhere").string()), file("door/planted", "x")}),
-               std::runtime_error);
-  EXPECT_FALSE(fs::exists(root_ / "elsewhere/planted"));
-}
-
-TEST_F(TarUnpack, SpecialFilesAreSkipped) {
-  testing::internal::CaptureStderr();
-  EXPECT_EQ(unpack({fifo("fifo"), file("file", "x")}), 1u);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("skipped fifo"), std::string::npos);
-  EXPECT_FALSE(fs::exists(root_ / "out/fifo"));
-  EXPECT_TRUE(fs::exists(root_ / "out/file"));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Tests of http::HttpClient, the Unix-socket client of the CLI and the benchmarks, against a scripted server
-// that reads one request and writes exactly the bytes a test gives it (statuses, chunking, errors), and of url_encode.
+// (tests/support) that writes exactly the bytes a test gives it (statuses, chunking, errors), and of url_encode.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -18,73 +18,20 @@
 #include <vector>
 
 #include "http/unix_client.h"
+#include "tests/support/scripted_server.h"
 
 namespace capsule::http {
 namespace {
 
 using nlohmann::json;
+using testing::read_until;
+using testing::ScriptedServer;
 namespace fs = std::filesystem;
 
 TEST(UrlEncode, KeepsLabelFiltersReadable) {
   EXPECT_EQ(url_encode("suite=unit"), "suite=unit");
   EXPECT_EQ(url_encode("a b&c/d+e"), "a%20b%26c%2Fd%2Be");
 }
-
-// HttpClient against a scripted server: one connection, the request's head is read, then `script` runs (it may
-// read the body) and writes.
-class ScriptedServer {
- public:
-  using Script = std::function<void(int fd, const std::string& request)>;
-  explicit ScriptedServer(Script script) {
-    dir_ = fs::temp_directory_path() / ("capsule-http-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-    path_ = (dir_ / "s.sock").string();
-    listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path_.c_str());
-    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    EXPECT_EQ(::listen(listen_fd_, 4), 0);
-    thread_ = std::thread([this, script] {
-      const int fd = ::accept(listen_fd_, nullptr, nullptr);
-      if (fd < 0) return;
-      std::string request;
-      char buffer[4096];
-      while (request.find("\r\n\r\n") == std::string::npos) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
-        if (n <= 0) break;
-        request.append(buffer, static_cast<std::size_t>(n));
-      }
-      request_ = request;
-      script(fd, request);
-      ::close(fd);
-    });
-  }
-  ~ScriptedServer() {
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(listen_fd_);
-    fs::remove_all(dir_);
-  }
-  const std::string& path() const { return path_; }
-  std::string request() const { return request_; }
-  static void send(int fd, const std::string& data) {
-    EXPECT_EQ(::send(fd, data.data(), data.size(), MSG_NOSIGNAL), ssize_t(data.size()));
-  }
-  static std::string chunk(const std::string& data) {
-    char size[32];
-    std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    return size + data + "\r\n";
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path dir_;
-  std::string path_;
-  int listen_fd_ = -1;
-  std::string request_;
-  std::thread thread_;
-};
 
 TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
   ScriptedServer server([](int fd, const std::string&) {
@@ -97,16 +44,6 @@ TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
   EXPECT_EQ(json::parse(response.body)["id"], "7");
   EXPECT_NE(server.request().find("POST /v1/runs HTTP/1.1\r\n"), std::string::npos);
   EXPECT_NE(server.request().find("Content-Type: application/json"), std::string::npos);
-}
-
-// Reads from `fd` onto `request` until `done(request)` or the peer closes.
-void read_until(int fd, std::string& request, const std::function<bool(const std::string&)>& done) {
-  char buffer[4096];
-  while (!done(request)) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) return;
-    request.append(buffer, static_cast<std::size_t>(n));
-  }
 }
 
 constexpr const char* kCreated = "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}";
