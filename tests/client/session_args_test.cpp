@@ -1,5 +1,5 @@
 // Tests of `capsule session ...` as a user types it: each subcommand's flags and positionals, the SessionSpec and
-// ExecSpec bodies they build, `ID:/path` arguments, the refusal of -t, the diff listing.
+// ExecSpec bodies they build, `ID:/path`, the refusal of -t, the diff listing, and exec against a scripted daemon.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -11,6 +11,7 @@
 
 #include "client/cli_session.h"
 #include "client/session_files.h"
+#include "tests/support/scripted_server.h"
 
 namespace capsule::client {
 namespace {
@@ -182,6 +183,61 @@ TEST_F(SessionArgs, DaemonUnreachableExits125WithTheReason) {
   EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
   EXPECT_NE(::testing::internal::GetCapturedStderr().find("capsule: cannot connect to capsuled at /nonexistent"),
             std::string::npos);
+}
+
+// An HTTP answer with `body` and `type`.
+std::string answer(const std::string& status, const std::string& type, const std::string& body) {
+  return "HTTP/1.1 " + status + "\r\nContent-Type: " + type + "\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+TEST_F(SessionArgs, ExecRelaysTheOutputAndExitsByTheRunsEnding) {
+  std::string received;
+  capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {
+    received = head;
+    capsule::testing::read_body(fd, received);
+    capsule::testing::ScriptedServer::send(fd, answer("200 OK", "application/x-ndjson",
+        R"({"event":"started","id":"e1"})" "\n"
+        R"({"event":"stdout","id":"e1","data_b64":"aGkK"})" "\n"
+        R"({"event":"stderr","id":"e1","data_b64":"ZXJyCg=="})" "\n"
+        R"({"event":"finished","id":"e1","run":{"id":"e1","state":"idle_timed_out","result":{"wall_ms":1500}}})" "\n"));
+  });
+  parse({"exec", "s1", "--idle-timeout", "1s", "--", "sh", "-c", "echo hi; sleep 9"});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 124);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "hi\n");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(err.starts_with("err\ncapsule: run e1 idle_timed_out in 1.50 s")) << err;
+  EXPECT_TRUE(received.starts_with("POST /v1/sessions/s1/exec HTTP/1.1\r\n")) << received;
+  EXPECT_NE(received.find("Accept: application/x-ndjson\r\n"), std::string::npos);
+  EXPECT_EQ(json::parse(received.substr(received.find("\r\n\r\n") + 4)),
+            json::parse(R"({"argv": ["sh", "-c", "echo hi; sleep 9"], "idle_timeout": "1s"})"));
+}
+
+TEST_F(SessionArgs, ExecInTheBackgroundPrintsTheExecId) {
+  capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {
+    std::string request = head;
+    capsule::testing::read_body(fd, request);
+    capsule::testing::ScriptedServer::send(fd, answer("202 Accepted", "application/json", R"({"id":"e9"})"));
+  });
+  parse({"exec", "s1", "-d", "--", "sleep", "60"});
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "e9\n");
+}
+
+TEST_F(SessionArgs, DaemonErrorsShowCodeAndMessageAndExit125) {
+  capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {
+    std::string request = head;
+    capsule::testing::read_body(fd, request);
+    capsule::testing::ScriptedServer::send(fd, answer("404 Not Found", "application/json",
+        R"({"error":{"code":"session_not_found","message":"no session s1"}})"));
+  });
+  parse({"exec", "s1", "--", "true"});
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 125);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "capsule: session_not_found: no session s1\n");
 }
 
 TEST_F(SessionArgs, ListingFilters) {
