@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -67,13 +68,15 @@ void upload(const http::HttpClient& client, const fs::path& local, const Session
     response = client.upload(
         "PUT", files_target(remote) + "&mode=" + mode, {{"Content-Type", "application/octet-stream"}},
         static_cast<std::uint64_t>(st.st_size), [&](const http::ChunkCallback& send) {
+          // The size announced is the size sent: a file growing meanwhile is cut there, one shrinking fails.
           std::unique_ptr<char[]> buffer(new char[kPiece]);
-          for (;;) {
-            const ssize_t n = ::read(fd.get(), buffer.get(), kPiece);
+          for (auto left = static_cast<std::uint64_t>(st.st_size); left > 0;) {
+            const ssize_t n = ::read(fd.get(), buffer.get(), std::min<std::uint64_t>(kPiece, left));
             if (n < 0 && errno == EINTR) continue;
             if (n < 0) fail_errno("cannot read", local);
             if (n == 0) return;
             send(std::string_view(buffer.get(), static_cast<std::size_t>(n)));
+            left -= static_cast<std::uint64_t>(n);
           }
         });
   }
