@@ -59,8 +59,7 @@ const char* const kExitCodeHelp =
     "be executed/found; 125 when capsule itself failed: the sandbox could not be set up, the flags or spec\n"
     "are invalid, the daemon failed or rejected the request, or this client fell so far behind the command's\n"
     "output that some was not relayed (`capsule runs logs ID` has it all); 130 when interrupted twice (it\n"
-    "stops waiting). Other `session` subcommands exit 125 on errors; the rest exit 1 on errors and 2 on usage\n"
-    "errors.";
+    "stops waiting). Other subcommands exit 2 on usage errors and on other errors 125 (`session`) or 1.";
 
 RunEnding ending_of(const json& run) {
   const json& result = member(run, "result");
