@@ -14,7 +14,7 @@ namespace capsule::client {
 
 // `session create`: the run flags that describe an environment, plus the session's own.
 struct SessionCreateOptions {
-  RunOptions run;                        // image, toolchains, as_of, workspace + mode, workdir, limits, env, labels, network
+  RunOptions run;  // image, toolchains, as_of, workspace + mode, workdir, limits, env, labels, network, policy
   std::vector<std::string> layers;       // image refs stacked on the base
   std::string disk;                      // limits.disk
   std::vector<std::string> protect;      // globs, read-only for every exec

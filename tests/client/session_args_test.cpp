@@ -63,7 +63,7 @@ TEST_F(SessionArgs, CreateMapsEveryFlagToItsSessionSpecField) {
          "--cpu-time", "5m", "-m", "4g", "--cpus", "2", "--pids", "256", "--disk", "2g", "-e", "A=1", "-l",
          "suite=agent", "--layer", "py:3.12", "--layer", "tools", "--protect", "src/test/**", "--protect",
          "tests/**", "--ttl", "2h", "--idle-ttl", "15m", "--on-expiry", "freeze", "--persist-shell-state",
-         "--network", "none", "--json"});
+         "--network", "none", "--policy", "build", "--json"});
   EXPECT_EQ(build_session_body(c_.create_options), json::parse(R"({
     "image": "jdk17",
     "workspace": {"path": "/srv/project", "mode": "cow"},
@@ -75,7 +75,8 @@ TEST_F(SessionArgs, CreateMapsEveryFlagToItsSessionSpecField) {
     "protect": ["src/test/**", "tests/**"],
     "ttl": "2h", "idle_ttl": "15m", "on_expiry": "freeze",
     "persist_shell_state": true,
-    "network": "none"
+    "network": "none",
+    "policy": "build"
   })"));
   EXPECT_TRUE(c_.create_options.json);
   EXPECT_FALSE(c_.create_options.quiet);
