@@ -65,6 +65,8 @@ class Sandbox {
 
   CgroupUsage usage() const;
   pid_t init_pid() const { return init_pid_; }
+  // The box's name: its cgroup and its scratch directory under the launcher's scratch dir.
+  const std::string& id() const { return id_; }
   // The box's root as its processes see it (/proc/<init>/root), O_PATH|O_DIRECTORY, for file operations that
   // must resolve inside it (openat2 RESOLVE_IN_ROOT). Throws SandboxError when init is gone.
   base::UniqueFd open_root() const;
@@ -85,6 +87,7 @@ class Sandbox {
   void kill_init();  // SIGKILL to init: its pid namespace dies with it
 
   EnvironmentSpec environment_;
+  std::string id_;
   std::uint32_t host_id_base_ = 0;
   std::uint32_t host_id_count_ = 0;
   std::unique_ptr<ScratchDir> scratch_;
