@@ -23,8 +23,10 @@ struct PatchLimits {
 //    "patch": "--- a/<path>\n+++ b/<path>\n@@ ...": the unified diff (/dev/null for the missing side of an
 //             added or deleted file; "" when the contents are equal), paths quoted as git does when they
 //             hold control characters, quotes or backslashes;
-//    "too_large": true, "reason": "...": past limits.text (a binary file is only "binary": true);
-//    "omitted": true: a total limit was reached before this entry; it and all later ones are not read;
+//    "too_large": true, "reason": "...": past limits.text (a binary file is only "binary": true; a file
+//             past the size limit is judged binary or not on its first max_input_bytes);
+//    "omitted": true: the read total was reached before this entry, or its patch would pass the patch
+//             total; it and all later entries get no patch and are not read;
 //    "error": "...": the entry could not be read (gone meanwhile, not a regular file or symlink, a bad path)}
 // and "patches_omitted": <count> when any were. Contents come from `lower_dir` (the "-" side: modified
 // and deleted entries, including those an overlayfs whiteout deletes) and `upper_dir` (the "+" side).
