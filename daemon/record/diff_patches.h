@@ -30,7 +30,8 @@ struct PatchLimits {
 //    "error": "...": the entry could not be read (gone meanwhile, not a regular file or symlink, a bad path)}
 // and "patches_omitted": <count> when any were. Contents come from `lower_dir` (the "-" side: modified
 // and deleted entries, including those an overlayfs whiteout deletes) and `upper_dir` (the "+" side).
-// Each path is opened component by component from the root's descriptor with O_NOFOLLOW: a symlink's
+// Each path is resolved beneath the root's descriptor with no symlink followed on the way (openat2
+// RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, base::open_beneath), its last component lstat-ed: a symlink's
 // content is its target, never what it points at; FIFOs, sockets and devices (a whiteout 0:0 too) are
 // refused without being opened or read; at most limits.text.max_input_bytes + 1 bytes of a file are read.
 // Paths that are absolute or hold "", "." or ".." components are refused. Throws base::Error only when a
