@@ -14,7 +14,7 @@ unsigned status_for(std::string_view code) {
       {"invalid_spec", 400}, {"invalid_ref", 400}, {"invalid_image", 400}, {"too_many_layers", 400},
       {"bad_cutoff", 400}, {"bad_coordinate", 400}, {"bad_path", 400}, {"bad_project_name", 400},
       {"bad_upstream_url", 400}, {"bad_mirror", 400}, {"bad_cache_key", 400}, {"release_data_outdated", 400},
-      {"invalid_path", 400},
+      {"invalid_path", 400}, {"invalid_archive", 400},
       // 403: the caller may not do this.
       {"forbidden", 403}, {"cutoff_mismatch", 403},
       // 404: nothing by that name, or hidden by the cutoff.

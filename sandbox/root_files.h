@@ -48,7 +48,8 @@ struct OpenedFile {
 // included, is followed, but only inside the root ("/" and ".." stop at it; magic links are refused). The
 // path is first opened O_PATH (which opens nothing: no FIFO wait, no device open) and its type checked on that
 // descriptor; only a regular file or directory is then reopened for reading through /proc/self/fd (the same
-// inode, so no rename in between can substitute another). Throws "not_a_file" for anything else.
+// inode, so no rename in between can substitute another). Throws "not_a_file" for anything else and
+// "forbidden" for what is on a kernel filesystem.
 OpenedFile open_for_read(int root_fd, std::string_view path);
 
 // Creates the directory `path` and its missing parents (mode 0755, owned by `owner`; existing ones are left
@@ -64,11 +65,12 @@ std::uint64_t write_file(int root_fd, std::string_view path, const ByteReader& s
                          const RootOwner& owner, std::uint64_t limit_bytes,
                          std::optional<struct timespec> mtime = std::nullopt);
 
-// The same three operations for a relative `name` under the directory `dir_fd` where no symlink is followed
+// The *_beneath functions create a relative `name` under the directory `dir_fd` where no symlink is followed
 // at all (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS; a symlink in the way throws "not_a_file"): what archive
 // entries use, so an entry never goes through a symlink that an earlier entry made. `name` is already
-// normalized (no "..", not absolute).
-// make_dirs_beneath gives the last directory, new or existing, `mode` & 0777 when set.
+// normalized (no "..", not absolute); it names the entry in errors.
+// make_dirs_beneath / write_file_beneath: as make_dirs / write_file; make_dirs_beneath also gives the last
+// directory, new or existing, `mode` & 0777 when set.
 base::UniqueFd make_dirs_beneath(int dir_fd, const std::string& name, const RootOwner& owner,
                                  std::optional<unsigned> mode = std::nullopt);
 std::uint64_t write_file_beneath(int dir_fd, const std::string& name, const ByteReader& source, unsigned mode,

@@ -42,7 +42,7 @@ std::string FakeRoot::outside_state() const {
   for (const auto& entry : fs::recursive_directory_iterator(outside_)) {
     struct stat st {};
     if (lstat(entry.path().c_str(), &st) != 0) throw std::runtime_error("lstat " + entry.path().string());
-    state << fs::relative(entry.path(), outside_).string() << " mode " << std::oct << st.st_mode << std::dec
+    state << entry.path().lexically_relative(outside_).string() << " mode " << std::oct << st.st_mode << std::dec
           << " owner " << st.st_uid << ":" << st.st_gid << " size " << st.st_size;
     if (S_ISREG(st.st_mode)) state << " content " << read_host_file(entry.path());
     if (S_ISLNK(st.st_mode)) state << " target " << fs::read_symlink(entry.path()).string();
