@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -449,6 +451,40 @@ TEST(TarInRootEscape, LimitsOnBytesEntriesAndNames) {
                             UnpackLimits{100, 10, 32});
             }),
             "invalid_path");
+}
+
+// While a thread swaps a directory with a symlink to the outside, packs of the root never contain the
+// outside's bytes and unpacks into the directory never change the outside.
+TEST(TarInRootRace, SwappedDirectoryNeverReachesOutside) {
+  FakeRoot box;
+  fs::create_directories(box.root() / "dir");
+  write_host_file(box.root() / "dir/f", "inside");
+  fs::create_symlink(box.outside(), box.root() / "link");
+  const std::string before = box.outside_state();
+  const std::string archive = make_tar({file("f", "unpacked"), file("sub/g", "unpacked")});
+
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> swaps{0};
+  std::thread swapper([&] {
+    while (!stop.load()) {
+      if (renameat2(box.fd(), "dir", box.fd(), "link", RENAME_EXCHANGE) == 0) ++swaps;
+    }
+  });
+  std::vector<std::string> unexpected;
+  for (int i = 0; i < 500; ++i) {
+    std::string packed;
+    const std::string pack_code = error_code([&] { packed = pack_to_string(box.fd(), "/"); });
+    if (pack_code != "no error") unexpected.push_back("pack: " + pack_code);
+    if (packed.find("outside bytes") != std::string::npos) unexpected.push_back("pack read the outside");
+    const std::string unpack_code = error_code([&] { unpack_string(box.fd(), "dir", archive); });
+    if (unpack_code != "no error" && unpack_code != "not_found") unexpected.push_back("unpack: " + unpack_code);
+  }
+  stop = true;
+  swapper.join();
+
+  EXPECT_EQ(box.outside_state(), before);
+  EXPECT_TRUE(unexpected.empty()) << unexpected.size() << " unexpected, first: " << unexpected.front();
+  EXPECT_GT(swaps.load(), 0u);
 }
 
 TEST(TarInRoot, ReaderErrorsPropagate) {
