@@ -168,6 +168,58 @@ TEST_F(SandboxLifecycleTest, ProtectedPathsResistWritesRenamesLinksAndChmod) {
   std::filesystem::remove_all(ws + "-work");
 }
 
+TEST_F(SandboxLifecycleTest, StdinCanStayOpenForLaterWrites) {
+  auto box = shared_launcher().create(environment_);
+  ProcessSpec process = process_;
+  process.argv = {"cat"};
+  process.keep_stdin_open = true;
+  std::unique_ptr<Exec> exec = box->exec(process);
+  exec->write_stdin("first\n");
+  exec->write_stdin("second\n");
+  exec->close_stdin();
+  EXPECT_THROW(exec->write_stdin("late"), SandboxError);
+  Result r = await(*box, *exec);
+  ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_EQ(r.stdout_capture.head, "first\nsecond\n");
+  exec.reset();
+  box->destroy();
+}
+
+TEST_F(SandboxLifecycleTest, APtyIsTheControllingTerminalAndCtrlCReachesTheCommand) {
+  auto box = shared_launcher().create(environment_);
+  ProcessSpec process = process_;
+  process.argv = {"/bin/sh", "-c", "[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all-terminals; stty size"};
+  process.pty = true;
+  process.rows = 40;
+  process.cols = 100;
+  std::unique_ptr<Exec> exec = box->exec(process);
+  Result r = await(*box, *exec);
+  exec.reset();
+  ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+  EXPECT_NE(r.stdout_capture.head.find("all-terminals"), std::string::npos) << describe(r);
+  EXPECT_NE(r.stdout_capture.head.find("40 100"), std::string::npos) << r.stdout_capture.head;
+
+  // Ctrl-C typed into the terminal: the line discipline sends SIGINT to the foreground process group.
+  process.argv = {"/bin/sh", "-c", "echo ready; exec cat"};
+  Exec* running = nullptr;
+  bool typed = false;
+  RunHooks hooks;
+  hooks.on_output = [&](OutputStream, std::string_view chunk) {
+    if (!typed && chunk.find("ready") != std::string_view::npos) {
+      typed = true;
+      running->write_stdin("\x03");
+    }
+  };
+  exec = box->exec(process, hooks);
+  running = exec.get();
+  Result interrupted = await(*box, *exec);
+  EXPECT_TRUE(typed);
+  EXPECT_EQ(interrupted.status, Status::kSignaled) << describe(interrupted);
+  EXPECT_EQ(interrupted.signal, SIGINT);
+  exec.reset();
+  box->destroy();
+}
+
 TEST(ProtectGlob, MatchesNamesAndDirectoriesAcrossLevels) {
   EXPECT_TRUE(protect_glob_matches("tests/**", "tests"));
   EXPECT_TRUE(protect_glob_matches("tests/**", "tests/a/b.py"));
