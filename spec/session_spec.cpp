@@ -27,11 +27,13 @@ std::map<std::string, std::string> labels_field(const json& value, const std::st
 SessionSpec parse_session_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "env", "cwd", "workspace", "limits", "network",
-                            "policy", "labels", "protect", "ttl", "idle_ttl", "on_expiry"});
+                            "policy", "labels", "protect", "ttl", "idle_ttl", "on_expiry", "persist_shell_state"});
   SessionSpec spec;
   json environment = json::object();
   for (const auto& [key, value] : body.items()) {
-    if (key != "protect" && key != "ttl" && key != "idle_ttl" && key != "on_expiry") environment[key] = value;
+    if (key != "protect" && key != "ttl" && key != "idle_ttl" && key != "on_expiry" && key != "persist_shell_state") {
+      environment[key] = value;
+    }
   }
   environment["argv"] = kPlaceholderArgv;
   spec.environment = parse_run_spec(environment, policy);
@@ -50,6 +52,10 @@ SessionSpec parse_session_spec(const json& body, const LimitPolicy& policy) {
     if (on_expiry == "freeze") spec.on_expiry = OnExpiry::kFreeze;
     else if (on_expiry != "destroy") invalid("on_expiry", "must be \"destroy\" or \"freeze\"");
   }
+  if (body.contains("persist_shell_state")) {
+    if (!body["persist_shell_state"].is_boolean()) invalid("persist_shell_state", "must be true or false");
+    spec.persist_shell_state = body["persist_shell_state"].get<bool>();
+  }
   return spec;
 }
 
@@ -62,6 +68,7 @@ json to_json(const SessionSpec& spec) {
   j["ttl"] = spec.ttl.count();
   j["idle_ttl"] = spec.idle_ttl.count();
   j["on_expiry"] = spec.on_expiry == OnExpiry::kFreeze ? "freeze" : "destroy";
+  j["persist_shell_state"] = spec.persist_shell_state;
   return j;
 }
 

@@ -25,6 +25,8 @@ struct SessionSpec {
   std::chrono::milliseconds ttl{0};       // from creation; 0: none
   std::chrono::milliseconds idle_ttl{0};  // since the last exec ended; 0: none
   OnExpiry on_expiry = OnExpiry::kDestroy;
+  // Script execs keep the shell's cwd and exported variables from one to the next (daemon/sessions/shell_state.h).
+  bool persist_shell_state = false;
 };
 
 // Throws http::ApiError("invalid_spec", "<field>: <problem>"), unknown fields included.

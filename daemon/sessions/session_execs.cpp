@@ -8,6 +8,7 @@
 #include "daemon/record/run_record.h"
 #include "daemon/sessions/session_manager.h"
 #include "daemon/sessions/session_state.h"
+#include "daemon/sessions/shell_state.h"
 #include "http/response.h"
 #include "sandbox/command.h"
 #include "sandbox/error.h"
@@ -44,7 +45,8 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
   }
   sandbox::ProcessSpec& process = run->process;
   process = session.process;
-  process.argv = spec.command();
+  process.argv = spec.script && session.spec.persist_shell_state ? shell_state_command(*spec.script, spec.env, spec.cwd)
+                                                                 : spec.command();
   for (const auto& [key, value] : spec.env) {
     std::erase_if(process.env, [&](const std::string& entry) { return entry.rfind(key + "=", 0) == 0; });
     process.env.push_back(key + "=" + value);

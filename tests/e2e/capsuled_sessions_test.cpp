@@ -73,6 +73,20 @@ TEST_F(CapsuledSessions, FilesPersistAcrossExecsAndEachExecIsARunOfItsSession) {
   expect_daemon_answers();
 }
 
+TEST_F(CapsuledSessions, PersistShellStateKeepsCwdAndExportsBetweenScriptExecs) {
+  start();
+  const std::string id = create({{"persist_shell_state", true}})["id"];
+  EXPECT_EQ(exec(id, {{"script", "mkdir -p /tmp/w && cd /tmp/w && export FOO=\"it's \\\"quoted\\\"\" BAR=1"}})["state"], "succeeded");
+  EXPECT_EQ(out(exec(id, {{"script", "pwd; echo \"$FOO\" $BAR"}})), "/tmp/w\nit's \"quoted\" 1\n");
+  // The exec's own env and cwd win over the saved state; a failing script still saves it and keeps its status.
+  const json failing = exec(id, {{"script", "echo $BAR; pwd; export BAZ=z; exit 3"}, {"env", {{"BAR", "given"}}}, {"cwd", "/"}});
+  EXPECT_EQ(failing["state"], "failed");
+  EXPECT_EQ(failing["result"]["exit_code"], 3);
+  EXPECT_EQ(out(failing), "given\n/\n");
+  EXPECT_EQ(out(exec(id, {{"script", "pwd; echo $BAZ $BAR"}})), "/\nz given\n");
+  EXPECT_EQ(out(exec(id, {{"argv", {"pwd"}}})), "/\n") << "argv execs start where the session says";
+}
+
 TEST_F(CapsuledSessions, TimeoutEndsADoubleForkedGrandchildAndKeepsThePartialOutput) {
   start();
   const std::string id = create(json::object())["id"];

@@ -23,11 +23,12 @@ TEST(SessionSpec, RoundTripsWithDefaultsFilled) {
   const LimitPolicy policy = default_limit_policy();
   const SessionSpec spec = parse_session_spec(
       {{"image", "host"}, {"workspace", {{"path", "/srv/p"}}}, {"protect", {"tests/**"}}, {"ttl", "1h"},
-       {"idle_ttl", 60000}, {"on_expiry", "freeze"}, {"labels", {{"task", "t1"}}}, {"env", {{"A", "b"}}}},
+       {"idle_ttl", 60000}, {"on_expiry", "freeze"}, {"persist_shell_state", true}, {"labels", {{"task", "t1"}}}, {"env", {{"A", "b"}}}},
       policy);
   EXPECT_EQ(spec.ttl, std::chrono::hours(1));
   EXPECT_EQ(spec.idle_ttl, std::chrono::minutes(1));
   EXPECT_EQ(spec.on_expiry, OnExpiry::kFreeze);
+  EXPECT_TRUE(spec.persist_shell_state);
   EXPECT_EQ(spec.protect, std::vector<std::string>{"tests/**"});
   EXPECT_EQ(spec.environment.workspace->path, "/srv/p");
   const json printed = to_json(spec);
