@@ -173,6 +173,7 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
 
 void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
   Session& session = *run->session;
+  if (result.status == sandbox::Status::kCancelled && !run->ended_by.empty()) result.reason = "cancelled: " + run->ended_by;
   run->exec.reset();  // on the loop thread, before the box can go
   session.running.erase(run->id);
   session.last_used_ns = sandbox::monotonic_ns();

@@ -313,7 +313,12 @@ void SessionManager::begin_end(const std::shared_ptr<Session>& session, const st
     session->end_state = state;
     session->end_reason = reason;
   }
-  if (session->box) session->box->destroy();  // kills everything; its execs end and drain
+  // Its execs end as cancelled, saying why; then everything in the box is killed and they drain.
+  for (const auto& [exec_id, run] : session->running) {
+    run->ended_by = state.empty() ? "the session was reset" : "the session ended (" + state + ": " + reason + ")";
+    if (run->exec) run->exec->cancel();
+  }
+  if (session->box) session->box->destroy();
 }
 
 void SessionManager::complete_end(const std::shared_ptr<Session>& session) {

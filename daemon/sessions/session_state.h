@@ -40,6 +40,7 @@ struct SessionManager::ExecRun {
   std::unique_ptr<sandbox::Exec> exec;
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
+  std::string ended_by;  // loop thread: why the session's end cancelled it ("" while nothing did)
 };
 
 }  // namespace capsule::daemon

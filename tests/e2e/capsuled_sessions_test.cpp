@@ -146,6 +146,24 @@ TEST_F(CapsuledSessions, SignalReachesABackgroundExec) {
   expect_error(call("POST", signal_path, json{{"signal", "TERM"}}), 409, "already_finished", "is signaled");
 }
 
+TEST_F(CapsuledSessions, DeleteCancelsRunningExecsAndLeavesNothing) {
+  start();
+  const std::string id = create(json::object())["id"];
+  const HttpResponse accepted =
+      call("POST", "/v1/sessions/" + id + "/exec", json{{"script", "(sleep 300 &); sleep 300"}, {"background", true}});
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string exec_id = body_json(accepted)["id"];
+  wait_running(exec_id);
+  ASSERT_TRUE(eventually([&] { return sandbox_processes("sleep").size() == 2; }, 10s));
+  EXPECT_EQ(body_json(call("DELETE", "/v1/sessions/" + id))["state"], "deleted");
+  const json ended = wait_finished(exec_id);
+  EXPECT_EQ(ended["state"], "cancelled") << ended;
+  EXPECT_EQ(ended["result"]["reason"], "cancelled: the session ended (deleted: deleted by uid 0)");
+  EXPECT_TRUE(sandbox_processes("sleep").empty());
+  EXPECT_EQ(get_session(id)["execs"]["total"], 1);
+  expect_daemon_answers();
+}
+
 TEST_F(CapsuledSessions, StdinIsGivenBytesOrAtEof) {
   start();
   const std::string id = create(json::object())["id"];
