@@ -6,6 +6,9 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <linux/securebits.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -345,6 +348,21 @@ void make_hard_link_beneath(int dir_fd, const std::string& name, const std::stri
     fail(name, errno, "hard link to " + shown(existing));
   }
   temporary.rename_to(last, name);
+}
+
+ActingAsOwner::ActingAsOwner(const RootOwner& owner) {
+  saved_securebits_ = prctl(PR_GET_SECUREBITS);
+  if (saved_securebits_ < 0 || prctl(PR_SET_SECUREBITS, saved_securebits_ | SECBIT_NO_SETUID_FIXUP) != 0) {
+    base::throw_errno("files", "", "keep capabilities across setfsuid (SECBIT_NO_SETUID_FIXUP)");
+  }
+  saved_fsgid_ = static_cast<gid_t>(setfsgid(owner.gid));
+  saved_fsuid_ = static_cast<uid_t>(setfsuid(owner.uid));
+}
+
+ActingAsOwner::~ActingAsOwner() {
+  setfsuid(saved_fsuid_);
+  setfsgid(saved_fsgid_);
+  prctl(PR_SET_SECUREBITS, saved_securebits_);
 }
 
 }  // namespace capsule::sandbox

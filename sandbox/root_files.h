@@ -29,6 +29,23 @@ struct RootOwner {
   gid_t gid = 0;
 };
 
+// For as long as it lives, the calling thread creates files as `owner` (its fs uid and gid; Linux keeps them
+// per thread), keeping the daemon's capabilities (SECBIT_NO_SETUID_FIXUP). A box's overlays are mounted in its
+// user namespace, where host root is unmapped: a file created as host root through them fails (EOVERFLOW).
+// Use it on a thread of its own that does nothing else meanwhile; the destructor restores the thread.
+class ActingAsOwner {
+ public:
+  explicit ActingAsOwner(const RootOwner& owner);
+  ~ActingAsOwner();
+  ActingAsOwner(const ActingAsOwner&) = delete;
+  ActingAsOwner& operator=(const ActingAsOwner&) = delete;
+
+ private:
+  int saved_securebits_;
+  uid_t saved_fsuid_;
+  gid_t saved_fsgid_;
+};
+
 // Next chunk of bytes; an empty view at the end. The view stays valid until the next call.
 using ByteReader = std::function<std::string_view()>;
 // Receives the next chunk of output.

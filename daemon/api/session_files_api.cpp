@@ -184,6 +184,7 @@ void put_files(ApiContext& ctx, const http::Request& request, const std::string&
       opened = std::make_shared<OpenedHostPath>(open_as_caller(caller, source, HostAccess::kReadDir, "source", "invalid_request"));
     }
     answer_from_thread(responder, 200, [box, opened, path] {
+      const sandbox::ActingAsOwner acting(box->owner);
       if (S_ISDIR(opened->st.st_mode)) return counts_json(path, copy_host_tree(opened->fd.get(), *box, path));
       std::string buffer;
       const std::uint64_t bytes = sandbox::write_file(box->root.get(), path, fd_reader(opened->fd.get(), buffer),
@@ -196,6 +197,7 @@ void put_files(ApiContext& ctx, const http::Request& request, const std::string&
   const unsigned mode = file_mode(request);
   const bool tar = type.starts_with("application/x-tar");
   answer_from_thread(responder, 200, [box, body, path, mode, tar] {
+    const sandbox::ActingAsOwner acting(box->owner);
     if (tar) {
       return counts_json(path, sandbox::unpack_tree(box->root.get(), path, body_reader(*body), box->owner,
                                                     sandbox::UnpackLimits{box->limit_bytes}));
@@ -293,11 +295,21 @@ nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const s
   return saved;
 }
 
+// The workspace's layers are emptied while the box is down; a checkpoint is copied back then, or, when the
+// layers live on the box's own disk (limits.disk), into the new box's fresh upper before anything runs in it.
 nlohmann::json reset(ApiContext& ctx, const http::Request& request, const std::string& id) {
   auto it = request.query.find("to");
   const std::optional<std::string> to = it == request.query.end() ? std::nullopt : std::optional(it->second);
-  if (to) check_checkpoint_name(*to);
-  ctx.sessions.recreate(id, [&](const SessionBox& box) { restore_checkpoint(box, to); });
+  bool on_box_disk = false;
+  ctx.sessions.with_box(id, [&](const SessionBox& box) {
+    if (to) require_checkpoint(box, *to);
+    on_box_disk = box.sandbox.environment().limits.disk_bytes != 0;
+  });
+  ctx.sessions.recreate(id, [&](const SessionBox& box) {
+    clear_workspace_layers(box);
+    if (to && !on_box_disk) fill_from_checkpoint(box, *to);
+  });
+  if (to && on_box_disk) ctx.sessions.with_box(id, [&](const SessionBox& box) { fill_from_checkpoint(box, *to); });
   return {{"id", id}, {"reset_to", to ? nlohmann::json(*to) : nlohmann::json("start")}};
 }
 

@@ -5,8 +5,12 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
 #include <filesystem>
 
 #include "http/response.h"
@@ -21,10 +25,6 @@ namespace fs = std::filesystem;
 void require_cow_workspace(const SessionBox& box) {
   if (box.workspace_upper.empty()) {
     throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to checkpoint");
-  }
-  if (box.sandbox.environment().limits.disk_bytes != 0) {
-    throw http::ApiError("conflict", "checkpoints are not available for a session with limits.disk: its layers "
-                                     "live on the box's own disk, which a reset replaces");
   }
 }
 
@@ -47,12 +47,24 @@ void copy_tree(const std::string& source, const std::string& dest) {
   }
 }
 
-void empty_dir(const std::string& dir) {
+// O(1) for the caller: the directory is renamed away under <session dir>/trash and made anew (empty, same
+// owner and mode); the old tree is removed by a thread of its own (the session dir goes with the session).
+void replace_with_empty_dir(const std::string& dir, const std::string& session_dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return;
+  static std::atomic<std::uint64_t> counter{0};
+  const std::string trash = session_dir + "/trash";
   std::error_code ec;
-  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code ignored;
-    fs::remove_all(it->path(), ignored);
+  fs::create_directories(trash, ec);
+  const std::string away = trash + "/" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  if (::rename(dir.c_str(), away.c_str()) != 0 || ::mkdir(dir.c_str(), st.st_mode & 07777) != 0 ||
+      ::chown(dir.c_str(), st.st_uid, st.st_gid) != 0) {
+    throw http::ApiError("internal_error", "reset: replacing " + dir + ": " + std::strerror(errno));
   }
+  std::thread([away] {
+    std::error_code ignored;
+    fs::remove_all(away, ignored);
+  }).detach();
 }
 
 std::uint64_t tree_bytes(const std::string& dir) {
@@ -110,17 +122,23 @@ nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name) {
   return {{"name", name}, {"bytes", tree_bytes(dest)}};
 }
 
-void restore_checkpoint(const SessionBox& box, const std::optional<std::string>& to) {
-  if (box.workspace_upper.empty()) return;  // nothing kept outside the box: a fresh box is the start
-  std::string source;
-  if (to) {
-    require_cow_workspace(box);
-    source = checkpoints_dir(box.dir) + "/" + *to;
-    if (!fs::is_directory(source)) throw http::ApiError("not_found", "no checkpoint named '" + *to + "'");
+void require_checkpoint(const SessionBox& box, const std::string& name) {
+  check_checkpoint_name(name);
+  require_cow_workspace(box);
+  if (!fs::is_directory(checkpoints_dir(box.dir) + "/" + name)) {
+    throw http::ApiError("not_found", "no checkpoint named '" + name + "'");
   }
-  empty_dir(box.workspace_upper);
-  empty_dir(box.workspace_work);
-  if (to) copy_tree(source, box.workspace_upper);
+}
+
+void clear_workspace_layers(const SessionBox& box) {
+  if (box.workspace_upper.empty()) return;  // nothing kept outside the box: a fresh box is the start
+  replace_with_empty_dir(box.workspace_upper, box.dir);
+  replace_with_empty_dir(box.workspace_work, box.dir);
+}
+
+void fill_from_checkpoint(const SessionBox& box, const std::string& name) {
+  require_checkpoint(box, name);
+  copy_tree(checkpoints_dir(box.dir) + "/" + name, box.workspace_upper);
 }
 
 }  // namespace capsule::daemon
