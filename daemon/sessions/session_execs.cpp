@@ -78,20 +78,6 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
   return run->id;
 }
 
-bool SessionManager::subscribe(const std::string& id, const std::string& exec_id, Listener listener) {
-  bool subscribed = false;
-  on_loop([&] {
-    std::lock_guard lock(mutex_);
-    auto it = live_.find(id);
-    if (it == live_.end()) return;
-    auto found = it->second->running.find(exec_id);
-    if (found == it->second->running.end()) return;
-    found->second->listeners.push_back(std::move(listener));
-    subscribed = true;
-  });
-  return subscribed;
-}
-
 void SessionManager::signal_exec(const std::string& id, const std::string& exec_id, int signo) {
   bool signalled = false;
   on_loop([&] {

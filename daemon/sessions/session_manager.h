@@ -79,11 +79,10 @@ class SessionManager {
   // session_ended when it has already ended.
   nlohmann::json remove(const std::string& id, const std::string& reason);
 
-  // Starts an exec; returns its id (a run id). `listener` sees every event of it. Throws 404, 409
-  // session_ended / session_frozen, 400 for a bad process (cwd, ...).
+  // Accepts an exec (a queued ledger row naming the session) and starts it on the session thread; returns its
+  // id (a run id). `listener` sees every event of it. Throws 404, 409 session_ended / session_frozen / conflict
+  // (being reset). A process that cannot start (a missing cwd or command) ends as setup_failed, as a run does.
   std::string exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer, Listener listener = {});
-  // Attaches a listener to a running exec of the session; false when it is not running.
-  bool subscribe(const std::string& id, const std::string& exec_id, Listener listener);
   // Signals every process of a running exec. 404 when the session has no such exec, 409 already_finished.
   void signal_exec(const std::string& id, const std::string& exec_id, int signo);
 
