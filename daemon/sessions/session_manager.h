@@ -85,6 +85,8 @@ class SessionManager {
   std::string exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer, Listener listener = {});
   // Signals every process of a running exec. 404 when the session has no such exec, 409 already_finished.
   void signal_exec(const std::string& id, const std::string& exec_id, int signo);
+  // POST /v1/runs/{exec_id}/cancel of an exec: TERM, grace, KILL of its tree, ending as cancelled. Same errors.
+  void cancel_exec(const std::string& id, const std::string& exec_id);
 
   // Runs `task` on the session thread with the live box (no exec starts or ends meanwhile). 404 unknown, 409
   // session_ended / session_frozen. Keep it short: every session waits for it.
@@ -105,6 +107,8 @@ class SessionManager {
   bool loop_once();
   // Runs `task` on the loop thread and waits for it; its exception is rethrown here.
   void on_loop(std::function<void()> task);
+  // `action` on a running exec of the session, on the loop thread; 409 already_finished or 404 otherwise.
+  void act_on_exec(const std::string& id, const std::string& exec_id, const std::function<void(sandbox::Exec&)>& action);
   void wake();
   nlohmann::json session_json_locked(const Session& session) const;
   std::shared_ptr<Session> live_session_locked(const std::string& id) const;
