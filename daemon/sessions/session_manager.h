@@ -91,9 +91,12 @@ class SessionManager {
   // Runs `task` on the session thread with the live box (no exec starts or ends meanwhile). 404 unknown, 409
   // session_ended / session_frozen. Keep it short: every session waits for it.
   void with_box(const std::string& id, const BoxTask& task);
-  // Ends the running execs and the box, runs `while_down` (the box is gone, the dirs are free to change), and
-  // makes the box again from the same environment; waits until it serves execs. 404, 409 session_ended,
-  // 500 session_failed when the new box cannot be made (the session is then failed).
+  // Ends the running execs (cancelled: "the session was reset") and the box, runs `while_down` (its `sandbox` is
+  // destroyed; the dirs are free to change), and makes the box again from the same environment; waits until it
+  // serves execs. With limits.disk (default 10g) the workspace upper lives on the box's own disk, bound at
+  // workspace_upper only while the box lives: in while_down that dir is empty, the new box starts with an empty
+  // upper (a reset) and needs it empty (Launcher). Copy out what a checkpoint needs in with_box first.
+  // 404, 409 session_ended, 500 session_failed when the new box cannot be made (the session is then failed).
   void recreate(const std::string& id, const BoxTask& while_down);
 
   std::size_t live_count() const;
