@@ -262,6 +262,7 @@ void SessionManager::with_box(const std::string& id, const BoxTask& task) {
         throw http::ApiError("session_ended", "session " + id + " is not ready");
       }
     }
+    session->last_used_ns = sandbox::monotonic_ns();  // a file call counts as use for idle_ttl
     task(box_view(*session));
   });
 }
