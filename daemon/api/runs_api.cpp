@@ -103,8 +103,9 @@ void register_runs_api(http::Router& router, ApiContext& ctx) {
   });
   router.add("POST", "/v1/runs/{id}/cancel", [&ctx](const http::Request& request) {
     const std::string& id = request.params.at("id");
-    require_visible_run(ctx, request, id);
-    ctx.runs.cancel(id);
+    const RunRow row = require_visible_run(ctx, request, id);
+    if (row.spec.is_object() && row.spec.contains("session")) ctx.sessions.cancel_exec(row.spec.value("session", ""), id);
+    else ctx.runs.cancel(id);
     return http::json_response(202, {{"id", id}, {"state", require_visible_run(ctx, request, id).state}});
   });
 }

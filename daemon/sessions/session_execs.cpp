@@ -78,22 +78,17 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
   return run->id;
 }
 
-bool SessionManager::subscribe(const std::string& id, const std::string& exec_id, Listener listener) {
-  bool subscribed = false;
-  on_loop([&] {
-    std::lock_guard lock(mutex_);
-    auto it = live_.find(id);
-    if (it == live_.end()) return;
-    auto found = it->second->running.find(exec_id);
-    if (found == it->second->running.end()) return;
-    found->second->listeners.push_back(std::move(listener));
-    subscribed = true;
-  });
-  return subscribed;
+void SessionManager::signal_exec(const std::string& id, const std::string& exec_id, int signo) {
+  act_on_exec(id, exec_id, [signo](sandbox::Exec& exec) { exec.signal(signo); });
 }
 
-void SessionManager::signal_exec(const std::string& id, const std::string& exec_id, int signo) {
-  bool signalled = false;
+void SessionManager::cancel_exec(const std::string& id, const std::string& exec_id) {
+  act_on_exec(id, exec_id, [](sandbox::Exec& exec) { exec.cancel(); });
+}
+
+void SessionManager::act_on_exec(const std::string& id, const std::string& exec_id,
+                                 const std::function<void(sandbox::Exec&)>& action) {
+  bool done = false;
   on_loop([&] {
     std::shared_ptr<Session> session;
     {
@@ -104,10 +99,10 @@ void SessionManager::signal_exec(const std::string& id, const std::string& exec_
     if (!session) return;
     auto found = session->running.find(exec_id);
     if (found == session->running.end() || !found->second->exec) return;
-    found->second->exec->signal(signo);
-    signalled = true;
+    action(*found->second->exec);
+    done = true;
   });
-  if (signalled) return;
+  if (done) return;
   std::optional<RunRow> row = ledger_.get(exec_id);
   if (row && row->spec.value("session", "") == id) {
     throw http::ApiError("already_finished", "exec " + exec_id + " is " + row->state);

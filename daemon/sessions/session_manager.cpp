@@ -196,7 +196,8 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   }
   on_loop([this, session] { create_box(session); });
   std::unique_lock lock(mutex_);
-  const bool settled = changed_.wait_for(lock, kWaitLimit, [&] { return session->phase != Phase::kStarting; });
+  const bool settled = changed_.wait_for(
+      lock, kWaitLimit, [&] { return session->phase == Phase::kReady || session->phase == Phase::kEnded; });
   if (settled && session->phase == Phase::kReady) return session_json_locked(*session);
   const std::string reason = session->row.ended_reason.empty() ? "it did not start in time" : session->row.ended_reason;
   throw http::ApiError("session_failed", "session " + session->id + ": the sandbox could not be made: " + reason);
@@ -261,6 +262,7 @@ void SessionManager::with_box(const std::string& id, const BoxTask& task) {
         throw http::ApiError("session_ended", "session " + id + " is not ready");
       }
     }
+    session->last_used_ns = sandbox::monotonic_ns();  // a file call counts as use for idle_ttl
     task(box_view(*session));
   });
 }
@@ -336,7 +338,6 @@ void SessionManager::complete_end(const std::shared_ptr<Session>& session) {
   session->box.reset();
   {
     std::lock_guard lock(mutex_);
-    session->phase = Phase::kEnded;
     session->row.state = session->end_state;
     session->row.ended_ms = unix_ms();
     session->row.ended_reason = session->end_reason;
@@ -345,7 +346,9 @@ void SessionManager::complete_end(const std::shared_ptr<Session>& session) {
   std::error_code ignored;
   std::filesystem::remove_all(session->dir, ignored);
   {
+    // Together: whoever sees it ended finds it recorded and no longer counted among the live.
     std::lock_guard lock(mutex_);
+    session->phase = Phase::kEnded;
     live_.erase(session->id);
   }
   spdlog::info("session {} ended: {} ({})", session->id, session->end_state, session->end_reason);

@@ -79,20 +79,24 @@ class SessionManager {
   // session_ended when it has already ended.
   nlohmann::json remove(const std::string& id, const std::string& reason);
 
-  // Starts an exec; returns its id (a run id). `listener` sees every event of it. Throws 404, 409
-  // session_ended / session_frozen, 400 for a bad process (cwd, ...).
+  // Accepts an exec (a queued ledger row naming the session) and starts it on the session thread; returns its
+  // id (a run id). `listener` sees every event of it. Throws 404, 409 session_ended / session_frozen / conflict
+  // (being reset). A process that cannot start (a missing cwd or command) ends as setup_failed, as a run does.
   std::string exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer, Listener listener = {});
-  // Attaches a listener to a running exec of the session; false when it is not running.
-  bool subscribe(const std::string& id, const std::string& exec_id, Listener listener);
   // Signals every process of a running exec. 404 when the session has no such exec, 409 already_finished.
   void signal_exec(const std::string& id, const std::string& exec_id, int signo);
+  // POST /v1/runs/{exec_id}/cancel of an exec: TERM, grace, KILL of its tree, ending as cancelled. Same errors.
+  void cancel_exec(const std::string& id, const std::string& exec_id);
 
   // Runs `task` on the session thread with the live box (no exec starts or ends meanwhile). 404 unknown, 409
   // session_ended / session_frozen. Keep it short: every session waits for it.
   void with_box(const std::string& id, const BoxTask& task);
-  // Ends the running execs and the box, runs `while_down` (the box is gone, the dirs are free to change), and
-  // makes the box again from the same environment; waits until it serves execs. 404, 409 session_ended,
-  // 500 session_failed when the new box cannot be made (the session is then failed).
+  // Ends the running execs (cancelled: "the session was reset") and the box, runs `while_down` (its `sandbox` is
+  // destroyed; the dirs are free to change), and makes the box again from the same environment; waits until it
+  // serves execs. With limits.disk (default 10g) the workspace upper lives on the box's own disk, bound at
+  // workspace_upper only while the box lives: in while_down that dir is empty, the new box starts with an empty
+  // upper (a reset) and needs it empty (Launcher). Copy out what a checkpoint needs in with_box first.
+  // 404, 409 session_ended, 500 session_failed when the new box cannot be made (the session is then failed).
   void recreate(const std::string& id, const BoxTask& while_down);
 
   std::size_t live_count() const;
@@ -106,6 +110,8 @@ class SessionManager {
   bool loop_once();
   // Runs `task` on the loop thread and waits for it; its exception is rethrown here.
   void on_loop(std::function<void()> task);
+  // `action` on a running exec of the session, on the loop thread; 409 already_finished or 404 otherwise.
+  void act_on_exec(const std::string& id, const std::string& exec_id, const std::function<void(sandbox::Exec&)>& action);
   void wake();
   nlohmann::json session_json_locked(const Session& session) const;
   std::shared_ptr<Session> live_session_locked(const std::string& id) const;

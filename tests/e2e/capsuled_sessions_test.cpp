@@ -146,6 +146,20 @@ TEST_F(CapsuledSessions, SignalReachesABackgroundExec) {
   expect_error(call("POST", signal_path, json{{"signal", "TERM"}}), 409, "already_finished", "is signaled");
 }
 
+TEST_F(CapsuledSessions, RunsCancelEndsAnExecAsCancelled) {
+  start();
+  const std::string id = create(json::object())["id"];
+  const HttpResponse accepted =
+      call("POST", "/v1/sessions/" + id + "/exec", json{{"argv", {"sleep", "300"}}, {"background", true}, {"kill_grace", 100}});
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string exec_id = body_json(accepted)["id"];
+  wait_running(exec_id);
+  EXPECT_EQ(call("POST", "/v1/runs/" + exec_id + "/cancel").status, 202);
+  EXPECT_EQ(wait_finished(exec_id)["state"], "cancelled");
+  expect_error(call("POST", "/v1/runs/" + exec_id + "/cancel"), 409, "already_finished", "is cancelled");
+  EXPECT_EQ(exec(id, {{"argv", {"true"}}})["state"], "succeeded") << "the session goes on";
+}
+
 TEST_F(CapsuledSessions, DeleteCancelsRunningExecsAndLeavesNothing) {
   start();
   const std::string id = create(json::object())["id"];
