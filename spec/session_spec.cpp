@@ -80,7 +80,8 @@ std::vector<std::string> ExecSpec::command() const {
 ExecSpec parse_exec_spec(const json& body) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"argv", "script", "cwd", "env", "stdin", "stdin_b64", "timeout", "idle_timeout",
-                            "cpu_time", "kill_grace", "output_cap", "background", "labels"});
+                            "cpu_time", "kill_grace", "output_cap", "background", "stdin_open", "pty", "rows",
+                            "cols", "labels"});
   ExecSpec spec;
   if (body.contains("argv") == body.contains("script")) invalid("argv", "give either argv or script");
   if (body.contains("argv")) {
@@ -120,6 +121,18 @@ ExecSpec parse_exec_spec(const json& body) {
     if (!body["background"].is_boolean()) invalid("background", "must be true or false");
     spec.background = body["background"].get<bool>();
   }
+  for (auto [name, flag] : {std::pair{"stdin_open", &spec.stdin_open}, std::pair{"pty", &spec.pty}}) {
+    if (!body.contains(name)) continue;
+    if (!body[name].is_boolean()) invalid(name, "must be true or false");
+    *flag = body[name].get<bool>();
+  }
+  for (auto [name, size] : {std::pair{"rows", &spec.rows}, std::pair{"cols", &spec.cols}}) {
+    if (!body.contains(name)) continue;
+    if (!body[name].is_number_integer() || body[name].get<std::int64_t>() < 1 || body[name].get<std::int64_t>() > 4096) {
+      invalid(name, "must be 1 to 4096");
+    }
+    *size = static_cast<std::uint16_t>(body[name].get<std::uint64_t>());
+  }
   if (body.contains("labels")) spec.labels = labels_field(body["labels"], "labels");
   return spec;
 }
@@ -132,6 +145,10 @@ json to_json(const ExecSpec& spec) {
             {"kill_grace", spec.kill_grace.count()},
             {"output_cap", spec.output_cap},
             {"background", spec.background},
+            {"stdin_open", spec.stdin_open},
+            {"pty", spec.pty},
+            {"rows", spec.rows},
+            {"cols", spec.cols},
             {"labels", spec.labels}};
   if (spec.script) j["script"] = *spec.script;
   else j["argv"] = spec.argv;

@@ -49,6 +49,13 @@ struct ExecSpec {
   std::chrono::milliseconds kill_grace{0};    // 0: the session's
   std::uint64_t output_cap = 0;               // 0: the session's
   bool background = false;
+  // Stdin stays open for POST .../execs/{exec_id}/stdin after `stdin` (until a write with close).
+  bool stdin_open = false;
+  // A terminal (the box's own devpts): stdin, stdout and stderr are one pty of rows x cols; output comes as
+  // stdout; Ctrl-C written to stdin interrupts the foreground job; stdin stays open.
+  bool pty = false;
+  std::uint16_t rows = 24;
+  std::uint16_t cols = 80;
   std::map<std::string, std::string> labels;
 
   // What runs: argv, or the script through /bin/sh -c.

@@ -151,6 +151,28 @@ void register_sessions_api(http::Router& router, ApiContext& ctx) {
     ctx.sessions.signal_exec(request.params.at("id"), row.id, signo);
     return http::json_response(202, {{"id", row.id}, {"signal", signo}});
   });
+  // The body's bytes as they are (up to the server's body limit), fed to the exec's stdin; ?close=true: EOF.
+  router.add("POST", "/v1/sessions/{id}/execs/{exec_id}/stdin", [&ctx](const http::Request& request) {
+    const RunRow row = require_session_exec(ctx, request);
+    const bool close = query_flag(request, "close");
+    ctx.sessions.write_exec_stdin(request.params.at("id"), row.id, request.body, close);
+    return http::json_response(202, {{"id", row.id}, {"bytes", request.body.size()}, {"closed", close}});
+  });
+  router.add("POST", "/v1/sessions/{id}/execs/{exec_id}/resize", [&ctx](const http::Request& request) {
+    const RunRow row = require_session_exec(ctx, request);
+    const json body = parse_body(request);
+    auto size = [&](const char* name) {
+      if (!body.is_object() || !body.contains(name) || !body[name].is_number_integer() || body[name].get<std::int64_t>() < 1 ||
+          body[name].get<std::int64_t>() > 4096) {
+        throw http::ApiError("invalid_spec", std::string(name) + ": must be 1 to 4096");
+      }
+      return static_cast<std::uint16_t>(body[name].get<std::uint64_t>());
+    };
+    const std::uint16_t rows = size("rows");
+    const std::uint16_t cols = size("cols");
+    ctx.sessions.resize_exec(request.params.at("id"), row.id, rows, cols);
+    return http::json_response(202, {{"id", row.id}, {"rows", rows}, {"cols", cols}});
+  });
 }
 
 }  // namespace capsule::daemon

@@ -53,6 +53,10 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
   }
   if (spec.cwd) process.cwd = *spec.cwd;
   process.stdin_data = spec.stdin_data;
+  process.keep_stdin_open = spec.stdin_open || spec.pty;
+  process.pty = spec.pty;
+  process.rows = spec.rows;
+  process.cols = spec.cols;
   const spec::Limits& maxima = options_.limits.maxima;
   if (spec.timeout.count() > 0) process.limits.wall_time = clamp_to(spec.timeout, maxima.wall_time);
   if (spec.cpu_time.count() > 0) process.limits.cpu_time = clamp_to(spec.cpu_time, maxima.cpu_time);
@@ -80,6 +84,23 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
 
 void SessionManager::signal_exec(const std::string& id, const std::string& exec_id, int signo) {
   act_on_exec(id, exec_id, [signo](sandbox::Exec& exec) { exec.signal(signo); });
+}
+
+void SessionManager::write_exec_stdin(const std::string& id, const std::string& exec_id, const std::string& bytes,
+                                      bool close) {
+  act_on_exec(id, exec_id, [&](sandbox::Exec& exec) {
+    try {
+      if (!bytes.empty()) exec.write_stdin(bytes);
+      if (close) exec.close_stdin();
+    } catch (const sandbox::SandboxError& e) {
+      throw http::ApiError("conflict", "exec " + exec_id + ": " + e.cause().detail);
+    }
+  });
+}
+
+void SessionManager::resize_exec(const std::string& id, const std::string& exec_id, std::uint16_t rows,
+                                 std::uint16_t cols) {
+  act_on_exec(id, exec_id, [&](sandbox::Exec& exec) { exec.resize(rows, cols); });
 }
 
 void SessionManager::cancel_exec(const std::string& id, const std::string& exec_id) {

@@ -86,6 +86,11 @@ class SessionManager {
   // Signals every process of a running exec. 404 when the session has no such exec, 409 already_finished.
   void signal_exec(const std::string& id, const std::string& exec_id, int signo);
   // POST /v1/runs/{exec_id}/cancel of an exec: TERM, grace, KILL of its tree, ending as cancelled. Same errors.
+  // Interactive input of a running exec started with stdin_open or pty; `close`: EOF after the bytes (on a pty
+  // the terminal's EOF character). 404, 409 already_finished, 409 conflict when its stdin is closed or full.
+  void write_exec_stdin(const std::string& id, const std::string& exec_id, const std::string& bytes, bool close);
+  // A pty exec's window size (its foreground job gets SIGWINCH); nothing for other execs. 404, 409.
+  void resize_exec(const std::string& id, const std::string& exec_id, std::uint16_t rows, std::uint16_t cols);
   void cancel_exec(const std::string& id, const std::string& exec_id);
 
   // Runs `task` on the session thread with the live box (no exec starts or ends meanwhile). 404 unknown, 409

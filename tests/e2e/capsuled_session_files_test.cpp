@@ -1,5 +1,6 @@
 // Integration tests of a session's files, diff, checkpoints and reset against a real capsuled: binary and 200 MB
 // round trips, trees with modes and symlinks, every escape through the file routes, and undo to a named point.
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,6 +197,48 @@ TEST_F(CapsuledSessionFiles, DiffCheckpointAndResetUndoTheWorkspace) {
   EXPECT_EQ(clean["totals"]["added"], 0) << clean;
   EXPECT_EQ(clean["totals"]["modified"], 0) << clean;
   EXPECT_EQ(clean["totals"]["deleted"], 0) << clean;
+}
+
+// Interactive execs: stdin written after the start, and a terminal where Ctrl-C interrupts the job.
+TEST_F(CapsuledSessionFiles, StdinStaysOpenAndAPtyTakesCtrlC) {
+  start();
+  const std::string id = body_json(call("POST", "/v1/sessions", json::object()))["id"];
+  const std::string base = "/v1/sessions/" + id + "/execs/";
+  auto background = [&](const json& spec) {
+    json body = spec;
+    body["background"] = true;
+    const HttpResponse started = call("POST", "/v1/sessions/" + id + "/exec", body);
+    EXPECT_EQ(started.status, 202) << started.body;
+    return body_json(started)["id"].get<std::string>();
+  };
+  auto stdin_of = [&](const std::string& exec, const std::string& bytes, bool close) {
+    return raw_request(socket_, "POST " + base + exec + "/stdin" + (close ? "?close=true" : "") +
+                                    " HTTP/1.1\r\nHost: capsule\r\nContent-Type: application/octet-stream\r\n"
+                                    "Content-Length: " + std::to_string(bytes.size()) + "\r\nConnection: close\r\n\r\n" + bytes);
+  };
+  const std::string cat = background({{"argv", {"cat"}}, {"stdin_open", true}});
+  EXPECT_EQ(stdin_of(cat, "first\n", false).status, 202);
+  EXPECT_EQ(stdin_of(cat, "second\n", true).status, 202);
+  const json done = wait_finished(cat);
+  EXPECT_EQ(done["state"], "succeeded") << done;
+  EXPECT_EQ(done["result"]["stdout"]["head"], "first\nsecond\n");
+  const RawResponse late = stdin_of(cat, "late", false);
+  EXPECT_EQ(late.status, 409) << late.body;
+
+  const std::string terminal = background({{"argv", {"/bin/sh", "-c", "stty size; echo ready; exec cat"}},
+                                           {"pty", true}, {"rows", 33}, {"cols", 99}});
+  std::string seen;
+  EXPECT_TRUE(eventually([&] {
+    seen = call("GET", "/v1/runs/" + terminal + "/logs").body;
+    return seen.find("ready") != std::string::npos;
+  })) << seen;
+  EXPECT_NE(seen.find("33 99"), std::string::npos) << seen;
+  EXPECT_EQ(call("POST", base + terminal + "/resize", json{{"rows", 40}, {"cols", 120}}).status, 202);
+  EXPECT_EQ(stdin_of(terminal, "\x03", false).status, 202);
+  const json interrupted = wait_finished(terminal);
+  EXPECT_EQ(interrupted["state"], "signaled") << interrupted;
+  EXPECT_EQ(interrupted["result"]["signal"], SIGINT) << interrupted;
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
 }
 
 }  // namespace

@@ -60,8 +60,8 @@ TEST_F(CapsuledSessions, FilesPersistAcrossExecsAndEachExecIsARunOfItsSession) {
   EXPECT_EQ(shown["execs"]["running"], 0);
   EXPECT_EQ(shown["labels"]["task"], "t1");
 
-  expect_error(call("POST", "/v1/sessions/" + id + "/exec", json{{"argv", {"ls"}}, {"pty", true}}), 400,
-               "invalid_spec", "pty: unknown field");
+  expect_error(call("POST", "/v1/sessions/" + id + "/exec", json{{"argv", {"ls"}}, {"tty", true}}), 400,
+               "invalid_spec", "tty: unknown field");
   expect_error(call("POST", "/v1/sessions/nosuch/exec", json{{"argv", {"ls"}}}), 404, "not_found", "no session with id nosuch");
   const HttpResponse deleted = call("DELETE", "/v1/sessions/" + id);
   ASSERT_EQ(deleted.status, 200) << deleted.body;

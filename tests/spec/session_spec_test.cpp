@@ -57,6 +57,11 @@ TEST(ExecSpec, RoundTripsAndDecodesStdin) {
   const json printed = to_json(spec);
   EXPECT_EQ(to_json(parse_exec_spec(printed)), printed);
   EXPECT_EQ(parse_exec_spec({{"argv", {"ls"}}, {"stdin", "text"}}).stdin_data, "text");
+  const ExecSpec terminal = parse_exec_spec({{"argv", {"bash"}}, {"pty", true}, {"rows", 50}, {"cols", 132}});
+  EXPECT_TRUE(terminal.pty);
+  EXPECT_EQ(terminal.rows, 50);
+  EXPECT_EQ(terminal.cols, 132);
+  EXPECT_EQ(to_json(parse_exec_spec(to_json(terminal))), to_json(terminal));
 }
 
 TEST(ExecSpec, RefusesAmbiguousOrBadFields) {
@@ -66,7 +71,9 @@ TEST(ExecSpec, RefusesAmbiguousOrBadFields) {
   EXPECT_EQ(parse({{"argv", {"ls"}}, {"stdin", "a"}, {"stdin_b64", "YQ=="}}),
             "invalid_spec: stdin: give either stdin or stdin_b64");
   EXPECT_EQ(parse({{"argv", {"ls"}}, {"stdin_b64", "!!"}}), "invalid_spec: stdin_b64: is not padded base64");
-  EXPECT_EQ(parse({{"argv", {"ls"}}, {"pty", true}}), "invalid_spec: pty: unknown field");
+  EXPECT_EQ(parse({{"argv", {"ls"}}, {"tty", true}}), "invalid_spec: tty: unknown field");
+  EXPECT_EQ(parse({{"argv", {"ls"}}, {"pty", "yes"}}), "invalid_spec: pty: must be true or false");
+  EXPECT_EQ(parse({{"argv", {"ls"}}, {"pty", true}, {"rows", 0}}), "invalid_spec: rows: must be 1 to 4096");
   EXPECT_EQ(parse({{"script", std::string(kMaxScriptBytes + 1, 'x')}}).rfind("invalid_spec: script: is ", 0), 0u);
   EXPECT_EQ(parse({{"argv", {"ls"}}, {"background", "yes"}}), "invalid_spec: background: must be true or false");
 }
