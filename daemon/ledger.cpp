@@ -150,7 +150,12 @@ bool is_unfinished(const std::string& state) { return state == "queued" || state
 const std::vector<std::string>& run_states() {
   static const std::vector<std::string> states = {"queued",   "running",   "succeeded",    "failed",
                                                   "timed_out", "oom_killed", "signaled",   "cancelled",
-                                                  "setup_failed", "internal_error", "interrupted"};
+                                                  "setup_failed", "internal_error", "interrupted", "idle_timed_out"};
+  return states;
+}
+
+const std::vector<std::string>& session_states() {
+  static const std::vector<std::string> states = {"ready", "frozen", "deleted", "expired", "lost", "failed"};
   return states;
 }
 
@@ -244,20 +249,71 @@ void Ledger::migrate() {
     exec(db_, "ALTER TABLE runs ADD COLUMN pinned TEXT NOT NULL DEFAULT '{}'", "add column pinned");
     if (version == 1) upgrade_v1_rows(db_);
   }
+  if (version < 3) {
+    // v3: the state "idle_timed_out" and the session an exec ran in. SQLite cannot change a CHECK, so the
+    // table is made anew and its rows copied; and a table of sessions.
+    std::string states;
+    for (const auto& state : run_states()) states += (states.empty() ? "'" : ", '") + state + "'";
+    exec(db_,
+         "CREATE TABLE runs_v3 ("
+         " id TEXT PRIMARY KEY NOT NULL,"
+         " state TEXT NOT NULL CHECK (state IN (" + states + ")),"
+         " created_ms INTEGER NOT NULL,"
+         " started_ms INTEGER,"
+         " finished_ms INTEGER,"
+         " labels TEXT NOT NULL DEFAULT '{}',"
+         " spec TEXT NOT NULL,"
+         " record TEXT,"
+         " peer_uid INTEGER NOT NULL,"
+         " peer_pid INTEGER NOT NULL,"
+         " pinned TEXT NOT NULL DEFAULT '{}',"
+         " session TEXT)",
+         "create table runs_v3");
+    exec(db_,
+         "INSERT INTO runs_v3 (id, state, created_ms, started_ms, finished_ms, labels, spec, record, peer_uid,"
+         " peer_pid, pinned) SELECT id, state, created_ms, started_ms, finished_ms, labels, spec, record, peer_uid,"
+         " peer_pid, pinned FROM runs",
+         "copy runs into runs_v3");
+    exec(db_, "DROP TABLE runs", "drop the v2 table runs");
+    exec(db_, "ALTER TABLE runs_v3 RENAME TO runs", "rename runs_v3 to runs");
+    exec(db_, "CREATE INDEX runs_newest ON runs (created_ms DESC, id DESC)", "create index runs_newest");
+    exec(db_, "CREATE INDEX runs_by_state ON runs (state, created_ms DESC, id DESC)", "create index runs_by_state");
+    exec(db_, "CREATE INDEX runs_by_session ON runs (session, created_ms DESC, id DESC)", "create index runs_by_session");
+    std::string session_states_sql;
+    for (const auto& state : session_states()) {
+      session_states_sql += (session_states_sql.empty() ? "'" : ", '") + state + "'";
+    }
+    exec(db_,
+         "CREATE TABLE sessions ("
+         " id TEXT PRIMARY KEY NOT NULL,"
+         " state TEXT NOT NULL CHECK (state IN (" + session_states_sql + ")),"
+         " created_ms INTEGER NOT NULL,"
+         " ended_ms INTEGER,"
+         " last_used_ms INTEGER NOT NULL,"
+         " labels TEXT NOT NULL DEFAULT '{}',"
+         " spec TEXT NOT NULL,"
+         " pinned TEXT NOT NULL DEFAULT '{}',"
+         " peer_uid INTEGER NOT NULL,"
+         " peer_pid INTEGER NOT NULL,"
+         " ended_reason TEXT NOT NULL DEFAULT '')",
+         "create table sessions");
+  }
   exec(db_, "PRAGMA user_version = " + std::to_string(kSchemaVersion), "set the schema version");
   transaction.commit();
 }
 
 void Ledger::insert_queued(const std::string& id, const json& spec, const json& pinned,
                            const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
-                           std::int64_t created_ms) {
+                           std::int64_t created_ms, const std::string& session) {
   std::lock_guard lock(mutex_);
   Statement insert(db_,
-                   "INSERT INTO runs (id, state, created_ms, labels, spec, pinned, peer_uid, peer_pid)"
-                   " VALUES (?, 'queued', ?, ?, ?, ?, ?, ?)",
+                   "INSERT INTO runs (id, state, created_ms, labels, spec, pinned, peer_uid, peer_pid, session)"
+                   " VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
                    "insert queued run " + id);
   insert.bind(1, id).bind(2, created_ms).bind(3, dump(json(labels))).bind(4, dump(spec)).bind(5, dump(pinned));
   insert.bind(6, static_cast<std::int64_t>(peer_uid)).bind(7, static_cast<std::int64_t>(peer_pid));
+  if (session.empty()) insert.bind_null(8);
+  else insert.bind(8, session);
   insert.run();
 }
 
@@ -327,6 +383,7 @@ RunPage Ledger::list(const RunFilter& filter) const {
   // Only fixed SQL fragments are concatenated; every value (states, label keys and values) is bound.
   std::string sql = std::string("SELECT ") + kColumns + " FROM runs WHERE 1 = 1";
   if (filter.state) sql += " AND state = ?";
+  if (filter.session) sql += " AND session = ?";
   for (std::size_t i = 0; i < filter.labels.size(); ++i) {
     sql += " AND EXISTS (SELECT 1 FROM json_each(runs.labels) AS l"
            " WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
@@ -337,6 +394,7 @@ RunPage Ledger::list(const RunFilter& filter) const {
   Statement query(db_, sql, "list runs");
   int index = 1;
   if (filter.state) query.bind(index++, *filter.state);
+  if (filter.session) query.bind(index++, *filter.session);
   for (const auto& [key, value] : filter.labels) {
     query.bind(index++, key);
     query.bind(index++, value);
@@ -399,6 +457,92 @@ std::uint64_t Ledger::record_bytes_total() const {
                   " + LENGTH(CAST(labels AS BLOB))), 0) FROM runs",
                   "sum record sizes");
   return query.step() ? static_cast<std::uint64_t>(query.integer(0)) : 0;
+}
+
+namespace {
+
+constexpr const char* kSessionColumns =
+    "id, state, created_ms, ended_ms, last_used_ms, labels, spec, pinned, peer_uid, peer_pid, ended_reason";
+
+SessionRow read_session(const Statement& row) {
+  SessionRow session;
+  session.id = row.text(0);
+  session.state = row.text(1);
+  session.created_ms = row.integer(2);
+  session.ended_ms = row.optional_integer(3);
+  session.last_used_ms = row.integer(4);
+  session.labels = parse_column(row.text(5), session.id, "labels");
+  session.spec = parse_column(row.text(6), session.id, "spec");
+  session.pinned = parse_column(row.text(7), session.id, "pinned");
+  session.peer_uid = static_cast<uid_t>(row.integer(8));
+  session.peer_pid = static_cast<pid_t>(row.integer(9));
+  session.ended_reason = row.text(10);
+  return session;
+}
+
+}  // namespace
+
+void Ledger::insert_session(const SessionRow& row) {
+  std::lock_guard lock(mutex_);
+  Statement insert(db_,
+                   std::string("INSERT INTO sessions (") + kSessionColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "insert session " + row.id);
+  insert.bind(1, row.id).bind(2, row.state).bind(3, row.created_ms);
+  if (row.ended_ms) insert.bind(4, *row.ended_ms);
+  else insert.bind_null(4);
+  insert.bind(5, row.last_used_ms).bind(6, dump(row.labels)).bind(7, dump(row.spec)).bind(8, dump(row.pinned));
+  insert.bind(9, static_cast<std::int64_t>(row.peer_uid)).bind(10, static_cast<std::int64_t>(row.peer_pid));
+  insert.bind(11, row.ended_reason).run();
+}
+
+void Ledger::update_session(const SessionRow& row) {
+  std::lock_guard lock(mutex_);
+  Statement update(db_,
+                   "UPDATE sessions SET state = ?, last_used_ms = ?, ended_ms = ?, ended_reason = ? WHERE id = ?",
+                   "update session " + row.id);
+  update.bind(1, row.state).bind(2, row.last_used_ms);
+  if (row.ended_ms) update.bind(3, *row.ended_ms);
+  else update.bind_null(3);
+  update.bind(4, row.ended_reason).bind(5, row.id).run();
+  if (sqlite3_changes(db_) == 0) base::throw_error("ledger", "", "no session with id " + row.id);
+}
+
+std::optional<SessionRow> Ledger::get_session(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_, std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE id = ?", "get session " + id);
+  query.bind(1, id);
+  if (!query.step()) return std::nullopt;
+  return read_session(query);
+}
+
+std::vector<SessionRow> Ledger::list_sessions(const std::optional<std::string>& state) const {
+  std::lock_guard lock(mutex_);
+  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions";
+  if (state) sql += " WHERE state = ?";
+  sql += " ORDER BY created_ms DESC, id DESC";
+  Statement query(db_, sql, "list sessions");
+  if (state) query.bind(1, *state);
+  std::vector<SessionRow> rows;
+  while (query.step()) rows.push_back(read_session(query));
+  return rows;
+}
+
+std::vector<std::string> Ledger::mark_live_sessions_lost(std::int64_t now_ms) {
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_);
+  std::vector<std::string> ids;
+  {
+    Statement query(db_, "SELECT id FROM sessions WHERE state IN ('ready', 'frozen') ORDER BY created_ms, id",
+                    "find live sessions");
+    while (query.step()) ids.push_back(query.text(0));
+  }
+  Statement update(db_,
+                   "UPDATE sessions SET state = 'lost', ended_ms = ?, ended_reason = 'capsuled restarted: its"
+                   " sandbox is gone' WHERE state IN ('ready', 'frozen')",
+                   "mark live sessions lost");
+  update.bind(1, now_ms).run();
+  transaction.commit();
+  return ids;
 }
 
 }  // namespace capsule::daemon

@@ -34,6 +34,7 @@ using RunRow = spec::RunObject;
 
 struct RunFilter {
   std::optional<std::string> state;
+  std::optional<std::string> session;         // only the execs of this session
   std::map<std::string, std::string> labels;  // every pair must match
   std::size_t limit = 50;                     // clamped to [1, Ledger::kMaxListLimit]
   std::optional<std::string> after;           // cursor: id of the last row of the previous page
@@ -54,10 +55,28 @@ struct FinishedRunSize {
 // Every state a run can be in; the schema rejects anything else.
 const std::vector<std::string>& run_states();
 
+// A session's durable record (daemon/sessions/): what it was made from and how it ended.
+struct SessionRow {
+  std::string id;
+  std::string state;  // ready, frozen, deleted, expired, lost, failed
+  std::int64_t created_ms = 0;
+  std::optional<std::int64_t> ended_ms;
+  std::int64_t last_used_ms = 0;
+  nlohmann::json labels = nlohmann::json::object();
+  nlohmann::json spec;    // to_json(SessionSpec)
+  nlohmann::json pinned;  // to_json(Pinned)
+  uid_t peer_uid = 0;
+  pid_t peer_pid = 0;
+  std::string ended_reason;
+};
+
+// Every state a session can be in; ready and frozen are live.
+const std::vector<std::string>& session_states();
+
 class Ledger {
  public:
   static constexpr std::size_t kMaxListLimit = 1000;
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating it 0600 if needed) the database and brings its schema to kSchemaVersion.
   // Throws base::Error if the file cannot be opened or holds a newer schema than this build knows.
@@ -67,9 +86,10 @@ class Ledger {
   Ledger& operator=(const Ledger&) = delete;
 
   // `spec` and `pinned` as spec/ prints them.
+  // `session`: the session an exec runs in ("" for a run).
   void insert_queued(const std::string& id, const nlohmann::json& spec, const nlohmann::json& pinned,
                      const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
-                     std::int64_t created_ms);
+                     std::int64_t created_ms, const std::string& session = "");
   // queued -> running. Throws base::Error if the run is unknown or not queued.
   void mark_running(const std::string& id, std::int64_t started_ms);
   // queued|running -> `state` (a terminal state). Throws base::Error if the run is unknown or finished.
@@ -92,6 +112,15 @@ class Ledger {
   std::vector<FinishedRunSize> finished_runs_oldest_first() const;
   // Bytes of spec + pinned + outcome + labels over all rows (finished or not).
   std::uint64_t record_bytes_total() const;
+
+  // Sessions. insert_session stores a new row; update_session sets state, last_used, ended and ended_reason.
+  void insert_session(const SessionRow& row);
+  void update_session(const SessionRow& row);
+  std::optional<SessionRow> get_session(const std::string& id) const;
+  // Newest first; `state` empty: all.
+  std::vector<SessionRow> list_sessions(const std::optional<std::string>& state) const;
+  // Restart recovery: every ready or frozen session becomes `lost`; returns their ids.
+  std::vector<std::string> mark_live_sessions_lost(std::int64_t now_ms);
 
   const std::string& path() const { return path_; }
 

@@ -128,6 +128,7 @@ int serve(daemon::DaemonConfig config) {
   // Traversed by the sandboxes' mapped ids at setup: search only, for them only. The rest: root only.
   make_private_dir(state + "/scratch", 0710, config.host_id_base);
   make_private_dir(state + "/runs", 0710, config.host_id_base);
+  make_private_dir(state + "/sessions", 0710, config.host_id_base);
   for (const char* sub : {"/logs", "/images", "/store"}) make_private_dir(state + sub, 0700);
   if (fs::exists(state + "/proxy-cache")) make_private_dir(state + "/proxy-cache", 0700);
   probe_sandbox_disks(state + "/scratch", config.host_id_base);
@@ -141,6 +142,9 @@ int serve(daemon::DaemonConfig config) {
   for (const char* file : {"/ledger.db", "/ledger.db-wal", "/ledger.db-shm"}) chmod((state + file).c_str(), 0600);
   for (const std::string& id : ledger.mark_unfinished_interrupted(daemon::unix_ms())) {
     spdlog::warn("run {} was interrupted by a daemon restart", id);
+  }
+  for (const std::string& id : ledger.mark_live_sessions_lost(daemon::unix_ms())) {
+    spdlog::warn("session {} was lost with the daemon restart (its sandbox was removed)", id);
   }
   daemon::LogStore logs(state + "/logs", daemon::LogStoreOptions{config.log_cap_bytes});
   const daemon::RetentionPolicy retention{config.retention_max_age_days, config.retention_max_total_bytes,
@@ -168,10 +172,19 @@ int serve(daemon::DaemonConfig config) {
   run_options.proxies = {&io, &package_proxy};
   spdlog::info("package proxy for network \"proxy\" runs: {}", package_proxy.options().to_json().dump());
   daemon::RunManager runs(launcher, ledger, logs, run_options);
+  daemon::SessionManagerOptions session_options;
+  session_options.state_dir = state;
+  session_options.storage = config.storage;
+  session_options.sessions_dir = state + "/sessions";
+  session_options.images_dir = run_options.images_dir;
+  session_options.policies_dir = run_options.policies_dir;
+  session_options.images = run_options.images;
+  session_options.limits = config.limits;
+  daemon::SessionManager sessions(launcher, ledger, logs, session_options);
   daemon::ImageJobs image_jobs;
 
   capsule::http::Router router;
-  daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}};
+  daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}, sessions};
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
     if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");
@@ -192,6 +205,7 @@ int serve(daemon::DaemonConfig config) {
     spdlog::info("signal {}: draining (grace {} ms)", signo, config.drain_grace_ms);
     drainer = std::thread([&] {
       runs.drain(std::chrono::milliseconds(config.drain_grace_ms));
+      sessions.stop();
       server.stop();
       // Answers already posted (a ?wait=true run object, the end of an event stream) are still to be
       // written; stopping the io_context at once would drop those clients' connections.
@@ -205,6 +219,7 @@ int serve(daemon::DaemonConfig config) {
   for (int i = 0; i < 2; ++i) workers.emplace_back([&] { io.run(); });
   for (auto& worker : workers) worker.join();
   if (drainer.joinable()) drainer.join();
+  sessions.stop();  // a stop without the drainer (io ended otherwise): the boxes go before their parent
   launcher.remove_cgroup_parent();
   close(lock_fd);
   spdlog::info("capsuled stopped");

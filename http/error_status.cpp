@@ -14,6 +14,7 @@ unsigned status_for(std::string_view code) {
       {"invalid_spec", 400}, {"invalid_ref", 400}, {"invalid_image", 400}, {"too_many_layers", 400},
       {"bad_cutoff", 400}, {"bad_coordinate", 400}, {"bad_path", 400}, {"bad_project_name", 400},
       {"bad_upstream_url", 400}, {"bad_mirror", 400}, {"bad_cache_key", 400}, {"release_data_outdated", 400},
+      {"invalid_path", 400}, {"invalid_archive", 400},
       // 403: the caller may not do this.
       {"forbidden", 403}, {"cutoff_mismatch", 403},
       // 404: nothing by that name, or hidden by the cutoff.
@@ -23,15 +24,16 @@ unsigned status_for(std::string_view code) {
       {"payload_too_large", 413}, {"headers_too_large", 431}, {"not_implemented", 501},
       {"http_version_not_supported", 505},
       // 409: the resource's state does not allow it.
-      {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409},
+      {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409}, {"not_a_file", 409},
+      {"session_ended", 409}, {"session_frozen", 409},
       // 429 / 503 / 507: come back later.
-      {"queue_full", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
+      {"queue_full", 429}, {"too_many_sessions", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
       {"insufficient_storage", 507},
       // 502 / 504: an upstream failed us.
       {"bad_upstream", 502}, {"upstream_unavailable", 502}, {"upstream_too_large", 502}, {"hash_mismatch", 502},
       {"unverifiable_file", 502}, {"bad_publish_times", 502}, {"upstream_timeout", 504}, {"path_timeout", 504},
       // 500: capsule's own failure.
-      {"internal_error", 500}, {"image_save_failed", 500}, {"invalid_release_data", 500},
+      {"internal_error", 500}, {"session_failed", 500}, {"image_save_failed", 500}, {"invalid_release_data", 500},
       {"log_unreadable", 500}, {"cache_failure", 500}, {"bad_ca_file", 500},
   };
   const auto found = kStatus.find(code);

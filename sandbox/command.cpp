@@ -4,6 +4,7 @@
 
 #include <linux/close_range.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -89,6 +90,7 @@ void run_command(const ExecRequest& config, const std::vector<std::uint8_t>& sec
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   setsid();
+  if (config.controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0) fail(report_fd, "tty", "TIOCSCTTY", errno);
   try {
     apply_rlimits(RlimitSettings{config.nofile, config.fsize_bytes, config.stack_bytes});
     drop_privileges(config.uid, config.gid);

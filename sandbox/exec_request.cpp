@@ -9,7 +9,7 @@
 namespace capsule::sandbox {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExecRequest, id, argv, env, cwd, uid, gid, nofile, fsize_bytes, stack_bytes,
-                                   cgroup_fds, ends_sandbox, watchdog_ns, kill_grace_ms)
+                                   cgroup_fds, controlling_tty, ends_sandbox, watchdog_ns, kill_grace_ms)
 
 std::string encode_exec_request(const ExecRequest& request) {
   nlohmann::json message = request;

@@ -19,6 +19,7 @@ struct ExecRequest {
   std::uint64_t fsize_bytes = 0;
   std::uint64_t stack_bytes = 0;
   std::size_t cgroup_fds = 0;           // cgroup.procs descriptors after the three stdio ones
+  bool controlling_tty = false;         // stdin is a pty slave: make it the controlling tty
   // A one-shot sandbox ends with this process: init then kills everything, reports and exits.
   bool ends_sandbox = false;
   // The wall-time watchdog of a one-shot box, for when capsuled is not there to enforce it (crashed,

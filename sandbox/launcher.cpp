@@ -217,6 +217,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
       spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
 
   const std::string id = new_sandbox_id();
+  box->id_ = id;
   const std::uint32_t root_id = state_->options.host_id_base;
   std::vector<std::string> layers = spec.rootfs_layers;
   // Whose rights each layer is read with: host owners as they are, or an overlay's layers_owner.
@@ -316,9 +317,9 @@ Result StartedSandbox::finish() {
       result.reason = std::string("sandbox init killed by signal ") + strsignal(box_->init_wait_status());
     }
   }
+  // The box itself stays until this object goes: until then its caller reads the workspace's changes.
   supervisor_.reset();
   exec_.reset();
-  box_->destroy();
   return result;
 }
 

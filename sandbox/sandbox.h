@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -65,6 +66,8 @@ class Sandbox {
 
   CgroupUsage usage() const;
   pid_t init_pid() const { return init_pid_; }
+  // The box's name: its cgroup and its scratch directory under the launcher's scratch dir.
+  const std::string& id() const { return id_; }
   // The box's root as its processes see it (/proc/<init>/root), O_PATH|O_DIRECTORY, for file operations that
   // must resolve inside it (openat2 RESOLVE_IN_ROOT). Throws SandboxError when init is gone.
   base::UniqueFd open_root() const;
@@ -83,8 +86,10 @@ class Sandbox {
   void route_event(const std::string& message);
   void lost_init();
   void kill_init();  // SIGKILL to init: its pid namespace dies with it
+  base::UniqueFd open_pty_master(std::uint16_t rows, std::uint16_t cols) const;
 
   EnvironmentSpec environment_;
+  std::string id_;
   std::uint32_t host_id_base_ = 0;
   std::uint32_t host_id_count_ = 0;
   std::unique_ptr<ScratchDir> scratch_;
@@ -134,6 +139,11 @@ class Exec {
   void tick(std::int64_t now_ns);
   void cancel();                       // TERM, grace, KILL of its cgroup, ending as cancelled
   void signal(int signo);              // every process of the exec
+  // Interactive input (ProcessSpec::keep_stdin_open or pty): queued and fed as the process reads.
+  // Throws SandboxError (step "stdin") once stdin is closed or the exec ended.
+  void write_stdin(std::string_view bytes);
+  void close_stdin();                  // EOF (on a pty: the terminal's EOF character)
+  void resize(std::uint16_t rows, std::uint16_t cols);  // a pty's window size (SIGWINCH); no-op without one
   bool finished() const;
   const ExecOutcome& outcome() const { return outcome_; }
   // Usage of its cgroup, status and output; removes the cgroup. Call once, after finished().
@@ -145,6 +155,7 @@ class Exec {
   void ended(bool box_ended);  // its first process exited, or the box's init died: kill what is left
   void read_output(int& fd, bool is_stdout);
   void feed_stdin();
+  void close_stdin_fd();
   void start_termination(std::int64_t now);
   void escalate_to_kill();
   void close_fds();
@@ -159,7 +170,10 @@ class Exec {
   std::unique_ptr<OutputCapture> err_;
   int stdout_read_ = -1;
   int stderr_read_ = -1;
-  int stdin_write_ = -1;
+  int stdin_write_ = -1;      // with a pty: the master, also stdout_read_
+  bool stdin_is_socket_ = false;
+  bool keep_stdin_open_ = false;
+  bool pty_ = false;
   std::string stdin_data_;
   std::size_t stdin_offset_ = 0;
   std::uint64_t box_oom_kills_at_start_ = 0;

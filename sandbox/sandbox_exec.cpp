@@ -1,6 +1,13 @@
 // Sandbox::exec and the Exec it returns: pipes and a cgroup for one process tree, the request to init, and
 // its supervision (output, stdin, wall / idle / CPU deadlines, TERM-grace-KILL of its cgroup) into a Result.
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,12 +31,35 @@ constexpr std::int64_t kCancelPollNs = 50 * kMs;
 constexpr std::int64_t kDrainLimitNs = 5000 * kMs;  // after the exec ended, its pipes close within this
 // How long after the wall-time deadline init ends a one-shot box by itself (when capsuled is down).
 constexpr std::int64_t kWatchdogMarginNs = 1000 * kMs;
+constexpr std::size_t kMaxPendingStdin = 16u << 20;  // bytes written to stdin that the process has not read
 
 double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
   return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
 }
 
 }  // namespace
+
+// The box's own devpts instance: opened beneath its root without following any link a process of the box may
+// have planted, and checked to be the real ptmx of a devpts mount before it is used.
+base::UniqueFd Sandbox::open_pty_master(std::uint16_t rows, std::uint16_t cols) const {
+  base::UniqueFd root = open_root();
+  open_how how{};
+  how.flags = O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  base::UniqueFd master(static_cast<int>(syscall(SYS_openat2, root.get(), "dev/pts/ptmx", &how, sizeof how)));
+  if (!master) throw_errno("exec", "/dev/pts/ptmx", "open the box's ptmx");
+  struct stat st;
+  struct statfs fs;
+  if (fstat(master.get(), &st) != 0 || fstatfs(master.get(), &fs) != 0 || !S_ISCHR(st.st_mode) ||
+      major(st.st_rdev) != 5 || minor(st.st_rdev) != 2 || fs.f_type != DEVPTS_SUPER_MAGIC) {
+    throw_error("exec", "/dev/pts/ptmx", "not the box's devpts ptmx");
+  }
+  int unlock = 0;
+  if (ioctl(master.get(), TIOCSPTLCK, &unlock) != 0) throw_errno("exec", "pty", "TIOCSPTLCK");
+  winsize size{rows, cols, 0, 0};
+  if (ioctl(master.get(), TIOCSWINSZ, &size) != 0) throw_errno("exec", "pty", "TIOCSWINSZ");
+  return master;
+}
 
 std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
   if (destroyed_ || !init_alive_ || control_ < 0) throw_error("exec", "", "the sandbox has ended");
@@ -45,10 +75,30 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
     joins.emplace_back(open(file.c_str(), O_WRONLY | O_CLOEXEC));
     if (!joins.back()) throw_errno("exec", file, "open cgroup.procs");
   }
-  Pipe in = make_stdin(spec.stdin_data.has_value());
-  Pipe out = make_pipe();
-  Pipe err = make_pipe();
-  if (!spec.stdin_data) in.write_end.reset();
+  // stdin, stdout, stderr as init's child gets them; with a pty all three are its slave.
+  base::UniqueFd child_stdio[3];
+  if (spec.pty) {
+    base::UniqueFd master = open_pty_master(spec.rows, spec.cols);
+    for (auto& end : child_stdio) end.reset(static_cast<int>(ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)));
+    if (!child_stdio[0] || !child_stdio[1] || !child_stdio[2]) throw_errno("exec", "pty", "TIOCGPTPEER");
+    exec->pty_ = true;
+    exec->stdout_read_ = master.get();
+    exec->stdin_write_ = master.release();
+  } else {
+    const bool feeds = spec.stdin_data.has_value() || spec.keep_stdin_open;
+    Pipe in = make_stdin(feeds);
+    Pipe out = make_pipe();
+    Pipe err = make_pipe();
+    if (!feeds) in.write_end.reset();
+    child_stdio[0] = std::move(in.read_end);
+    child_stdio[1] = std::move(out.write_end);
+    child_stdio[2] = std::move(err.write_end);
+    exec->stdout_read_ = out.read_end.release();
+    exec->stderr_read_ = err.read_end.release();
+    exec->stdin_write_ = in.write_end.release();
+    exec->stdin_is_socket_ = feeds;
+  }
+  exec->keep_stdin_open_ = spec.keep_stdin_open;
 
   ExecRequest request;
   request.id = id;
@@ -61,6 +111,7 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
   request.fsize_bytes = spec.limits.fsize_bytes;
   request.stack_bytes = spec.limits.stack_bytes;
   request.cgroup_fds = joins.size();
+  request.controlling_tty = spec.pty;
   request.ends_sandbox = !environment_.session;
   if (request.ends_sandbox && spec.limits.wall_time.count() > 0) {
     // After the launcher's own deadline, so that while capsuled runs it is the one that ends it.
@@ -68,12 +119,9 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
     request.kill_grace_ms = spec.limits.kill_grace.count();
   }
   send_message(control_, encode_exec_request(request));
-  for (int fd : {in.read_end.get(), out.write_end.get(), err.write_end.get()}) send_fd(control_, fd);
+  for (const auto& fd : child_stdio) send_fd(control_, fd.get());
   for (const auto& fd : joins) send_fd(control_, fd.get());
   exec->sent_ns_ = monotonic_ns();
-  exec->stdout_read_ = out.read_end.release();
-  exec->stderr_read_ = err.read_end.release();
-  exec->stdin_write_ = in.write_end.release();
   if (exec->stdin_write_ >= 0) exec->feed_stdin();
   execs_[id] = exec.get();
   return exec;
@@ -152,16 +200,54 @@ void Exec::cancel() {
 
 void Exec::feed_stdin() {
   while (stdin_offset_ < stdin_data_.size()) {
-    ssize_t sent = send(stdin_write_, stdin_data_.data() + stdin_offset_, stdin_data_.size() - stdin_offset_,
-                        MSG_NOSIGNAL | MSG_DONTWAIT);
+    const char* data = stdin_data_.data() + stdin_offset_;
+    const std::size_t size = stdin_data_.size() - stdin_offset_;
+    // A socket never raises SIGPIPE with MSG_NOSIGNAL; a pty master never raises it at all.
+    ssize_t sent = stdin_is_socket_ ? send(stdin_write_, data, size, MSG_NOSIGNAL | MSG_DONTWAIT)
+                                    : write(stdin_write_, data, size);
     if (sent < 0) {
       if (errno == EAGAIN || errno == EINTR) return;
-      break;  // the command closed stdin: the rest is dropped
+      stdin_data_.clear();  // the command closed stdin: the rest is dropped
+      stdin_offset_ = 0;
+      if (!pty_) close_stdin_fd();
+      return;
     }
     stdin_offset_ += static_cast<std::size_t>(sent);
   }
-  close(stdin_write_);
+  stdin_data_.clear();
+  stdin_offset_ = 0;
+  if (!keep_stdin_open_ && !pty_) close_stdin_fd();
+}
+
+void Exec::close_stdin_fd() {
+  if (stdin_write_ >= 0 && stdin_write_ != stdout_read_) close(stdin_write_);
   stdin_write_ = -1;
+}
+
+void Exec::write_stdin(std::string_view bytes) {
+  if (stdin_write_ < 0 || ended_ || (!keep_stdin_open_ && !pty_)) throw_error("stdin", "", "stdin is closed");
+  if (stdin_data_.size() - stdin_offset_ + bytes.size() > kMaxPendingStdin) {
+    throw_error("stdin", "", "more than " + std::to_string(kMaxPendingStdin) + " bytes wait to be read");
+  }
+  stdin_data_.erase(0, stdin_offset_);
+  stdin_offset_ = 0;
+  stdin_data_.append(bytes);
+  feed_stdin();
+}
+
+void Exec::close_stdin() {
+  if (pty_) {
+    if (stdin_write_ >= 0 && !ended_) write_stdin("\x04");  // the terminal's EOF character (VEOF)
+    return;
+  }
+  keep_stdin_open_ = false;
+  if (stdin_write_ >= 0 && stdin_offset_ >= stdin_data_.size()) close_stdin_fd();
+}
+
+void Exec::resize(std::uint16_t rows, std::uint16_t cols) {
+  if (!pty_ || stdout_read_ < 0) return;
+  winsize size{rows, cols, 0, 0};
+  ioctl(stdout_read_, TIOCSWINSZ, &size);  // the kernel sends SIGWINCH to the foreground group
 }
 
 bool Exec::finished() const { return ended_ && stdout_read_ < 0 && stderr_read_ < 0; }
@@ -171,7 +257,7 @@ std::vector<pollfd> Exec::interest() const {
   for (int fd : {stdout_read_, stderr_read_}) {
     if (fd >= 0) wanted.push_back({fd, POLLIN, 0});
   }
-  if (stdin_write_ >= 0) wanted.push_back({stdin_write_, POLLOUT, 0});
+  if (stdin_write_ >= 0 && stdin_offset_ < stdin_data_.size()) wanted.push_back({stdin_write_, POLLOUT, 0});
   return wanted;
 }
 
@@ -221,11 +307,12 @@ void Exec::tick(std::int64_t now) {
 
 void Exec::handle(int fd, short revents) {
   if (revents == 0 || fd < 0) return;
-  if (fd == stdin_write_) {
-    feed_stdin();
-  } else if (fd == stdout_read_) {
+  // With a pty one descriptor is both stdin (POLLOUT) and stdout (POLLIN, POLLHUP once the slave is gone).
+  const short gone = POLLERR | POLLHUP | POLLNVAL;
+  if (fd == stdin_write_ && (revents & (POLLOUT | (pty_ ? 0 : gone))) != 0) feed_stdin();
+  if (fd == stdout_read_ && (revents & (POLLIN | gone)) != 0) {
     read_output(stdout_read_, true);
-  } else if (fd == stderr_read_) {
+  } else if (fd == stderr_read_ && (revents & (POLLIN | gone)) != 0) {
     read_output(stderr_read_, false);
   }
 }
@@ -234,7 +321,8 @@ void Exec::read_output(int& fd, bool is_stdout) {
   char buffer[65536];
   ssize_t got = read(fd, buffer, sizeof buffer);
   if (got < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (got <= 0) {
+  if (got <= 0) {  // EOF, or EIO from a pty master whose slave is closed everywhere
+    if (pty_ && fd == stdin_write_) stdin_write_ = -1;
     close(fd);
     fd = -1;
     return;
@@ -248,7 +336,8 @@ void Exec::read_output(int& fd, bool is_stdout) {
 }
 
 void Exec::close_fds() {
-  for (int* fd : {&stdout_read_, &stderr_read_, &stdin_write_}) {
+  close_stdin_fd();
+  for (int* fd : {&stdout_read_, &stderr_read_}) {
     if (*fd >= 0) close(*fd);
     *fd = -1;
   }
@@ -305,8 +394,10 @@ Result Exec::finish() {
     box_oom_kills = box_.usage().oom_kills;
   } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): a box already destroyed has no usage
   }
-  // The memory limit is the box's: an OOM kill is counted there, not in this exec's cgroup.
-  const std::uint64_t oom_kills = box_oom_kills - std::min(box_oom_kills, box_oom_kills_at_start_);
+  // The memory limit is the box's. v1 counts an OOM kill in the victim's own group (this exec's), v2 in the
+  // group that hit its limit and every one above it (the box's; an exec's group has no memory files there).
+  const std::uint64_t oom_kills =
+      usage.oom_kills + box_oom_kills - std::min(box_oom_kills, box_oom_kills_at_start_);
   Limits limits = limits_;
   limits.memory_bytes = box_.environment().limits.memory_bytes;
   result.status = classify(outcome_, oom_kills, limits, idle_timeout_, &result.reason);

@@ -109,7 +109,14 @@ struct ProcessSpec {
   std::string cwd = "/";
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
-  std::optional<std::string> stdin_data;        // absent: stdin is at EOF
+  std::optional<std::string> stdin_data;        // absent: stdin is at EOF (unless keep_stdin_open)
+  // Stdin stays open after stdin_data for Exec::write_stdin until Exec::close_stdin.
+  bool keep_stdin_open = false;
+  // A terminal: stdin, stdout and stderr are one pty (the box's own devpts), the process its session leader
+  // with it as controlling tty; output comes as stdout; Exec::resize sets its size. Ctrl-C typed reaches it.
+  bool pty = false;
+  std::uint16_t rows = 24;
+  std::uint16_t cols = 80;
   // Per process: wall_time, cpu_time (of its own cgroup), kill_grace, output_cap_bytes, nofile, fsize, stack.
   Limits limits;
   std::chrono::milliseconds idle_timeout{0};    // no output on either stream for this long ends it; 0: none

@@ -10,6 +10,7 @@
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_manager.h"
+#include "daemon/sessions/session_manager.h"
 #include "spec/limits.h"
 
 namespace capsule::daemon {
@@ -22,6 +23,7 @@ struct ApiContext {
   spec::LimitPolicy limits;
   int cgroup_version = 0;
   AccessPolicy access;  // who sees every run (auth.h)
+  SessionManager& sessions;
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
@@ -29,6 +31,8 @@ void register_api(http::Router& router, ApiContext& context);
 void register_system_api(http::Router& router, ApiContext& context);    // system_api.cpp
 void register_runs_api(http::Router& router, ApiContext& context);      // runs_api.cpp
 void register_run_logs_api(http::Router& router, ApiContext& context);  // run_logs_api.cpp
+void register_sessions_api(http::Router& router, ApiContext& context);  // sessions_api.cpp
+void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
 
 // Request helpers every handler file uses.
 std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on
@@ -39,6 +43,12 @@ bool query_flag(const http::Request& request, const std::string& name);  // ?nam
 // The run `id` if the caller may see it (its own; any for root and the admin group), else 404 not_found with the
 // message an unknown id gets, so other users' run ids are not revealed.
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id);
+
+// A run's stored stdout or stderr (?stream=, ?from=OFFSET, ?follow=true), streamed (run_logs_api.cpp).
+void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request, http::Responder responder);
+
+// 404 with the answer an unknown id gets unless the caller may see the session (its own; root and admins all).
+void require_visible_session(ApiContext& ctx, const http::Request& request, const std::string& id);
 
 inline constexpr const char* kCapsuleVersion = "0.1.0";
 

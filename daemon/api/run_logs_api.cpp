@@ -4,6 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <charconv>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -20,12 +23,23 @@ bool is_finished(const std::optional<RunRow>& row) {
   return !row || (row->state != "queued" && row->state != "running");
 }
 
+// The next piece of the log after the first `skip` bytes (?from=OFFSET), which are read and dropped first.
+std::string read_after(LogReader& reader, std::uint64_t& skip) {
+  while (skip > 0) {
+    const std::string dropped = reader.read(static_cast<std::size_t>(std::min<std::uint64_t>(skip, kPieceBytes)));
+    if (dropped.empty()) return {};
+    skip -= dropped.size();
+  }
+  return reader.read(kPieceBytes);
+}
+
 // Sends one log to one client. All steps run on `strand`; the drained callback and the writer's signal only
 // post a step there.
 class LogSender : public std::enable_shared_from_this<LogSender> {
  public:
-  LogSender(ApiContext& ctx, std::string id, Stream stream, bool follow, std::unique_ptr<LogReader> reader)
-      : ctx_(ctx), id_(std::move(id)), stream_(stream), follow_(follow), reader_(std::move(reader)),
+  LogSender(ApiContext& ctx, std::string id, Stream stream, bool follow, std::unique_ptr<LogReader> reader,
+            std::uint64_t skip)
+      : ctx_(ctx), id_(std::move(id)), stream_(stream), follow_(follow), skip_(skip), reader_(std::move(reader)),
         strand_(boost::asio::make_strand(ctx.io)), timer_(strand_) {}
 
   // `first`: the piece read while answering (so a corrupt log is an error status, not a cut stream).
@@ -93,7 +107,7 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
 
   std::string read_piece() {
     if (!reader_ && ctx_.logs.exists(id_, stream_)) reader_ = ctx_.logs.open_reader(id_, stream_);
-    return reader_ ? reader_->read(kPieceBytes) : std::string();
+    return reader_ ? read_after(*reader_, skip_) : std::string();
   }
 
   void end() {
@@ -112,6 +126,7 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   const std::string id_;
   const Stream stream_;
   const bool follow_;
+  std::uint64_t skip_;  // bytes of the log still to drop before sending (?from=)
   std::unique_ptr<LogReader> reader_;  // absent until the log file exists
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::steady_timer timer_;
@@ -122,9 +137,18 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   bool done_ = false;
 };
 
-void serve_run_logs(ApiContext& ctx, const http::Request& request, http::Responder responder) {
-  const std::string& id = request.params.at("id");
-  const RunRow row = require_visible_run(ctx, request, id);
+}  // namespace
+
+void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request, http::Responder responder) {
+  const std::string& id = row.id;
+  std::uint64_t skip = 0;
+  if (auto it = request.query.find("from"); it != request.query.end()) {
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), skip);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      throw http::ApiError("invalid_query", "from: expected a byte offset, got '" + text + "'");
+    }
+  }
   Stream stream = Stream::kStdout;
   if (auto it = request.query.find("stream"); it != request.query.end()) {
     if (it->second == "stderr") stream = Stream::kStderr;
@@ -138,7 +162,7 @@ void serve_run_logs(ApiContext& ctx, const http::Request& request, http::Respond
   try {
     if (ctx.logs.exists(id, stream)) {
       reader = ctx.logs.open_reader(id, stream);
-      first = reader->read(kPieceBytes);
+      first = read_after(*reader, skip);
     }
   } catch (const LogStoreError& e) {
     throw http::ApiError("log_unreadable", e.what());
@@ -153,9 +177,11 @@ void serve_run_logs(ApiContext& ctx, const http::Request& request, http::Respond
     responder.respond(http::Response{200, "text/plain", std::move(first), std::move(headers)});  // all in one piece
     return;
   }
-  auto sender = std::make_shared<LogSender>(ctx, id, stream, follow, std::move(reader));
+  auto sender = std::make_shared<LogSender>(ctx, id, stream, follow, std::move(reader), skip);
   sender->start(responder.start_stream(200, "text/plain", std::move(headers)), std::move(first));
 }
+
+namespace {
 
 http::Response delete_run(ApiContext& ctx, const http::Request& request) {
   const std::string& id = request.params.at("id");
@@ -183,7 +209,7 @@ http::Response delete_run(ApiContext& ctx, const http::Request& request) {
 
 void register_run_logs_api(http::Router& router, ApiContext& ctx) {
   router.add("GET", "/v1/runs/{id}/logs", [&ctx](const http::Request& request, http::Responder responder) {
-    serve_run_logs(ctx, request, std::move(responder));
+    serve_log(ctx, require_visible_run(ctx, request, request.params.at("id")), request, std::move(responder));
   });
   router.add("DELETE", "/v1/runs/{id}", [&ctx](const http::Request& request) { return delete_run(ctx, request); });
 }

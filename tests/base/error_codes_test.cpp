@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 // Codes that are meant to be a 500: capsule's own failures. Adding one here is a deliberate choice.
 const std::set<std::string> kInternalCodes = {"internal_error", "image_save_failed", "invalid_release_data",
-                                              "log_unreadable", "cache_failure", "bad_ca_file"};
+                                              "log_unreadable", "cache_failure", "bad_ca_file", "session_failed"};
 
 // The first argument of each call to `name(` in `text` (up to the first top-level ',' or ')').
 std::vector<std::string> first_arguments(const std::string& text, const std::string& name) {

@@ -38,7 +38,10 @@ TEST(ApiDocs, EveryRegisteredRouteIsDocumentedAndNothingElse) {
     RunManagerOptions options;
     options.runs_dir = dir + "/runs";
     RunManager runs(testing::shared_launcher(), ledger, logs, options);
-    ApiContext context{io, runs, ledger, logs, spec::default_limit_policy(), 1, {}};
+    SessionManagerOptions session_options;
+    session_options.sessions_dir = dir + "/sessions";
+    SessionManager sessions(testing::shared_launcher(), ledger, logs, session_options);
+    ApiContext context{io, runs, ledger, logs, spec::default_limit_policy(), 1, {}, sessions};
     images::ImageStore store(dir + "/store");
     ImageJobs jobs;
     http::Router router;

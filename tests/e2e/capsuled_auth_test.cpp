@@ -318,6 +318,26 @@ TEST_F(CapsuledAuth, ListPagesOnlyTheCallersRuns) {
   EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end());
 }
 
+TEST_F(CapsuledAuth, OthersSessionsAreNotFoundAndAdminsSeeThem) {
+  const fs::path own = owned_dir("alice-session", alice_, 0755);
+  const UserCall made = as(alice_, "POST", "/v1/sessions", json{{"workspace", {{"path", own.string()}}}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.json()["id"];
+  const UserCall ran = as(alice_, "POST", "/v1/sessions/" + id + "/exec", json{{"argv", {"ls", "/workspace"}}});
+  EXPECT_EQ(ran.status, 200) << ran.body;
+  const std::string exec_id = ran.json()["id"];
+  for (const auto& [method, target] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/v1/sessions/" + id}, {"DELETE", "/v1/sessions/" + id}, {"POST", "/v1/sessions/" + id + "/exec"},
+           {"GET", "/v1/sessions/" + id + "/execs"}, {"GET", "/v1/sessions/" + id + "/execs/" + exec_id + "/stream"}}) {
+    expect_refusal(as(bob_, method, target, method == "POST" ? json{{"argv", {"true"}}} : json(nullptr)), 404,
+                   "not_found", {"no session with id " + id});
+  }
+  expect_refusal(as(bob_, "GET", "/v1/runs/" + exec_id), 404, "not_found", {"no run with id " + exec_id});
+  EXPECT_TRUE(as(bob_, "GET", "/v1/sessions").json()["sessions"].empty());
+  EXPECT_EQ(as(carol_, "GET", "/v1/sessions").json()["sessions"].size(), 1u) << "the admin group sees every session";
+  EXPECT_EQ(as(alice_, "DELETE", "/v1/sessions/" + id).json()["state"], "deleted");
+}
+
 TEST_F(CapsuledAuth, SpecialFilesAreNeverOpenedForIo) {
   const fs::path own = owned_dir("alice-fifo", alice_, 0700);
   ASSERT_EQ(::mkfifo((own / "pipe.tar").c_str(), 0600), 0);

@@ -1,0 +1,346 @@
+// The routes over a live session's filesystem: files in and out (resolved only inside the box, openat2
+// RESOLVE_IN_ROOT on its root), the workspace diff, checkpoints and reset. docs/api.md, "Sessions".
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "daemon/api/api.h"
+#include "daemon/record/diff_patches.h"
+#include "daemon/record/workspace_diff.h"
+#include "daemon/sessions/session_checkpoints.h"
+#include "http/response.h"
+#include "sandbox/root_files.h"
+#include "sandbox/tar_in_root.h"
+
+namespace capsule::daemon {
+namespace {
+
+constexpr std::size_t kChunkBytes = 64 * 1024;
+constexpr std::size_t kStreamBacklogBytes = 1 << 20;  // a download waits for the client past this
+constexpr int kMaxTransfers = 8;                      // file transfers running at once (each has a thread)
+constexpr std::uint64_t kDefaultFileLimit = 8ull << 30;  // bytes in one upload without a disk limit
+
+std::atomic<int> g_transfers{0};
+
+// A place among the running transfers, or 429.
+class TransferSlot {
+ public:
+  TransferSlot() {
+    if (g_transfers.fetch_add(1) >= kMaxTransfers) {
+      g_transfers.fetch_sub(1);
+      throw http::ApiError("queue_full", "more than " + std::to_string(kMaxTransfers) +
+                                             " file transfers are running; try again");
+    }
+  }
+  ~TransferSlot() { g_transfers.fetch_sub(1); }
+  TransferSlot(const TransferSlot&) = delete;
+  TransferSlot& operator=(const TransferSlot&) = delete;
+};
+
+// What a file route needs of the box, taken on the session thread; the I/O happens on the transfer's own.
+struct BoxFiles {
+  base::UniqueFd root;
+  sandbox::RootOwner owner;
+  std::uint64_t limit_bytes = kDefaultFileLimit;
+};
+
+BoxFiles box_files(ApiContext& ctx, const std::string& id) {
+  BoxFiles files;
+  ctx.sessions.with_box(id, [&](const SessionBox& box) {
+    files.root = box.sandbox.open_root();
+    // Files put into the box belong to its root user: sandbox id 0 is host id host_id_base().
+    files.owner = sandbox::RootOwner{box.sandbox.host_id_base(), box.sandbox.host_id_base()};
+    const std::uint64_t disk = box.sandbox.environment().limits.disk_bytes;
+    if (disk != 0) files.limit_bytes = disk;
+  });
+  return files;
+}
+
+std::string required_path(const http::Request& request) {
+  auto it = request.query.find("path");
+  if (it == request.query.end() || it->second.empty()) {
+    throw http::ApiError("invalid_request", "the query parameter 'path' names the file or directory in the session");
+  }
+  return it->second;
+}
+
+unsigned file_mode(const http::Request& request) {
+  auto it = request.query.find("mode");
+  if (it == request.query.end()) return 0644;
+  const std::string& text = it->second;
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos) {
+    throw http::ApiError("invalid_request", "mode: '" + text + "' is not an octal mode like 0644");
+  }
+  return static_cast<unsigned>(std::stoul(text, nullptr, 8)) & 0777;
+}
+
+// Reads a descriptor in chunks (a host file or a pipe) as a ByteReader.
+sandbox::ByteReader fd_reader(int fd, std::string& buffer) {
+  buffer.resize(kChunkBytes);
+  return [fd, &buffer]() -> std::string_view {
+    for (;;) {
+      const ssize_t got = read(fd, buffer.data(), buffer.size());
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) base::throw_errno("files", "", "read");
+      return {buffer.data(), static_cast<std::size_t>(got)};
+    }
+  };
+}
+
+sandbox::ByteReader body_reader(const std::string& body) {
+  auto offset = std::make_shared<std::size_t>(0);
+  return [&body, offset]() -> std::string_view {
+    const std::size_t start = *offset;
+    const std::size_t size = std::min(kChunkBytes, body.size() - start);
+    *offset += size;
+    return {body.data() + start, size};
+  };
+}
+
+nlohmann::json counts_json(const std::string& path, const sandbox::TreeCounts& counts) {
+  return {{"path", path}, {"files", counts.files}, {"dirs", counts.dirs}, {"symlinks", counts.symlinks},
+          {"bytes", counts.bytes}};
+}
+
+// A host directory packed by one thread into a pipe and unpacked from it by this one: a tree of any size
+// crosses with two 64 KiB buffers.
+sandbox::TreeCounts copy_host_tree(int host_dir, const BoxFiles& box, const std::string& dest) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) base::throw_errno("files", "", "pipe2");
+  base::UniqueFd read_end(fds[0]);
+  base::UniqueFd write_end(fds[1]);
+  std::exception_ptr pack_error;
+  std::thread packer([&] {
+    try {
+      sandbox::pack_tree(host_dir, ".", [&](std::string_view chunk) {
+        while (!chunk.empty()) {
+          const ssize_t put = write(write_end.get(), chunk.data(), chunk.size());
+          if (put < 0 && errno == EINTR) continue;
+          if (put < 0) base::throw_errno("files", "", "write to the unpacker");
+          chunk.remove_prefix(static_cast<std::size_t>(put));
+        }
+      });
+    } catch (...) {
+      pack_error = std::current_exception();
+    }
+    write_end.reset();
+  });
+  std::string buffer;
+  sandbox::TreeCounts counts;
+  try {
+    counts = sandbox::unpack_tree(box.root.get(), dest, fd_reader(read_end.get(), buffer), box.owner,
+                                  sandbox::UnpackLimits{box.limit_bytes});
+  } catch (...) {
+    read_end.reset();  // the packer's next write fails and it stops
+    packer.join();
+    throw;
+  }
+  read_end.reset();
+  packer.join();
+  if (pack_error) std::rethrow_exception(pack_error);
+  return counts;
+}
+
+// Runs `work` on a thread of its own under a transfer slot (a transfer may take long; the io threads must not
+// wait for it) and answers with its JSON, or the error it threw. `work` must not touch the ApiContext.
+void answer_from_thread(const http::Responder& responder, unsigned status, std::function<nlohmann::json()> work) {
+  auto slot = std::make_shared<TransferSlot>();
+  std::thread([responder, status, work = std::move(work), slot] {
+    try {
+      responder.respond(http::json_response(status, work()));
+    } catch (const base::Error& e) {
+      responder.respond(http::error_response(e.code(), e.what()));
+    } catch (const std::exception& e) {
+      responder.respond(http::error_response("internal_error", e.what()));
+    }
+  }).detach();
+}
+
+// PUT: the body's bytes (a file), a tar (unpacked at the path), or {"source": host path} opened as the caller
+// (a file or a whole directory, streamed: nothing of it is held in memory).
+void put_files(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
+  const std::string path = required_path(request);
+  sandbox::normalize_sandbox_path(path);
+  const std::string type = request.headers.count("Content-Type") ? request.headers.at("Content-Type") : "";
+  auto box = std::make_shared<BoxFiles>(box_files(ctx, id));
+  if (type.starts_with("application/json")) {
+    const nlohmann::json body = parse_body(request);
+    if (!body.is_object() || !body.contains("source") || !body["source"].is_string()) {
+      throw http::ApiError("invalid_request", "a JSON body is {\"source\": \"/host/path\"}");
+    }
+    const std::string source = body["source"].get<std::string>();
+    const Caller caller = caller_of(request.peer);
+    std::shared_ptr<OpenedHostPath> opened;
+    try {
+      opened = std::make_shared<OpenedHostPath>(open_as_caller(caller, source, HostAccess::kReadFile, "source", "invalid_request"));
+    } catch (const http::ApiError& e) {
+      if (e.code() != "invalid_request") throw;
+      opened = std::make_shared<OpenedHostPath>(open_as_caller(caller, source, HostAccess::kReadDir, "source", "invalid_request"));
+    }
+    answer_from_thread(responder, 200, [box, opened, path] {
+      const sandbox::ActingAsOwner acting(box->owner);
+      if (S_ISDIR(opened->st.st_mode)) return counts_json(path, copy_host_tree(opened->fd.get(), *box, path));
+      std::string buffer;
+      const std::uint64_t bytes = sandbox::write_file(box->root.get(), path, fd_reader(opened->fd.get(), buffer),
+                                                      opened->st.st_mode & 0777, box->owner, box->limit_bytes);
+      return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
+    });
+    return;
+  }
+  auto body = std::make_shared<std::string>(request.body);
+  const unsigned mode = file_mode(request);
+  const bool tar = type.starts_with("application/x-tar");
+  answer_from_thread(responder, 200, [box, body, path, mode, tar] {
+    const sandbox::ActingAsOwner acting(box->owner);
+    if (tar) {
+      return counts_json(path, sandbox::unpack_tree(box->root.get(), path, body_reader(*body), box->owner,
+                                                    sandbox::UnpackLimits{box->limit_bytes}));
+    }
+    const std::uint64_t bytes =
+        sandbox::write_file(box->root.get(), path, body_reader(*body), mode, box->owner, box->limit_bytes);
+    return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
+  });
+}
+
+// Writes chunks to a streamed answer, waiting while the client is more than kStreamBacklogBytes behind.
+class BackpressuredSink {
+ public:
+  explicit BackpressuredSink(std::shared_ptr<http::StreamWriter> writer) : writer_(std::move(writer)) {}
+
+  void write(std::string_view chunk) {
+    if (!writer_->write(std::string(chunk))) throw base::Error("client_gone", "the client went away");
+    if (writer_->backlog() <= kStreamBacklogBytes) return;
+    std::unique_lock lock(state_->mutex);
+    state_->drained = false;
+    writer_->when_drained([state = state_] {
+      std::lock_guard inner(state->mutex);
+      state->drained = true;
+      state->cv.notify_all();
+    });
+    // A closed connection drops the callback: the wait then ends on client_gone().
+    while (!state_->drained) {
+      state_->cv.wait_for(lock, std::chrono::milliseconds(200));
+      if (writer_->client_gone()) throw base::Error("client_gone", "the client went away");
+    }
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool drained = true;
+  };
+  std::shared_ptr<http::StreamWriter> writer_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+// GET: a file's bytes, or a tar of a directory, streamed from the transfer's thread.
+void get_files(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
+  const std::string path = required_path(request);
+  auto slot = std::make_shared<TransferSlot>();
+  auto box = std::make_shared<BoxFiles>(box_files(ctx, id));
+  auto opened = std::make_shared<sandbox::OpenedFile>(sandbox::open_for_read(box->root.get(), path));
+  const bool is_dir = S_ISDIR(opened->st.st_mode);
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!is_dir) headers.emplace_back("X-Capsule-Size", std::to_string(opened->st.st_size));
+  auto writer = responder.start_stream(200, is_dir ? "application/x-tar" : "application/octet-stream", headers);
+  std::thread([slot, box, opened, writer, path, is_dir] {
+    BackpressuredSink sink(writer);
+    try {
+      if (is_dir) {
+        sandbox::pack_tree(box->root.get(), path, [&](std::string_view chunk) { sink.write(chunk); });
+      } else {
+        std::string buffer;
+        const sandbox::ByteReader reader = fd_reader(opened->fd.get(), buffer);
+        for (std::string_view chunk = reader(); !chunk.empty(); chunk = reader()) sink.write(chunk);
+      }
+      writer->finish();
+    } catch (const std::exception&) {
+      // Headers are gone already: dropping the writer unfinished aborts the answer, so the client sees a
+      // truncated body rather than a clean end.
+    }
+  }).detach();
+}
+
+void diff(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
+  std::string upper, lower;
+  ctx.sessions.with_box(id, [&](const SessionBox& box) {
+    upper = box.workspace_upper;
+    if (!box.workspace_layers.empty()) lower = box.workspace_layers.back();
+  });
+  if (upper.empty() || lower.empty()) {
+    throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
+  }
+  const bool patch = query_flag(request, "patch");
+  answer_from_thread(responder, 200, [upper, lower, patch] {
+    const WorkspaceDiff found = diff_upper(upper, lower);
+    return patch ? diff_with_patches(found, upper, lower) : found.to_json();
+  });
+}
+
+nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const std::string& id) {
+  const nlohmann::json body = parse_body(request);
+  if (!body.is_object() || !body.contains("name") || !body["name"].is_string()) {
+    throw http::ApiError("invalid_request", "a checkpoint is {\"name\": \"NAME\"}");
+  }
+  const std::string name = body["name"].get<std::string>();
+  nlohmann::json saved;
+  ctx.sessions.with_box(id, [&](const SessionBox& box) { saved = save_checkpoint(box, name); });
+  return saved;
+}
+
+// The workspace's layers are emptied while the box is down; a checkpoint is copied back then, or, when the
+// layers live on the box's own disk (limits.disk), into the new box's fresh upper before anything runs in it.
+nlohmann::json reset(ApiContext& ctx, const http::Request& request, const std::string& id) {
+  auto it = request.query.find("to");
+  const std::optional<std::string> to = it == request.query.end() ? std::nullopt : std::optional(it->second);
+  bool on_box_disk = false;
+  ctx.sessions.with_box(id, [&](const SessionBox& box) {
+    if (to) require_checkpoint(box, *to);
+    on_box_disk = box.sandbox.environment().limits.disk_bytes != 0;
+  });
+  ctx.sessions.recreate(id, [&](const SessionBox& box) {
+    clear_workspace_layers(box);
+    if (to && !on_box_disk) fill_from_checkpoint(box, *to);
+  });
+  if (to && on_box_disk) ctx.sessions.with_box(id, [&](const SessionBox& box) { fill_from_checkpoint(box, *to); });
+  return {{"id", id}, {"reset_to", to ? nlohmann::json(*to) : nlohmann::json("start")}};
+}
+
+}  // namespace
+
+void register_session_files_api(http::Router& router, ApiContext& ctx) {
+  router.add("PUT", "/v1/sessions/{id}/files", [&ctx](const http::Request& request, http::Responder responder) {
+    const std::string& id = request.params.at("id");
+    require_visible_session(ctx, request, id);
+    put_files(ctx, request, id, responder);
+  });
+  router.add("GET", "/v1/sessions/{id}/files", [&ctx](const http::Request& request, http::Responder responder) {
+    const std::string& id = request.params.at("id");
+    require_visible_session(ctx, request, id);
+    get_files(ctx, request, id, responder);
+  });
+  router.add("GET", "/v1/sessions/{id}/diff", [&ctx](const http::Request& request, http::Responder responder) {
+    const std::string& id = request.params.at("id");
+    require_visible_session(ctx, request, id);
+    diff(ctx, request, id, responder);
+  });
+  router.add("POST", "/v1/sessions/{id}/checkpoint", [&ctx](const http::Request& request) {
+    const std::string& id = request.params.at("id");
+    require_visible_session(ctx, request, id);
+    return http::json_response(201, checkpoint(ctx, request, id));
+  });
+  router.add("POST", "/v1/sessions/{id}/reset", [&ctx](const http::Request& request) {
+    const std::string& id = request.params.at("id");
+    require_visible_session(ctx, request, id);
+    return http::json_response(200, reset(ctx, request, id));
+  });
+}
+
+}  // namespace capsule::daemon

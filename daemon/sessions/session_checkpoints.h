@@ -1,0 +1,36 @@
+// Checkpoints of a session's copy-on-write workspace: its upper layer copied to a named point, and reset
+// back to the start (O(1): a fresh box, emptied layers) or to a point. Called by the session file routes (session_files_api.cpp).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "daemon/sessions/session_manager.h"
+
+namespace capsule::daemon {
+
+inline constexpr std::size_t kMaxCheckpoints = 32;
+
+// Throws ApiError 400 invalid_request unless `name` is 1-64 of [A-Za-z0-9._-], not starting with '.'.
+void check_checkpoint_name(const std::string& name);
+
+// Copies the workspace's upper layer (whiteouts and overlay xattrs kept) to <dir>/checkpoints/<name>, on the
+// session thread, so no exec starts meanwhile. Returns {"name", "bytes"}. Throws ApiError: 409 conflict when
+// the name exists or there are kMaxCheckpoints already, 400 invalid_request without a copy-on-write workspace.
+nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name);
+
+// Throws ApiError 404 not_found unless the session has the checkpoint `name` (400 for a malformed name).
+void require_checkpoint(const SessionBox& box, const std::string& name);
+
+// While the box is down (SessionManager::recreate): the workspace's upper and work dirs emptied.
+void clear_workspace_layers(const SessionBox& box);
+
+// The checkpoint's copy of the upper layer copied into the workspace's (empty) upper: while the box is down,
+// or, when that upper is on the new box's own disk, before anything in the box has looked at the workspace.
+void fill_from_checkpoint(const SessionBox& box, const std::string& name);
+
+// Names of the session's checkpoints, oldest first.
+std::vector<std::string> list_checkpoints(const std::string& session_dir);
+
+}  // namespace capsule::daemon

@@ -1,0 +1,246 @@
+// A session's execs: accepted (a ledger row, a process spec from the session's and the request's), started on
+// the loop thread with their output into the LogStore and to listeners, signalled, and recorded when they end.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "base/base64.h"
+#include "daemon/record/run_record.h"
+#include "daemon/sessions/session_manager.h"
+#include "daemon/sessions/session_state.h"
+#include "daemon/sessions/shell_state.h"
+#include "http/response.h"
+#include "sandbox/command.h"
+#include "sandbox/error.h"
+#include "sandbox/result_json.h"
+#include "sandbox/scratch.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+
+template <typename Duration>
+Duration clamp_to(Duration value, Duration maximum) {
+  return maximum.count() > 0 ? std::min(value, maximum) : value;
+}
+
+}  // namespace
+
+std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer,
+                                 Listener listener) {
+  auto run = std::make_shared<ExecRun>();
+  run->id = sandbox::new_sandbox_id();
+  run->spec = spec;
+  std::lock_guard lock(mutex_);
+  run->session = live_session_locked(id);
+  Session& session = *run->session;
+  switch (session.phase) {
+    case Phase::kReady: break;
+    case Phase::kFrozen:
+      throw http::ApiError("session_frozen", "session " + id + " is frozen (" + session.row.ended_reason + ")");
+    case Phase::kStarting: throw http::ApiError("conflict", "session " + id + " is being reset; retry");
+    case Phase::kEnding:
+    case Phase::kEnded: throw http::ApiError("session_ended", "session " + id + " has ended");
+  }
+  sandbox::ProcessSpec& process = run->process;
+  process = session.process;
+  process.argv = spec.script && session.spec.persist_shell_state ? shell_state_command(*spec.script, spec.env, spec.cwd)
+                                                                 : spec.command();
+  for (const auto& [key, value] : spec.env) {
+    std::erase_if(process.env, [&](const std::string& entry) { return entry.rfind(key + "=", 0) == 0; });
+    process.env.push_back(key + "=" + value);
+  }
+  if (spec.cwd) process.cwd = *spec.cwd;
+  process.stdin_data = spec.stdin_data;
+  process.keep_stdin_open = spec.stdin_open || spec.pty;
+  process.pty = spec.pty;
+  process.rows = spec.rows;
+  process.cols = spec.cols;
+  const spec::Limits& maxima = options_.limits.maxima;
+  if (spec.timeout.count() > 0) process.limits.wall_time = clamp_to(spec.timeout, maxima.wall_time);
+  if (spec.cpu_time.count() > 0) process.limits.cpu_time = clamp_to(spec.cpu_time, maxima.cpu_time);
+  if (spec.kill_grace.count() > 0) process.limits.kill_grace = clamp_to(spec.kill_grace, maxima.kill_grace);
+  if (spec.output_cap > 0) {
+    process.limits.output_cap_bytes =
+        maxima.output_cap_bytes > 0 ? std::min(spec.output_cap, maxima.output_cap_bytes) : spec.output_cap;
+  }
+  process.idle_timeout = spec.idle_timeout;
+
+  json stored = spec::to_json(spec);
+  stored["session"] = id;
+  ledger_.insert_queued(run->id, stored, session.row.pinned, spec.labels, peer.uid, peer.pid, unix_ms(), id);
+  ++session.execs_total;
+  ++session.execs_running;
+  session.row.last_used_ms = unix_ms();
+  if (listener) {
+    run->listeners.push_back(std::move(listener));
+    run->listeners.back()({{"event", "queued"}, {"id", run->id}});
+  }
+  tasks_.push_back([this, run] { start_exec(run); });
+  wake();
+  return run->id;
+}
+
+void SessionManager::signal_exec(const std::string& id, const std::string& exec_id, int signo) {
+  act_on_exec(id, exec_id, [signo](sandbox::Exec& exec) { exec.signal(signo); });
+}
+
+void SessionManager::write_exec_stdin(const std::string& id, const std::string& exec_id, const std::string& bytes,
+                                      bool close) {
+  act_on_exec(id, exec_id, [&](sandbox::Exec& exec) {
+    try {
+      if (!bytes.empty()) exec.write_stdin(bytes);
+      if (close) exec.close_stdin();
+    } catch (const sandbox::SandboxError& e) {
+      throw http::ApiError("conflict", "exec " + exec_id + ": " + e.cause().detail);
+    }
+  });
+}
+
+void SessionManager::resize_exec(const std::string& id, const std::string& exec_id, std::uint16_t rows,
+                                 std::uint16_t cols) {
+  act_on_exec(id, exec_id, [&](sandbox::Exec& exec) { exec.resize(rows, cols); });
+}
+
+void SessionManager::cancel_exec(const std::string& id, const std::string& exec_id) {
+  act_on_exec(id, exec_id, [](sandbox::Exec& exec) { exec.cancel(); });
+}
+
+void SessionManager::act_on_exec(const std::string& id, const std::string& exec_id,
+                                 const std::function<void(sandbox::Exec&)>& action) {
+  bool done = false;
+  on_loop([&] {
+    std::shared_ptr<Session> session;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = live_.find(id);
+      if (it != live_.end()) session = it->second;
+    }
+    if (!session) return;
+    auto found = session->running.find(exec_id);
+    if (found == session->running.end() || !found->second->exec) return;
+    action(*found->second->exec);
+    done = true;
+  });
+  if (done) return;
+  std::optional<RunRow> row = ledger_.get(exec_id);
+  if (row && row->spec.value("session", "") == id) {
+    throw http::ApiError("already_finished", "exec " + exec_id + " is " + row->state);
+  }
+  throw http::ApiError("not_found", "session " + id + " has no exec " + exec_id);
+}
+
+void SessionManager::notify(const std::shared_ptr<ExecRun>& run, const json& event) {
+  std::vector<Listener> listeners;
+  {
+    std::lock_guard lock(mutex_);
+    listeners = run->listeners;
+  }
+  for (const auto& listener : listeners) listener(event);
+}
+
+void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
+  Session& session = *run->session;
+  bool ready;
+  {
+    std::lock_guard lock(mutex_);
+    ready = session.phase == Phase::kReady && session.box;
+  }
+  if (!ready) {
+    sandbox::Result result;
+    result.status = sandbox::Status::kCancelled;
+    result.reason = "the session ended before the exec started";
+    return finish_exec(run, result);
+  }
+  try {
+    run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
+    run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
+    sandbox::RunHooks hooks;
+    ExecRun* raw = run.get();
+    hooks.on_output = [this, raw](sandbox::OutputStream stream, std::string_view chunk) {
+      const bool is_stdout = stream == sandbox::OutputStream::kStdout;
+      (is_stdout ? raw->stdout_log : raw->stderr_log)->append(chunk);
+      std::vector<Listener> listeners;
+      {
+        std::lock_guard lock(mutex_);
+        listeners = raw->listeners;
+      }
+      if (listeners.empty()) return;
+      const json event = {{"event", is_stdout ? "stdout" : "stderr"}, {"id", raw->id},
+                          {"data_b64", base::base64_encode(chunk)}};
+      for (const auto& listener : listeners) listener(event);
+    };
+    run->exec = session.box->exec(run->process, hooks);
+    session.running[run->id] = run;
+    session.last_used_ns = sandbox::monotonic_ns();
+    // Once it can be signalled; its output reaches listeners only after this (the hooks run on this thread).
+    ledger_.mark_running(run->id, unix_ms());
+    notify(run, {{"event", "started"}, {"id", run->id}});
+  } catch (const sandbox::SandboxError& e) {
+    finish_exec(run, sandbox::Launcher::setup_failure(e));
+  } catch (const std::exception& e) {
+    sandbox::Result result;
+    result.status = sandbox::Status::kInternalError;
+    result.reason = std::string("starting the exec failed: ") + e.what();
+    finish_exec(run, result);
+  }
+}
+
+void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
+  Session& session = *run->session;
+  if (result.status == sandbox::Status::kCancelled && !run->ended_by.empty()) result.reason = "cancelled: " + run->ended_by;
+  run->exec.reset();  // on the loop thread, before the box can go
+  session.running.erase(run->id);
+  session.last_used_ns = sandbox::monotonic_ns();
+  if (session.box && !session.box->ended()) {
+    try {
+      const sandbox::CgroupUsage usage = session.box->usage();
+      std::lock_guard lock(mutex_);
+      session.usage = usage;
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): the last usage read stays
+    }
+  }
+  finisher_.post([this, run, result = std::move(result)] {
+    std::string state = sandbox::status_name(result.status);
+    json record;
+    try {
+      for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
+        if (log != nullptr) log->close();
+      }
+      spec::RunSpec as_run = run->session->spec.environment;
+      as_run.argv = run->process.argv;
+      as_run.labels = run->spec.labels;
+      record = build_record(as_run, result, RecordSources{});
+    } catch (const std::exception& e) {
+      state = "internal_error";
+      record = failure_record(std::string("finishing the exec failed: ") + e.what(), result);
+    }
+    try {
+      ledger_.mark_finished(run->id, state, record, unix_ms());
+    } catch (const std::exception& e) {
+      spdlog::error("exec {}: recording it as {} failed: {}", run->id, state, e.what());
+    }
+    std::optional<RunRow> row;
+    try {
+      row = ledger_.get(run->id);
+    } catch (const std::exception& e) {
+      spdlog::error("exec {}: reading its final row failed: {}", run->id, e.what());
+    }
+    json run_json = row ? row->to_json() : json{{"id", run->id}, {"state", state}, {"result", record.value("result", json())}};
+    {
+      std::lock_guard lock(mutex_);
+      --run->session->execs_running;
+      run->session->row.last_used_ms = unix_ms();
+    }
+    try {
+      notify(run, {{"event", "finished"}, {"id", run->id}, {"run", std::move(run_json)}});
+    } catch (const std::exception& e) {
+      spdlog::error("exec {}: sending \"finished\" failed: {}", run->id, e.what());
+    }
+    changed_.notify_all();
+    wake();  // an idle_ttl may start now
+  });
+}
+
+}  // namespace capsule::daemon

@@ -1,0 +1,46 @@
+// The inside of SessionManager shared by its two files: a live session and one exec of it, and who may touch
+// which field (the manager's mutex, or only its loop thread).
+#pragma once
+
+#include "daemon/sessions/session_manager.h"
+
+namespace capsule::daemon {
+
+struct SessionManager::Session {
+  std::string id;
+  spec::SessionSpec spec;
+  Submission submission;  // keeps a non-root caller's opened workspace alive
+  sandbox::EnvironmentSpec environment;
+  sandbox::ProcessSpec process;  // what every exec starts from
+  std::string dir;
+  // Guarded by mutex_:
+  SessionRow row;
+  Phase phase = Phase::kStarting;
+  std::uint64_t execs_total = 0;
+  std::uint64_t execs_running = 0;  // accepted and not yet recorded
+  sandbox::CgroupUsage usage;
+  // Loop thread only:
+  std::unique_ptr<sandbox::Sandbox> box;
+  std::map<std::string, std::shared_ptr<ExecRun>> running;
+  std::int64_t start_deadline_ns = 0;
+  std::int64_t created_ns = 0;
+  std::int64_t last_used_ns = 0;
+  std::string end_state;  // empty while ending: the box is made again (recreate)
+  std::string end_reason;
+  BoxTask while_down;
+};
+
+struct SessionManager::ExecRun {
+  std::string id;
+  std::shared_ptr<Session> session;
+  spec::ExecSpec spec;
+  sandbox::ProcessSpec process;
+  std::vector<Listener> listeners;  // guarded by mutex_
+  // Loop thread, then the finisher's:
+  std::unique_ptr<sandbox::Exec> exec;
+  std::unique_ptr<LogWriter> stdout_log;
+  std::unique_ptr<LogWriter> stderr_log;
+  std::string ended_by;  // loop thread: why the session's end cancelled it ("" while nothing did)
+};
+
+}  // namespace capsule::daemon

@@ -1,0 +1,245 @@
+// Integration tests of a session's files, diff, checkpoints and reset against a real capsuled: binary and 200 MB
+// round trips, trees with modes and symlinks, every escape through the file routes, and undo to a named point.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+
+#include "tests/support/auth_users.h"
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+class CapsuledSessionFiles : public Capsuled {
+ protected:
+  std::string create_with_workspace() {
+    workspace_ = make_dir("ws");
+    write_file(workspace_ / "kept.txt", "line 1\nline 2\nline 3\n");
+    write_file(workspace_ / "gone.txt", "bye\n");
+    const HttpResponse response = call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace_.string()}}}});
+    EXPECT_EQ(response.status, 201) << response.body;
+    return body_json(response)["id"];
+  }
+  json exec(const std::string& id, const std::string& script) const {
+    const HttpResponse response = call("POST", "/v1/sessions/" + id + "/exec", json{{"script", script}});
+    EXPECT_EQ(response.status, 200) << response.body;
+    return body_json(response);
+  }
+  static std::string out(const json& run) { return run["result"]["stdout"].value("head", ""); }
+  // PUT with a raw body of `type`.
+  RawResponse put_raw(const std::string& id, const std::string& query, const std::string& type,
+                      const std::string& body) const {
+    return raw_request(socket_, "PUT /v1/sessions/" + id + "/files?" + query + " HTTP/1.1\r\nHost: capsule\r\n"
+                                "Content-Type: " + type + "\r\nContent-Length: " + std::to_string(body.size()) +
+                                "\r\nConnection: close\r\n\r\n" + body);
+  }
+  static std::string sha256_of_file(const fs::path& file) {
+    const std::string command = "sha256sum '" + file.string() + "'";
+    FILE* pipe = popen(command.c_str(), "r");
+    char line[256] = {};
+    const bool got = pipe != nullptr && fgets(line, sizeof line, pipe) != nullptr;
+    if (pipe != nullptr) pclose(pipe);
+    return got ? std::string(line).substr(0, 64) : "";
+  }
+
+  fs::path workspace_;
+};
+
+TEST_F(CapsuledSessionFiles, BinaryFilesGoInAndOutOwnedByTheSessionUser) {
+  start();
+  const std::string id = create_with_workspace();
+  std::string bytes;
+  for (int i = 0; i < 70000; ++i) bytes.push_back(static_cast<char>(i * 7 % 256));  // NULs included
+  const RawResponse put = put_raw(id, "path=/workspace/data/blob.bin&mode=0600", "application/octet-stream", bytes);
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(json::parse(put.body)["bytes"], bytes.size());
+  EXPECT_EQ(out(exec(id, "stat -c '%s %a %u:%g' /workspace/data/blob.bin")), "70000 600 0:0\n");
+  const HttpResponse got = call("GET", "/v1/sessions/" + id + "/files?path=/workspace/data/blob.bin");
+  ASSERT_EQ(got.status, 200);
+  EXPECT_EQ(got.body, bytes);
+  EXPECT_FALSE(fs::exists(workspace_ / "data")) << "the cow workspace's host dir is left alone";
+}
+
+TEST_F(CapsuledSessionFiles, A200MegabyteFileStreamsFromAHostPathAndBack) {
+  start();
+  const std::string id = create_with_workspace();
+  const fs::path big = dir_ / "big.bin";
+  {
+    std::ofstream file(big, std::ios::binary);
+    std::mt19937_64 random(42);
+    std::vector<std::uint64_t> block(8192);
+    for (int i = 0; i < 200 * 16; ++i) {  // 200 MiB in 64 KiB blocks
+      for (auto& word : block) word = random();
+      file.write(reinterpret_cast<const char*>(block.data()), static_cast<std::streamsize>(block.size() * 8));
+    }
+  }
+  const std::string digest = sha256_of_file(big);
+  const HttpResponse put = call("PUT", "/v1/sessions/" + id + "/files?path=/workspace/big.bin", json{{"source", big.string()}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(body_json(put)["bytes"], 200ull << 20);
+  EXPECT_EQ(out(exec(id, "sha256sum /workspace/big.bin | cut -c1-64")), digest + "\n");
+  const HttpResponse got = call("GET", "/v1/sessions/" + id + "/files?path=/workspace/big.bin");
+  ASSERT_EQ(got.status, 200);
+  const fs::path back = dir_ / "back.bin";
+  std::ofstream(back, std::ios::binary) << got.body;
+  EXPECT_EQ(sha256_of_file(back), digest);
+}
+
+TEST_F(CapsuledSessionFiles, TreesTravelAsTarsWithModesAndSymlinks) {
+  start();
+  const std::string id = create_with_workspace();
+  const fs::path tree = make_dir("tree");
+  write_file(tree / "run.sh", "#!/bin/sh\necho ran\n");
+  ::chmod((tree / "run.sh").c_str(), 0755);
+  fs::create_directories(tree / "sub/empty");
+  write_file(tree / "sub/secret.txt", "s\n");
+  ::chmod((tree / "sub/secret.txt").c_str(), 0600);
+  fs::create_symlink("sub/secret.txt", tree / "link");
+  const HttpResponse put = call("PUT", "/v1/sessions/" + id + "/files?path=/workspace/tree", json{{"source", tree.string()}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(out(exec(id, "cd /workspace/tree && ./run.sh && stat -c '%a %n' run.sh sub/secret.txt && readlink link && "
+                         "test -d sub/empty && echo dir")),
+            "ran\n755 run.sh\n600 sub/secret.txt\nsub/secret.txt\ndir\n");
+  const HttpResponse tar = call("GET", "/v1/sessions/" + id + "/files?path=/workspace/tree");
+  ASSERT_EQ(tar.status, 200);
+  const fs::path archive = dir_ / "tree.tar";
+  std::ofstream(archive, std::ios::binary) << tar.body;
+  const fs::path unpacked = make_dir("unpacked");
+  ASSERT_EQ(std::system(("tar -xf '" + archive.string() + "' -C '" + unpacked.string() + "'").c_str()), 0);
+  EXPECT_EQ(fs::read_symlink(unpacked / "link"), "sub/secret.txt");
+  EXPECT_EQ(fs::status(unpacked / "run.sh").permissions() & fs::perms::all, static_cast<fs::perms>(0755));
+}
+
+TEST_F(CapsuledSessionFiles, NoPathOrPlantedLinkReachesTheHost) {
+  start();
+  const std::string id = create_with_workspace();
+  const std::string marker = "capsule-escape-" + std::to_string(getpid());
+  expect_error(call("GET", "/v1/sessions/" + id + "/files?path=../../etc/passwd"), 400, "invalid_path", "..");
+  // A symlink planted inside pointing at the host's /etc resolves inside the box, never on the host.
+  exec(id, "ln -s /etc /workspace/etc-link; ln -s ../../../../../../tmp /workspace/tmp-link; mkfifo /workspace/fifo");
+  const RawResponse planted = put_raw(id, "path=/workspace/etc-link/" + marker, "application/octet-stream", "x");
+  EXPECT_EQ(planted.status, 200) << planted.body;
+  EXPECT_FALSE(fs::exists("/etc/" + marker)) << "a write followed a planted link onto the host";
+  EXPECT_EQ(out(exec(id, "cat /etc/" + marker)), "x") << "it landed in the box's own /etc";
+  const RawResponse through_dots = put_raw(id, "path=/workspace/tmp-link/" + marker, "application/octet-stream", "y");
+  EXPECT_EQ(through_dots.status, 200) << through_dots.body;
+  EXPECT_FALSE(fs::exists("/tmp/" + marker));
+  // A FIFO answers at once instead of hanging the transfer; /proc of the box is refused.
+  expect_error(call("GET", "/v1/sessions/" + id + "/files?path=/workspace/fifo"), 409, "not_a_file", "fifo");
+  expect_error(call("GET", "/v1/sessions/" + id + "/files?path=/proc/1/environ"), 403, "forbidden", "proc");
+  expect_error(call("GET", "/v1/sessions/" + id + "/files"), 400, "invalid_request", "path");
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
+}
+
+// A hostile caller (a real user in the socket's group) neither sees another user's session nor reads a host
+// file it could not read itself through an upload's source.
+TEST_F(CapsuledSessionFiles, ACallerReachesOnlyItsOwnSessionsAndHostFiles) {
+  const std::string group = "capsule-f-" + std::to_string(getpid());
+  create_group(group);
+  const TestUser user = create_user("capsule-f-u-" + std::to_string(getpid()), group, {});
+  const fs::path config = dir_ / "capsuled.json";
+  write_file(config, json{{"socket_group", group}}.dump());
+  start({"--config", config.string()});
+  const std::string root_session = create_with_workspace();
+  const std::string files = "/v1/sessions/" + root_session + "/files?path=/workspace/kept.txt";
+  const UserCall peek = call_as(user, socket_, "GET", files);
+  const UserCall plant = call_as(user, socket_, "PUT", files, json{{"source", "/etc/hostname"}});
+  const UserCall mine = call_as(user, socket_, "POST", "/v1/sessions", json::object());
+  std::string own;
+  if (mine.status == 201) own = mine.json()["id"];
+  const UserCall shadow = call_as(user, socket_, "PUT", "/v1/sessions/" + own + "/files?path=/tmp/s",
+                                  json{{"source", "/etc/shadow"}});
+  remove_user(user.name);
+  remove_group(group);
+  EXPECT_EQ(peek.status, 404) << peek.body << peek.failure;
+  EXPECT_EQ(plant.status, 404) << plant.body << plant.failure;
+  ASSERT_EQ(mine.status, 201) << mine.body << mine.failure;
+  EXPECT_EQ(shadow.status, 403) << shadow.body;
+  EXPECT_NE(shadow.body.find("forbidden"), std::string::npos) << shadow.body;
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
+}
+
+TEST_F(CapsuledSessionFiles, DiffCheckpointAndResetUndoTheWorkspace) {
+  start();
+  const std::string id = create_with_workspace();
+  exec(id, "cd /workspace && sed -i 's/line 2/line two/' kept.txt && rm gone.txt && echo new > added.txt");
+  const json diff = body_json(call("GET", "/v1/sessions/" + id + "/diff?patch=1"));
+  ASSERT_EQ(diff["added"].size(), 1u) << diff;
+  EXPECT_EQ(diff["added"][0]["path"], "added.txt");
+  EXPECT_EQ(diff["modified"][0]["path"], "kept.txt");
+  EXPECT_EQ(diff["deleted"][0]["path"], "gone.txt");
+  bool patched = false;
+  for (const json& patch : diff["patches"]) {
+    if (patch["path"] == "kept.txt") {
+      patched = true;
+      EXPECT_NE(patch["patch"].get<std::string>().find("-line 2\n+line two\n"), std::string::npos) << patch;
+    }
+  }
+  EXPECT_TRUE(patched) << diff;
+
+  const HttpResponse saved = call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "one"}});
+  ASSERT_EQ(saved.status, 201) << saved.body;
+  expect_error(call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "one"}}), 409, "conflict", "exists");
+  expect_error(call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "../x"}}), 400, "invalid_request", "name");
+  exec(id, "cd /workspace && echo later > later.txt && rm added.txt");
+
+  const HttpResponse back = call("POST", "/v1/sessions/" + id + "/reset?to=one");
+  ASSERT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(out(exec(id, "cd /workspace && ls && cat kept.txt")), "added.txt\nkept.txt\nline 1\nline two\nline 3\n");
+  expect_error(call("POST", "/v1/sessions/" + id + "/reset?to=nosuch"), 404, "not_found", "nosuch");
+
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/reset").status, 200);
+  EXPECT_EQ(out(exec(id, "cd /workspace && ls")), "gone.txt\nkept.txt\n");
+  const json clean = body_json(call("GET", "/v1/sessions/" + id + "/diff"));
+  EXPECT_EQ(clean["totals"]["added"], 0) << clean;
+  EXPECT_EQ(clean["totals"]["modified"], 0) << clean;
+  EXPECT_EQ(clean["totals"]["deleted"], 0) << clean;
+}
+
+// Interactive execs: stdin written after the start, and a terminal where Ctrl-C interrupts the job.
+TEST_F(CapsuledSessionFiles, StdinStaysOpenAndAPtyTakesCtrlC) {
+  start();
+  const std::string id = body_json(call("POST", "/v1/sessions", json::object()))["id"];
+  const std::string base = "/v1/sessions/" + id + "/execs/";
+  auto background = [&](const json& spec) {
+    json body = spec;
+    body["background"] = true;
+    const HttpResponse started = call("POST", "/v1/sessions/" + id + "/exec", body);
+    EXPECT_EQ(started.status, 202) << started.body;
+    return body_json(started)["id"].get<std::string>();
+  };
+  auto stdin_of = [&](const std::string& exec, const std::string& bytes, bool close) {
+    return raw_request(socket_, "POST " + base + exec + "/stdin" + (close ? "?close=true" : "") +
+                                    " HTTP/1.1\r\nHost: capsule\r\nContent-Type: application/octet-stream\r\n"
+                                    "Content-Length: " + std::to_string(bytes.size()) + "\r\nConnection: close\r\n\r\n" + bytes);
+  };
+  const std::string cat = background({{"argv", {"cat"}}, {"stdin_open", true}});
+  EXPECT_EQ(stdin_of(cat, "first\n", false).status, 202);
+  EXPECT_EQ(stdin_of(cat, "second\n", true).status, 202);
+  const json done = wait_finished(cat);
+  EXPECT_EQ(done["state"], "succeeded") << done;
+  EXPECT_EQ(done["result"]["stdout"]["head"], "first\nsecond\n");
+  const RawResponse late = stdin_of(cat, "late", false);
+  EXPECT_EQ(late.status, 409) << late.body;
+
+  const std::string terminal = background({{"argv", {"/bin/sh", "-c", "stty size; echo ready; exec cat"}},
+                                           {"pty", true}, {"rows", 33}, {"cols", 99}});
+  std::string seen;
+  EXPECT_TRUE(eventually([&] {
+    seen = call("GET", "/v1/runs/" + terminal + "/logs").body;
+    return seen.find("ready") != std::string::npos;
+  })) << seen;
+  EXPECT_NE(seen.find("33 99"), std::string::npos) << seen;
+  EXPECT_EQ(call("POST", base + terminal + "/resize", json{{"rows", 40}, {"cols", 120}}).status, 202);
+  EXPECT_EQ(stdin_of(terminal, "\x03", false).status, 202);
+  const json interrupted = wait_finished(terminal);
+  EXPECT_EQ(interrupted["state"], "signaled") << interrupted;
+  EXPECT_EQ(interrupted["result"]["signal"], SIGINT) << interrupted;
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
+}
+
+}  // namespace
+}  // namespace capsule::testing
