@@ -101,7 +101,7 @@ std::vector<std::string> command_argv(std::vector<std::string> remaining, bool s
   return remaining;
 }
 
-std::string absolute_dir(const std::string& path) {
+std::string absolute_path(const std::string& path) {
   std::string out = std::filesystem::absolute(path).lexically_normal().string();
   if (out.size() > 1 && out.back() == '/') out.pop_back();
   return out;

@@ -56,7 +56,7 @@ std::vector<std::pair<std::string, std::string>> env_assignments(const std::vect
 // what followed the first "--" on the command line; a "--" between both is kept as part of the command.
 std::vector<std::string> command_argv(std::vector<std::string> remaining, bool separator_given,
                                       const std::vector<std::string>& after_separator);
-// A host directory as an absolute, normalized path without a trailing slash.
-std::string absolute_dir(const std::string& path);
+// A host path as an absolute, normalized path without a trailing slash.
+std::string absolute_path(const std::string& path);
 
 }  // namespace capsule::client

@@ -37,7 +37,7 @@ json build_run_body(const RunOptions& o) {
   if (!o.as_of.empty()) body["as_of"] = o.as_of;
   if (!o.workdir.empty()) body["cwd"] = o.workdir;
   if (!o.workspace.empty()) {
-    body["workspace"] = {{"path", absolute_dir(o.workspace)}};
+    body["workspace"] = {{"path", absolute_path(o.workspace)}};
     if (!o.mode.empty()) body["workspace"]["mode"] = o.mode;
   } else if (!o.mode.empty()) {
     throw std::invalid_argument("--mode needs --workspace");

@@ -93,8 +93,8 @@ int session_ls(const std::string& socket, const SessionCommands& c) {
 
 int session_exec(const std::string& socket, ExecOptions options) {
   if (options.tty) {
-    std::cerr << "capsule: session exec -t/--tty: capsuled does not offer a terminal (pty) for execs yet; run "
-                 "without -t (-i or --stdin-file give the command stdin)\n";
+    std::cerr << "capsule: session exec -t/--tty: this client does not drive a terminal (pty) yet; run without -t "
+                 "(-i or --stdin-file give the command stdin), or use the API's \"pty\": true\n";
     return kExitCapsuleFailed;
   }
   if (options.interactive) {
@@ -208,7 +208,7 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.exec->add_option("--label,-l", e.labels, "label K=V of this exec's run")->allow_extra_args(false);
   c.exec->add_option("--stdin-file", e.stdin_file, "file whose bytes are the command's stdin (else it is at EOF)");
   c.exec->add_flag("--interactive,-i", e.interactive, "send this process's stdin to the command");
-  c.exec->add_flag("--tty,-t", e.tty, "a terminal for the command (not offered by capsuled yet: refused)");
+  c.exec->add_flag("--tty,-t", e.tty, "a terminal for the command (not driven by this client yet: refused)");
   c.exec->add_flag("--background,-d", e.background, "start the exec, print its id and return");
   c.exec->add_option("--script", e.script_file, "run this file's text with /bin/sh instead of a command");
   c.exec->add_option("-c", e.script, "run this text with /bin/sh instead of a command");

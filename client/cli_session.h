@@ -36,7 +36,7 @@ struct ExecOptions {
   std::string stdin_file;                   // --stdin-file F
   std::optional<std::string> stdin_data;    // filled from our stdin by -i
   bool interactive = false;                 // -i
-  bool tty = false;                         // -t: a pty, which capsuled does not offer yet
+  bool tty = false;                         // -t: a pty, which this client does not drive yet
   bool background = false;
   bool json = false;                        // print the finished run object instead of the output
 };

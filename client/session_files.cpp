@@ -1,6 +1,5 @@
-// Session file transfer: uploads stream a file or images::pack_directory's tar into the request body; downloads
-// stream the answer into a temporary file beside the destination, then rename it (a file) or unpack it (a tar)
-// with libarchive, refusing entries that would leave the destination.
+// Session file transfer: uploads name the host path for capsuled to stream in; downloads stream the answer into
+// a temporary file beside the destination, then rename it (a file) or unpack it (a tar) refusing escapes.
 #include "client/session_files.h"
 
 #include <archive.h>
@@ -9,22 +8,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <limits>
 #include <iterator>
 #include <memory>
 #include <stdexcept>
 
 #include "base/file_util.h"
 #include "base/unique_fd.h"
+#include "client/cli_args.h"
 #include "client/cli_session.h"
 #include "http/unix_client.h"
-#include "images/tar_pack.h"
 
 namespace capsule::client {
 namespace {
@@ -41,46 +38,14 @@ std::string files_target(const SessionPathArg& remote) {
   throw std::runtime_error(what + " " + path.string() + ": " + std::strerror(errno));
 }
 
+// capsuled opens the host path with this user's own rights and streams the file or tree in itself
+// (PUT .../files with {"source"}), so nothing passes through this process.
 void upload(const http::HttpClient& client, const fs::path& local, const SessionPathArg& remote) {
-  struct stat st {};
-  if (::stat(local.c_str(), &st) != 0) fail_errno("cannot read", local);
-  http::HttpResponse response;
-  if (S_ISDIR(st.st_mode)) {
-    images::PackOptions pack;
-    pack.gzip = false;
-    pack.zero_owners = true;  // the daemon makes everything the session user's
-    pack.epoch = std::numeric_limits<std::int64_t>::max();  // keep mtimes
-    response = client.upload("PUT", files_target(remote), {{"Content-Type", "application/x-tar"}}, std::nullopt,
-                             [&](const http::ChunkCallback& send) {
-                               const images::PackResult packed = images::pack_directory(
-                                   local, [&](const void* data, std::size_t size) {
-                                     send(std::string_view(static_cast<const char*>(data), size));
-                                   }, pack);
-                               for (const std::string& skipped : packed.skipped) {
-                                 std::cerr << "capsule: cp: skipped " << skipped << " (not a file, dir or link)\n";
-                               }
-                             });
-  } else {
-    const base::UniqueFd fd = base::open_regular_file(local, "cp");
-    if (::fstat(fd.get(), &st) != 0) fail_errno("cannot stat", local);
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    response = client.upload(
-        "PUT", files_target(remote) + "&mode=" + mode, {{"Content-Type", "application/octet-stream"}},
-        static_cast<std::uint64_t>(st.st_size), [&](const http::ChunkCallback& send) {
-          // The size announced is the size sent: a file growing meanwhile is cut there, one shrinking fails.
-          std::unique_ptr<char[]> buffer(new char[kPiece]);
-          for (auto left = static_cast<std::uint64_t>(st.st_size); left > 0;) {
-            const ssize_t n = ::read(fd.get(), buffer.get(), std::min<std::uint64_t>(kPiece, left));
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) fail_errno("cannot read", local);
-            if (n == 0) return;
-            send(std::string_view(buffer.get(), static_cast<std::size_t>(n)));
-            left -= static_cast<std::uint64_t>(n);
-          }
-        });
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(local, ec))) {
+    throw std::runtime_error("cp: " + local.string() + ": no such file or directory");
   }
-  http::throw_if_error(response);
+  http::request_json(client, "PUT", files_target(remote), {{"source", absolute_path(local)}});
 }
 
 // A temporary file in `dir`, removed on destruction unless renamed away by keep_as().

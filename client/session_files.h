@@ -1,5 +1,5 @@
-// `capsule session cp`: files in and out of a session through PUT/GET /v1/sessions/{id}/files, streamed from
-// and to disk (a file as its bytes, a directory as a tar packed or unpacked on the fly) so size never costs memory.
+// `capsule session cp`: files in and out of a session through PUT/GET /v1/sessions/{id}/files, never held in
+// memory: capsuled reads uploads from the host path itself; downloads stream to disk (a directory as a tar).
 #pragma once
 
 #include <filesystem>
@@ -24,8 +24,8 @@ std::optional<SessionPathArg> parse_session_path(const std::string& arg);
 // Returns the number of entries written.
 std::uint64_t unpack_tar_into(int tar_fd, const std::filesystem::path& dir);
 
-// Copies `source` to `destination`, exactly one of them "ID:/path". Upload: a file is sent as its bytes with its
-// mode, a directory as a tar of what it holds, unpacked at the path. Download: a file is written to
+// Copies `source` to `destination`, exactly one of them "ID:/path". Upload: capsuled opens the local file or
+// directory (made absolute) with this user's rights and copies it to the path. Download: a file is written to
 // `destination` (or into it, when it is a directory) via a temporary file renamed into place; a directory's
 // tar is unpacked into `destination` (created when missing). Prints nothing; throws on failure.
 void cmd_session_cp(const std::string& socket, const std::string& source, const std::string& destination);

@@ -6,7 +6,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
@@ -37,41 +36,27 @@ std::string lower(boost::beast::string_view text) {
   throw std::runtime_error("lost connection to capsuled at " + path + " while " + step + ": " + ec.message());
 }
 
-bhttp::verb verb_of(const std::string& method) {
+// Connects and writes the request; the socket is then ready for reading the response.
+Socket send_request(asio::io_context& io, const std::string& path, const std::string& method,
+                    const std::string& target, const nlohmann::json& body, const Headers& headers) {
   const bhttp::verb verb = bhttp::string_to_verb(method);
   if (verb == bhttp::verb::unknown) throw std::invalid_argument("unknown HTTP method '" + method + "'");
-  return verb;
-}
-
-Socket connect_to(asio::io_context& io, const std::string& path) {
   if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(path, ENAMETOOLONG);
+
   Socket socket(io);
   beast::error_code ec;
   socket.connect(asio::local::stream_protocol::endpoint(path), ec);
   if (ec) throw ConnectError(path, ec.value());
-  return socket;
-}
 
-template <typename Body>
-void set_common_fields(bhttp::request<Body>& req, const Headers& headers) {
+  bhttp::request<bhttp::string_body> req{verb, target, 11};
   req.set(bhttp::field::host, "capsule");
   req.set(bhttp::field::user_agent, "capsule/" CAPSULE_VERSION);
   for (const auto& [name, value] : headers) req.set(name, value);
-  req.keep_alive(false);
-}
-
-// Connects and writes the request; the socket is then ready for reading the response.
-Socket send_request(asio::io_context& io, const std::string& path, const std::string& method,
-                    const std::string& target, const nlohmann::json& body, const Headers& headers) {
-  const bhttp::verb verb = verb_of(method);
-  Socket socket = connect_to(io, path);
-  beast::error_code ec;
-  bhttp::request<bhttp::string_body> req{verb, target, 11};
-  set_common_fields(req, headers);
   if (!body.is_null()) {
     req.set(bhttp::field::content_type, "application/json");
     req.body() = body.dump();
   }
+  req.keep_alive(false);
   req.prepare_payload();
   bhttp::write(socket, req, ec);
   if (ec) transport_failure(path, "sending " + method + " " + target, ec);
@@ -94,47 +79,6 @@ bool ConnectError::nobody_listening() const { return error() == ENOENT || error(
 
 ResponseError::ResponseError(int status, std::string code, const std::string& message)
     : base::Error(base::Cause{"response", "", 0, message}, code, message + " (" + code + ")"), status_(status) {}
-
-HttpResponse HttpClient::upload(const std::string& method, const std::string& target, const Headers& headers,
-                               std::optional<std::uint64_t> content_length, const BodyWriter& write_body) const {
-  const bhttp::verb verb = verb_of(method);
-  asio::io_context io;
-  Socket socket = connect_to(io, socket_path_);
-  bhttp::request<bhttp::empty_body> req{verb, target, 11};
-  set_common_fields(req, headers);
-  if (content_length) req.content_length(*content_length);
-  else req.chunked(true);
-  beast::error_code ec;
-  bhttp::request_serializer<bhttp::empty_body> serializer{req};
-  bhttp::write_header(socket, serializer, ec);
-  if (ec) transport_failure(socket_path_, "sending " + method + " " + target, ec);
-  std::uint64_t sent = 0;
-  bool write_failed = false;  // the daemon stopped reading (it may have answered early): read its answer
-  write_body([&](std::string_view piece) {
-    if (write_failed || piece.empty()) return;
-    if (content_length) asio::write(socket, asio::buffer(piece.data(), piece.size()), ec);
-    else asio::write(socket, bhttp::make_chunk(asio::buffer(piece.data(), piece.size())), ec);
-    sent += piece.size();
-    write_failed = static_cast<bool>(ec);
-  });
-  if (!write_failed) {
-    if (content_length && sent != *content_length) {
-      throw std::runtime_error("the body of " + method + " " + target + " was " + std::to_string(sent) +
-                               " bytes, not the " + std::to_string(*content_length) + " announced");
-    }
-    if (!content_length) asio::write(socket, bhttp::make_chunk_last(), ec);
-  }
-  beast::flat_buffer buffer;
-  bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  beast::error_code read_ec;
-  bhttp::read(socket, buffer, parser, read_ec);
-  if (read_ec) transport_failure(socket_path_, "reading the response to " + method + " " + target, ec ? ec : read_ec);
-  HttpResponse out;
-  copy_head(parser.get(), out);
-  out.body = std::move(parser.get().body());
-  return out;
-}
 
 HttpResponse HttpClient::request(const std::string& method, const std::string& target, const nlohmann::json& body,
                                  const Headers& headers) const {

@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,8 +41,6 @@ class ResponseError : public base::Error {
 
 using Headers = std::map<std::string, std::string>;
 using ChunkCallback = std::function<void(std::string_view data)>;
-// Produces a request body piece by piece, handing each piece to `send` (which writes it to the socket).
-using BodyWriter = std::function<void(const ChunkCallback& send)>;
 
 class HttpClient {
  public:
@@ -59,13 +56,6 @@ class HttpClient {
   // of being collected. Error bodies (status >= 300) are collected into the response as usual.
   HttpResponse stream(const std::string& method, const std::string& target, const nlohmann::json& body,
                       const Headers& headers, const ChunkCallback& on_data) const;
-
-  // Sends a request whose body `write_body` produces piece by piece, so a large body is never held: with
-  // Content-Length when `content_length` is given (write_body must produce exactly that many bytes), else
-  // chunked. `headers` name the Content-Type. Reads the whole response like request(); when the daemon
-  // answers before taking the whole body (an early error), that answer is returned.
-  HttpResponse upload(const std::string& method, const std::string& target, const Headers& headers,
-                      std::optional<std::uint64_t> content_length, const BodyWriter& write_body) const;
 
   // stream(), split into lines without their '\n'; a last line without '\n' is delivered too. A line longer
   // than kMaxLineBytes throws std::runtime_error naming the limit (the daemon's events stay far below it).

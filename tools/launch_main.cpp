@@ -35,7 +35,7 @@ sandbox::SandboxSpec spec_for(const client::RunOptions& options, bool workspace_
   spec.rootfs_layers = image.layers;
   spec.mounts = image.mounts;
   if (!options.workspace.empty()) {
-    spec.mounts.push_back({client::absolute_dir(options.workspace), "/workspace", !workspace_rw, true});
+    spec.mounts.push_back({client::absolute_path(options.workspace), "/workspace", !workspace_rw, true});
     spec.cwd = "/workspace";
   }
   if (!options.workdir.empty()) spec.cwd = options.workdir;

@@ -189,9 +189,8 @@ class Client:
         return "/v1/runs/" + urllib.parse.quote(run_id, safe="")
 
     def _open(self, method, target, body=None, headers=None, raw=None):
-        """Sends a request (a JSON body, or `raw` bytes or a binary file object sent as it is read, with the
-        Content-Type in `headers`); returns (response, connection) for a 2xx answer, raises CapsuleError
-        otherwise."""
+        """Sends a request (a JSON body, or `raw` bytes with the Content-Type in `headers`); returns
+        (response, connection) for a 2xx answer, raises CapsuleError otherwise."""
         connection = UnixHTTPConnection(self.socket_path, self.timeout)
         headers = dict(headers or {})
         payload = raw
@@ -323,16 +322,19 @@ class Session:
 
     # --- files --------------------------------------------------------------------------------------------
     def put_file(self, path, data=None, from_path=None, mode=None):
-        """Writes the file at `path` in the session from `data` (bytes) or streamed from the local file
-        `from_path`, with `mode` (an int, e.g. 0o755) when given."""
+        """Writes `data` (bytes, up to the daemon's 1 MiB body limit) to the file `path` in the session, with
+        `mode` (an int, e.g. 0o755) when given; or copies the local file or directory `from_path`, which
+        capsuled opens with this process's user's rights and streams in itself (any size)."""
         if (data is None) == (from_path is None):
             raise TypeError("give one of data and from_path")
+        if from_path is not None:
+            return self.client._json("PUT", self._files_target(path), {"source": os.path.abspath(from_path)})
         target = self._files_target(path) + (f"&mode={mode:04o}" if mode is not None else "")
-        return self._put(target, "application/octet-stream", data, from_path)
+        return self._put(target, "application/octet-stream", data)
 
-    def put_tar(self, path, data=None, from_path=None):
-        """Unpacks a tar (bytes, or streamed from the local file `from_path`) at the directory `path`."""
-        return self._put(self._files_target(path), "application/x-tar", data, from_path)
+    def put_tar(self, path, data):
+        """Unpacks a tar (bytes, up to the daemon's 1 MiB body limit) at the directory `path`."""
+        return self._put(self._files_target(path), "application/x-tar", data)
 
     def get_file(self, path, to_path=None):
         """A file's bytes (a directory comes as a tar). With `to_path`, streams them into that local file
@@ -396,16 +398,9 @@ class Session:
     def _files_target(self, path):
         return f"{self.path}/files?" + urllib.parse.urlencode({"path": path})
 
-    def _put(self, target, content_type, data, from_path):
-        if (data is None) == (from_path is None):
-            raise TypeError("give one of data and from_path")
-        headers = {"Content-Type": content_type}
-        if data is not None:
-            response, connection = self.client._open("PUT", target, headers=headers, raw=bytes(data))
-        else:
-            with open(from_path, "rb") as source:
-                headers["Content-Length"] = str(os.fstat(source.fileno()).st_size)
-                response, connection = self.client._open("PUT", target, headers=headers, raw=source)
+    def _put(self, target, content_type, data):
+        response, connection = self.client._open("PUT", target, headers={"Content-Type": content_type},
+                                                 raw=bytes(data))
         try:
             answer = response.read()
         finally:

@@ -158,16 +158,17 @@ class FakeDaemonSessionTest(unittest.TestCase):
         self.assertEqual((method, target), ("PUT", "/v1/sessions/s1/files?path=%2Fworkspace%2Fa+b.txt&mode=0755"))
         self.assertEqual((headers["Content-Type"], body), ("application/octet-stream", b"\x00bytes"))
 
-        local = os.path.join(self.tmp, "big.bin")
-        with open(local, "wb") as out:
-            out.write(os.urandom(300_000))
-        session.put_file("/workspace/big.bin", from_path=local)
-        with open(local, "rb") as source:
-            self.assertEqual(self.last()[3], source.read())
+        local = os.path.join(self.tmp, "tree")
+        os.mkdir(local)
+        session.put_file("/workspace/tree", from_path=os.path.relpath(local))
+        self.assertEqual(self.last()[2]["Content-Type"], "application/json")
+        self.assertEqual(json.loads(self.last()[3]), {"source": local})
         session.put_tar("/workspace/tree", b"tarbytes")
         self.assertEqual((self.last()[2]["Content-Type"], self.last()[3]), ("application/x-tar", b"tarbytes"))
         with self.assertRaises(TypeError):
             session.put_file("/x")
+        with self.assertRaises(TypeError):
+            session.put_file("/x", b"data", from_path=local)
 
         self.server.answers[("GET", "/v1/sessions/s1/files")] = (200, {"Content-Type": "application/octet-stream"},
                                                                  b"content\xff")

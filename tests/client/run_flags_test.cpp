@@ -123,9 +123,9 @@ TEST(RunFlags, EnvAssignmentsKeepOrderAndCopyBareNames) {
 }
 
 TEST(RunFlags, AbsoluteDirIsNormalizedWithoutTrailingSlash) {
-  EXPECT_EQ(absolute_dir("/srv/a/../b/"), "/srv/b");
-  EXPECT_EQ(absolute_dir("/"), "/");
-  EXPECT_EQ(absolute_dir("rel"), (fs::current_path() / "rel").string());
+  EXPECT_EQ(absolute_path("/srv/a/../b/"), "/srv/b");
+  EXPECT_EQ(absolute_path("/"), "/");
+  EXPECT_EQ(absolute_path("rel"), (fs::current_path() / "rel").string());
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <tuple>
 
 #include "client/session_files.h"
 #include "http/unix_client.h"
@@ -151,61 +151,39 @@ constexpr const char* kCreated = "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\
 
 std::string body_of(const std::string& request) { return request.substr(request.find("\r\n\r\n") + 4); }
 
-std::string unchunk(std::string chunked) {
-  std::string out;
-  for (;;) {
-    const std::size_t size = std::stoul(chunked, nullptr, 16);
-    if (size == 0) return out;
-    const std::size_t start = chunked.find("\r\n") + 2;
-    out += chunked.substr(start, size);
-    chunked.erase(0, start + size + 2);
-  }
-}
-
-std::set<std::string> tar_names(const std::string& tar) {
-  std::set<std::string> names;
-  struct archive* a = archive_read_new();
-  archive_read_support_format_tar(a);
-  EXPECT_EQ(archive_read_open_memory(a, tar.data(), tar.size()), ARCHIVE_OK);
-  struct archive_entry* entry = nullptr;
-  while (archive_read_next_header(a, &entry) == ARCHIVE_OK) names.insert(archive_entry_pathname(entry));
-  archive_read_free(a);
-  return names;
-}
-
 using SessionCp = TempDirTest;
 
-TEST_F(SessionCp, UploadsAFileAsItsBytesWithItsMode) {
-  const fs::path local = root_ / "build.sh";
-  std::ofstream(local, std::ios::binary) << std::string("#!/bin/sh\0\xff", 12);
-  fs::permissions(local, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
-  std::string received;
-  ScriptedServer server([&](int fd, const std::string& head) {
-    received = head;
-    testing::read_body(fd, received);
-    ScriptedServer::send(fd, kCreated);
-  });
-  cmd_session_cp(server.path(), local.string(), "s1:/workspace/my build.sh");
-  EXPECT_TRUE(received.starts_with("PUT /v1/sessions/s1/files?path=%2Fworkspace%2Fmy%20build.sh&mode=0750 HTTP/1.1\r\n"))
-      << received;
-  EXPECT_NE(received.find("Content-Type: application/octet-stream\r\n"), std::string::npos);
-  EXPECT_EQ(body_of(received), std::string("#!/bin/sh\0\xff", 12));
-}
-
-TEST_F(SessionCp, UploadsADirectoryAsATarOfWhatItHolds) {
+TEST_F(SessionCp, UploadsNameTheAbsoluteHostPathForTheDaemonToRead) {
   fs::create_directories(root_ / "tree/sub");
   std::ofstream(root_ / "tree/sub/a.txt") << "a";
-  fs::create_symlink("sub/a.txt", root_ / "tree/link");
-  std::string received;
-  ScriptedServer server([&](int fd, const std::string& head) {
-    received = head;
-    testing::read_body(fd, received);
-    ScriptedServer::send(fd, kCreated);
-  });
-  cmd_session_cp(server.path(), (root_ / "tree").string(), "s1:/workspace/tree");
-  EXPECT_TRUE(received.starts_with("PUT /v1/sessions/s1/files?path=%2Fworkspace%2Ftree HTTP/1.1\r\n")) << received;
-  EXPECT_NE(received.find("Content-Type: application/x-tar\r\n"), std::string::npos);
-  EXPECT_EQ(tar_names(unchunk(body_of(received))), (std::set<std::string>{"link", "sub/", "sub/a.txt"}));
+  const fs::path before = fs::current_path();
+  fs::current_path(root_);
+  for (const auto& [local, remote, shown] : {std::tuple{"tree/sub/a.txt", "s1:/workspace/my a.txt", "tree/sub/a.txt"},
+                                              {"./tree/", "s1:/workspace/t", "tree"}}) {
+    std::string received;
+    ScriptedServer server([&](int fd, const std::string& head) {
+      received = head;
+      testing::read_body(fd, received);
+      ScriptedServer::send(fd, kCreated);
+    });
+    cmd_session_cp(server.path(), local, remote);
+    const std::string path = std::string(remote).substr(3);
+    EXPECT_TRUE(received.starts_with("PUT /v1/sessions/s1/files?path=" + http::url_encode(path) + " HTTP/1.1\r\n"))
+        << received;
+    EXPECT_NE(received.find("Content-Type: application/json\r\n"), std::string::npos);
+    EXPECT_EQ(nlohmann::json::parse(body_of(received)),
+              (nlohmann::json{{"source", (root_ / shown).string()}}));
+  }
+  fs::current_path(before);
+}
+
+TEST_F(SessionCp, AMissingLocalFileIsNamedWithoutAsking) {
+  try {
+    cmd_session_cp("/nonexistent/capsule.sock", (root_ / "missing").string(), "s1:/workspace/x");
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing: no such file or directory"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SessionCp, ARefusedUploadThrowsTheDaemonsError) {

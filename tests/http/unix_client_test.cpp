@@ -24,7 +24,6 @@ namespace capsule::http {
 namespace {
 
 using nlohmann::json;
-using testing::read_until;
 using testing::ScriptedServer;
 namespace fs = std::filesystem;
 
@@ -44,67 +43,6 @@ TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
   EXPECT_EQ(json::parse(response.body)["id"], "7");
   EXPECT_NE(server.request().find("POST /v1/runs HTTP/1.1\r\n"), std::string::npos);
   EXPECT_NE(server.request().find("Content-Type: application/json"), std::string::npos);
-}
-
-constexpr const char* kCreated = "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}";
-
-TEST(HttpClient, UploadWithALengthStreamsTheBodyAsWritten) {
-  std::string received;
-  ScriptedServer server([&](int fd, const std::string& head) {
-    received = head;
-    read_until(fd, received, [](const std::string& r) { return r.size() >= r.find("\r\n\r\n") + 4 + 7; });
-    ScriptedServer::send(fd, kCreated);
-  });
-  const HttpResponse response = HttpClient(server.path()).upload(
-      "PUT", "/v1/sessions/s1/files?path=%2Fa", {{"Content-Type", "application/octet-stream"}}, 7,
-      [](const ChunkCallback& send) {
-        send("abc");
-        send("");
-        send("defg");
-      });
-  EXPECT_EQ(response.status, 201);
-  EXPECT_EQ(response.body, "{}");
-  EXPECT_NE(received.find("PUT /v1/sessions/s1/files?path=%2Fa HTTP/1.1\r\n"), std::string::npos);
-  EXPECT_NE(received.find("Content-Length: 7\r\n"), std::string::npos);
-  EXPECT_NE(received.find("Content-Type: application/octet-stream\r\n"), std::string::npos);
-  EXPECT_TRUE(received.ends_with("\r\n\r\nabcdefg")) << received;
-}
-
-TEST(HttpClient, UploadWithoutALengthIsChunked) {
-  std::string received;
-  ScriptedServer server([&](int fd, const std::string& head) {
-    received = head;
-    read_until(fd, received, [](const std::string& r) { return r.ends_with("\r\n0\r\n\r\n"); });
-    ScriptedServer::send(fd, kCreated);
-  });
-  const HttpResponse response = HttpClient(server.path()).upload(
-      "PUT", "/f", {{"Content-Type", "application/x-tar"}}, std::nullopt, [](const ChunkCallback& send) {
-        send("abc");
-        send("0123456789abcdef0");
-      });
-  EXPECT_EQ(response.status, 201);
-  EXPECT_NE(received.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
-  EXPECT_TRUE(received.ends_with("\r\n\r\n3\r\nabc\r\n11\r\n0123456789abcdef0\r\n0\r\n\r\n")) << received;
-}
-
-TEST(HttpClient, UploadShorterThanAnnouncedThrows) {
-  ScriptedServer server([](int, const std::string&) {});
-  EXPECT_THROW(HttpClient(server.path()).upload("PUT", "/f", {}, 10, [](const ChunkCallback& send) { send("abc"); }),
-               std::runtime_error);
-}
-
-TEST(HttpClient, UploadReturnsAnAnswerGivenBeforeTheBodyWasTaken) {
-  ScriptedServer server([](int fd, const std::string&) {
-    ScriptedServer::send(fd, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 62\r\n\r\n"
-                             "{\"error\":{\"code\":\"too_large\",\"message\":\"the file is too big\"}}");
-  });
-  const std::string piece(1 << 20, 'x');
-  const HttpResponse response = HttpClient(server.path()).upload(
-      "PUT", "/f", {}, std::nullopt, [&](const ChunkCallback& send) {
-        for (int i = 0; i < 64; ++i) send(piece);
-      });
-  EXPECT_EQ(response.status, 413);
-  EXPECT_THROW(throw_if_error(response), ResponseError);
 }
 
 TEST(HttpClient, StreamDeliversChunkedLinesAsTheyArrive) {
