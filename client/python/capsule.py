@@ -298,7 +298,7 @@ class Session:
 
     def execs(self):
         """This session's execs (run objects), newest first."""
-        return self.client._json("GET", self.path + "/execs")
+        return self.client._json("GET", self.path + "/execs")["execs"]
 
     def get_exec(self, exec_id):
         return self.client._json("GET", self._exec_path(exec_id))

@@ -330,6 +330,44 @@ class DaemonTest(unittest.TestCase):
             self.client.cancel(accepted["id"])
         self.assertEqual(caught.exception.status, 409)
 
+    def test_session_round_trip(self):
+        workspace = tempfile.mkdtemp(prefix="capsule-py-ws-", dir=self.tmp or "/tmp")
+        os.chmod(workspace, 0o755)
+        with open(os.path.join(workspace, "a.txt"), "w") as f:
+            f.write("start\n")
+        with self.client.create_session(workspace={"path": workspace}, labels={"py": "session"}) as session:
+            self.assertEqual(session.info["state"], "ready")
+            self.assertIn(session.id, [s.id for s in self.client.list_sessions(label="py=session")])
+            run = session.exec(["sh", "-c", "cat /workspace/a.txt; echo more >> /workspace/a.txt"])
+            self.assertEqual((run["state"], run["result"]["stdout"]["head"]), ("succeeded", "start\n"))
+            run = session.exec(script="cat <<EOF\n$(cat /workspace/a.txt)\nEOF", stdin=b"\x00")
+            self.assertEqual(run["result"]["stdout"]["head"], "start\nmore\n")
+            self.assertEqual(session.exec(["cat"], stdin="fed")["result"]["stdout"]["head"], "fed")
+            events = list(session.exec_stream(["sh", "-c", "echo streamed"]))
+            self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stdout"), b"streamed\n")
+            self.assertEqual(events[-1]["run"]["state"], "succeeded")
+
+            session.put_file("/workspace/bin.dat", bytes(range(256)), mode=0o600)
+            self.assertEqual(session.get_file("/workspace/bin.dat"), bytes(range(256)))
+            local = os.path.join(workspace, "..", os.path.basename(workspace) + "-copy")
+            self.assertEqual(session.get_file("/workspace/a.txt", to_path=local), len("start\nmore\n"))
+            os.unlink(local)
+            diff = session.diff(patch=True)
+            self.assertEqual([entry["path"] for entry in diff["added"]], ["bin.dat"])
+            self.assertEqual([entry["path"] for entry in diff["modified"]], ["a.txt"])
+
+            session.checkpoint("one")
+            session.exec(["rm", "/workspace/a.txt"])
+            session.reset(to="one")
+            self.assertEqual(session.exec(["cat", "/workspace/a.txt"])["result"]["stdout"]["head"], "start\nmore\n")
+            session.reset()
+            self.assertEqual(session.exec(["cat", "/workspace/a.txt"])["result"]["stdout"]["head"], "start\n")
+            self.assertGreaterEqual(len(session.execs()), 6)
+        self.assertEqual(session.refresh()["state"], "deleted")
+        with open(os.path.join(workspace, "a.txt")) as f:
+            self.assertEqual(f.read(), "start\n")
+        shutil.rmtree(workspace, ignore_errors=True)
+
     def test_error_types(self):
         with self.assertRaises(capsule.NotFound):
             self.client.get("no-such-run")
