@@ -1,0 +1,144 @@
+// `capsule session ...` against a real capsuled: create, exec (output, exit codes, timeouts, stdin, scripts,
+// protected paths, -t refused), cp both ways (a file, a tree), diff, checkpoint and reset, ls, show, rm.
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string shell_quoted(const std::string& arg) {
+  std::string out = "'";
+  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+class CapsuledSessionCli : public Capsuled {
+ protected:
+  // Runs `capsule --socket S args...` with stdin from /dev/null (or `stdin_file`).
+  Cli capsule(const std::vector<std::string>& args, const std::string& stdin_file = "/dev/null") {
+    std::string command = shell_quoted(std::string(CAPSULE_BIN_DIR) + "/capsule") + " --socket " + shell_quoted(socket_);
+    for (const std::string& arg : args) command += " " + shell_quoted(arg);
+    command += " <" + shell_quoted(stdin_file) + " >" + shell_quoted((dir_ / "cli.out").string()) + " 2>" +
+               shell_quoted((dir_ / "cli.err").string());
+    const int status = std::system(command.c_str());
+    Cli out;
+    out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    out.out = slurp(dir_ / "cli.out");
+    out.err = slurp(dir_ / "cli.err");
+    return out;
+  }
+  std::string create_session(const fs::path& workspace, std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"session", "create", "-q", "-W", workspace.string()});
+    const Cli created = capsule(flags);
+    EXPECT_EQ(created.code, 0) << created.err;
+    EXPECT_FALSE(created.out.empty());
+    return created.out.substr(0, created.out.find('\n'));
+  }
+};
+
+TEST_F(CapsuledSessionCli, ExecRelaysOutputAndExitsAsRunDoes) {
+  start();
+  const fs::path workspace = make_dir("ws");
+  write_file(workspace / "a.txt", "one\n");
+  fs::create_directories(workspace / "tests");
+  write_file(workspace / "tests/t.txt", "guarded\n");
+  const std::string id = create_session(workspace, {"--protect", "tests/**"});
+
+  Cli o = capsule({"session", "exec", id, "--", "sh", "-c", "echo hi; cat /workspace/a.txt; echo err >&2"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, "hi\none\n");
+  EXPECT_NE(o.err.find("err\n"), std::string::npos);
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "sh", "-c", "exit 3"}).code, 3);
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "no-such-command-here"}).code, 127);
+  EXPECT_EQ(capsule({"session", "exec", id, "--timeout", "1s", "--", "sleep", "30"}).code, 124);
+  EXPECT_EQ(capsule({"session", "exec", id, "--idle-timeout", "1s", "--", "sleep", "30"}).code, 124);
+
+  // State persists between execs; a script runs from a file, heredoc and all.
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "sh", "-c", "echo kept > /workspace/b.txt"}).code, 0);
+  o = capsule({"session", "exec", id, "-c", "cat <<EOF\n$(cat /workspace/b.txt)\nEOF"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, "kept\n");
+
+  // stdin: bytes from a file, from ours with -i, else at EOF.
+  write_file(dir_ / "in.txt", "fed\n");
+  o = capsule({"session", "exec", id, "--stdin-file", (dir_ / "in.txt").string(), "--", "cat"});
+  EXPECT_EQ(o.out, "fed\n");
+  o = capsule({"session", "exec", id, "-i", "--", "cat"}, (dir_ / "in.txt").string());
+  EXPECT_EQ(o.out, "fed\n");
+  o = capsule({"session", "exec", id, "--", "cat"});
+  EXPECT_EQ(o.code, 0);
+  EXPECT_EQ(o.out, "");
+
+  // Protected paths: no exec changes tests/.
+  o = capsule({"session", "exec", id, "--", "sh", "-c", "echo bad > /workspace/tests/t.txt"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("Read-only file system"), std::string::npos) << o.err;
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "cat", "/workspace/tests/t.txt"}).out, "guarded\n");
+
+  o = capsule({"session", "exec", "-it", id, "--", "sh"});
+  EXPECT_EQ(o.code, 125);
+  EXPECT_NE(o.err.find("pty"), std::string::npos);
+  EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
+}
+
+TEST_F(CapsuledSessionCli, FilesDiffCheckpointResetAndRemoval) {
+  start();
+  const fs::path workspace = make_dir("ws");
+  write_file(workspace / "src.txt", "start\n");
+  const std::string id = create_session(workspace);
+
+  // cp in: a file, a tree; cp out: a file, a tree.
+  write_file(dir_ / "upload.bin", std::string("\0\xff bytes", 8));
+  ASSERT_EQ(capsule({"session", "cp", (dir_ / "upload.bin").string(), id + ":/workspace/upload.bin"}).code, 0);
+  const fs::path tree = make_dir("tree");
+  fs::create_directories(tree / "sub");
+  write_file(tree / "sub/x.txt", "x\n");
+  ASSERT_EQ(capsule({"session", "cp", tree.string(), id + ":/workspace/tree"}).code, 0);
+  Cli o = capsule({"session", "exec", id, "--", "cat", "/workspace/tree/sub/x.txt"});
+  EXPECT_EQ(o.out, "x\n") << o.err;
+  ASSERT_EQ(capsule({"session", "cp", id + ":/workspace/upload.bin", (dir_ / "back.bin").string()}).code, 0);
+  EXPECT_EQ(slurp(dir_ / "back.bin"), std::string("\0\xff bytes", 8));
+  ASSERT_EQ(capsule({"session", "cp", id + ":/workspace/tree", (dir_ / "tree-back").string()}).code, 0);
+  EXPECT_EQ(slurp(dir_ / "tree-back/sub/x.txt"), "x\n");
+
+  // The diff lists what changed.
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "sh", "-c", "echo changed > /workspace/src.txt"}).code, 0);
+  o = capsule({"session", "diff", id});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("M src.txt"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("A upload.bin"), std::string::npos) << o.out;
+  o = capsule({"session", "diff", id, "--patch"});
+  EXPECT_NE(o.out.find("+changed"), std::string::npos) << o.out;
+
+  // Checkpoint, change, reset to it, reset to the start.
+  ASSERT_EQ(capsule({"session", "checkpoint", id, "cp1"}).code, 0);
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "sh", "-c", "echo later > /workspace/src.txt"}).code, 0);
+  ASSERT_EQ(capsule({"session", "reset", id, "--to", "cp1"}).code, 0);
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "cat", "/workspace/src.txt"}).out, "changed\n");
+  ASSERT_EQ(capsule({"session", "reset", id}).code, 0);
+  EXPECT_EQ(capsule({"session", "exec", id, "--", "cat", "/workspace/src.txt"}).out, "start\n");
+  EXPECT_EQ(slurp(workspace / "src.txt"), "start\n");  // cow: the host's copy never changed
+
+  o = capsule({"session", "ls"});
+  EXPECT_NE(o.out.find(id), std::string::npos) << o.out;
+  o = capsule({"session", "show", id});
+  EXPECT_EQ(json::parse(o.out)["id"], id);
+  o = capsule({"session", "rm", id});
+  EXPECT_EQ(o.code, 0);
+  EXPECT_EQ(o.out, id + "\n");
+  EXPECT_EQ(json::parse(capsule({"session", "show", id}).out)["state"], "deleted");
+  o = capsule({"session", "exec", id, "--", "true"});
+  EXPECT_EQ(o.code, 125);
+  EXPECT_EQ(o.err.rfind("capsule: ", 0), 0u) << o.err;
+}
+
+}  // namespace
+}  // namespace capsule::testing
