@@ -16,6 +16,7 @@
 #include "client/run_stream.h"
 #include "client/run_view.h"
 #include "client/session_files.h"
+#include "client/session_tty.h"
 #include "http/unix_client.h"
 
 namespace capsule::client {
@@ -92,16 +93,15 @@ int session_ls(const std::string& socket, const SessionCommands& c) {
 }
 
 int session_exec(const std::string& socket, ExecOptions options) {
-  if (options.tty) {
-    std::cerr << "capsule: session exec -t/--tty: this client does not drive a terminal (pty) yet; run without -t "
-                 "(-i or --stdin-file give the command stdin), or use the API's \"pty\": true\n";
-    return kExitCapsuleFailed;
-  }
-  if (options.interactive) {
+  if (options.interactive && !options.tty) {  // with -t, stdin is forwarded as it is typed
     options.stdin_data = std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  const json body = build_exec_body(options);
   const http::HttpClient client(socket);
+  if (options.tty) {
+    if (options.background) throw std::invalid_argument("session exec: -t and --background do not go together");
+    return exec_on_tty(client, options.id, build_exec_body(options), options.json);
+  }
+  const json body = build_exec_body(options);
   const std::string target = session_path(options.id) + "/exec";
   if (options.background) {
     std::cout << text(http::request_json(client, "POST", target, body), "id") << "\n";
@@ -208,7 +208,7 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.exec->add_option("--label,-l", e.labels, "label K=V of this exec's run")->allow_extra_args(false);
   c.exec->add_option("--stdin-file", e.stdin_file, "file whose bytes are the command's stdin (else it is at EOF)");
   c.exec->add_flag("--interactive,-i", e.interactive, "send this process's stdin to the command");
-  c.exec->add_flag("--tty,-t", e.tty, "a terminal for the command (not driven by this client yet: refused)");
+  c.exec->add_flag("--tty,-t", e.tty, "a terminal (pty) for the command, fed from this one as you type (-it)");
   c.exec->add_flag("--background,-d", e.background, "start the exec, print its id and return");
   c.exec->add_option("--script", e.script_file, "run this file's text with /bin/sh instead of a command");
   c.exec->add_option("-c", e.script, "run this text with /bin/sh instead of a command");

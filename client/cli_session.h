@@ -35,8 +35,8 @@ struct ExecOptions {
   std::vector<std::string> labels;          // K=V
   std::string stdin_file;                   // --stdin-file F
   std::optional<std::string> stdin_data;    // filled from our stdin by -i
-  bool interactive = false;                 // -i
-  bool tty = false;                         // -t: a pty, which this client does not drive yet
+  bool interactive = false;                 // -i (with -t: stdin forwarded as typed)
+  bool tty = false;                         // -t: a pty in the session, driven from our terminal
   bool background = false;
   bool json = false;                        // print the finished run object instead of the output
 };

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #ifndef CAPSULE_VERSION
@@ -36,9 +37,19 @@ std::string lower(boost::beast::string_view text) {
   throw std::runtime_error("lost connection to capsuled at " + path + " while " + step + ": " + ec.message());
 }
 
+// A request body: its Content-Type and bytes.
+struct Payload {
+  std::string content_type;
+  std::string bytes;
+};
+std::optional<Payload> json_payload(const nlohmann::json& body) {
+  if (body.is_null()) return std::nullopt;
+  return Payload{"application/json", body.dump()};
+}
+
 // Connects and writes the request; the socket is then ready for reading the response.
 Socket send_request(asio::io_context& io, const std::string& path, const std::string& method,
-                    const std::string& target, const nlohmann::json& body, const Headers& headers) {
+                    const std::string& target, std::optional<Payload> body, const Headers& headers) {
   const bhttp::verb verb = bhttp::string_to_verb(method);
   if (verb == bhttp::verb::unknown) throw std::invalid_argument("unknown HTTP method '" + method + "'");
   if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(path, ENAMETOOLONG);
@@ -52,9 +63,9 @@ Socket send_request(asio::io_context& io, const std::string& path, const std::st
   req.set(bhttp::field::host, "capsule");
   req.set(bhttp::field::user_agent, "capsule/" CAPSULE_VERSION);
   for (const auto& [name, value] : headers) req.set(name, value);
-  if (!body.is_null()) {
-    req.set(bhttp::field::content_type, "application/json");
-    req.body() = body.dump();
+  if (body) {
+    req.set(bhttp::field::content_type, body->content_type);
+    req.body() = std::move(body->bytes);
   }
   req.keep_alive(false);
   req.prepare_payload();
@@ -67,6 +78,20 @@ template <typename Body>
 void copy_head(const bhttp::response<Body>& message, HttpResponse& out) {
   out.status = static_cast<int>(message.result_int());
   for (const auto& field : message) out.headers[lower(field.name_string())] = std::string(field.value().data(), field.value().size());
+}
+
+// Reads a whole response from `socket`.
+HttpResponse read_response(Socket& socket, const std::string& path, const std::string& what) {
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
+  beast::error_code ec;
+  bhttp::read(socket, buffer, parser, ec);
+  if (ec) transport_failure(path, "reading the response to " + what, ec);
+  HttpResponse out;
+  copy_head(parser.get(), out);
+  out.body = std::move(parser.get().body());
+  return out;
 }
 
 }  // namespace
@@ -83,23 +108,21 @@ ResponseError::ResponseError(int status, std::string code, const std::string& me
 HttpResponse HttpClient::request(const std::string& method, const std::string& target, const nlohmann::json& body,
                                  const Headers& headers) const {
   asio::io_context io;
-  Socket socket = send_request(io, socket_path_, method, target, body, headers);
-  beast::flat_buffer buffer;
-  bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  beast::error_code ec;
-  bhttp::read(socket, buffer, parser, ec);
-  if (ec) transport_failure(socket_path_, "reading the response to " + method + " " + target, ec);
-  HttpResponse out;
-  copy_head(parser.get(), out);
-  out.body = std::move(parser.get().body());
-  return out;
+  Socket socket = send_request(io, socket_path_, method, target, json_payload(body), headers);
+  return read_response(socket, socket_path_, method + " " + target);
+}
+
+HttpResponse HttpClient::request_bytes(const std::string& method, const std::string& target, std::string bytes,
+                                       const std::string& content_type) const {
+  asio::io_context io;
+  Socket socket = send_request(io, socket_path_, method, target, Payload{content_type, std::move(bytes)}, {});
+  return read_response(socket, socket_path_, method + " " + target);
 }
 
 HttpResponse HttpClient::stream(const std::string& method, const std::string& target, const nlohmann::json& body,
                                 const Headers& headers, const ChunkCallback& on_data) const {
   asio::io_context io;
-  Socket socket = send_request(io, socket_path_, method, target, body, headers);
+  Socket socket = send_request(io, socket_path_, method, target, json_payload(body), headers);
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());

@@ -52,6 +52,10 @@ class HttpClient {
   HttpResponse request(const std::string& method, const std::string& target, const nlohmann::json& body = nullptr,
                        const Headers& headers = {}) const;
 
+  // Like request(), with `bytes` as the body under `content_type` instead of JSON.
+  HttpResponse request_bytes(const std::string& method, const std::string& target, std::string bytes,
+                             const std::string& content_type) const;
+
   // Like request(), but a 2xx body is handed to `on_data` piece by piece as it arrives (chunked or not) instead
   // of being collected. Error bodies (status >= 300) are collected into the response as usual.
   HttpResponse stream(const std::string& method, const std::string& target, const nlohmann::json& body,

@@ -1,5 +1,6 @@
 // Tests of `capsule session ...` as a user types it: each subcommand's flags and positionals, the SessionSpec and
 // ExecSpec bodies they build, `ID:/path`, the refusal of -t, the diff listing, and exec against a scripted daemon.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -161,14 +162,29 @@ TEST_F(SessionArgs, ExecNeedsExactlyOneOfCommandAndScript) {
   EXPECT_THROW(parse({"exec"}), CLI::RequiredError);
 }
 
-TEST_F(SessionArgs, ExecWithATerminalIsRefusedBeforeAnyRequest) {
+TEST_F(SessionArgs, ExecWithATerminalNeedsOneOnStdin) {
   parse({"exec", "-it", "s1", "--", "bash"});
   EXPECT_TRUE(c_.exec_options.tty);
   EXPECT_TRUE(c_.exec_options.interactive);
-  // The socket does not exist: the refusal comes first, without reading stdin or connecting.
+  // stdin is /dev/null: refused before any request (the socket does not exist) and without reading stdin.
+  const int saved_stdin = ::dup(STDIN_FILENO);
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ::dup2(null_fd, STDIN_FILENO);
+  ::testing::internal::CaptureStderr();
+  const int code = cmd_session("/nonexistent/capsule.sock", c_, separator_, after_);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::dup2(saved_stdin, STDIN_FILENO);
+  ::close(saved_stdin);
+  ::close(null_fd);
+  EXPECT_EQ(code, 125);
+  EXPECT_EQ(err, "capsule: session exec -t: stdin is not a terminal\n");
+}
+
+TEST_F(SessionArgs, ExecWithATerminalIsNotForTheBackground) {
+  parse({"exec", "-t", "-d", "s1", "--", "top"});
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
-  EXPECT_NE(::testing::internal::GetCapturedStderr().find("pty"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("-t and --background"), std::string::npos);
 }
 
 TEST_F(SessionArgs, OtherSubcommandsRefuseWordsAfterTheSeparator) {

@@ -1,6 +1,9 @@
 // `capsule session ...` against a real capsuled: create, exec (output, exit codes, timeouts, stdin, scripts,
-// protected paths, -t refused), cp both ways (a file, a tree), diff, checkpoint and reset, ls, show, rm.
+// protected paths, -it on a terminal), cp both ways (a file, a tree), diff, checkpoint and reset, ls, show, rm.
+#include <poll.h>
+#include <pty.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -83,9 +86,66 @@ TEST_F(CapsuledSessionCli, ExecRelaysOutputAndExitsAsRunDoes) {
   EXPECT_NE(o.err.find("Read-only file system"), std::string::npos) << o.err;
   EXPECT_EQ(capsule({"session", "exec", id, "--", "cat", "/workspace/tests/t.txt"}).out, "guarded\n");
 
-  o = capsule({"session", "exec", "-it", id, "--", "sh"});
+  o = capsule({"session", "exec", "-it", id, "--", "sh"});  // stdin is /dev/null
   EXPECT_EQ(o.code, 125);
-  EXPECT_NE(o.err.find("pty"), std::string::npos);
+  EXPECT_NE(o.err.find("stdin is not a terminal"), std::string::npos) << o.err;
+  EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
+}
+
+// Reads what `fd` gives for `limit` or until it ends.
+std::string read_for(int fd, std::chrono::milliseconds limit) {
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd ready{fd, POLLIN, 0};
+    if (::poll(&ready, 1, 50) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+TEST_F(CapsuledSessionCli, ExecOnATerminalTakesKeystrokesAndCtrlC) {
+  start();
+  const std::string id = create_session(make_dir("ws"));
+  int terminal = -1;
+  const pid_t pid = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string capsule = std::string(CAPSULE_BIN_DIR) + "/capsule";
+    ::execl(capsule.c_str(), "capsule", "--socket", socket_.c_str(), "session", "exec", "-it", id.c_str(), "--", "sh",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Each step waits for what it expects before the next is typed.
+  std::string seen;
+  const auto expect_seen = [&](const std::string& part) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (seen.find(part) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      seen += read_for(terminal, 100ms);
+    }
+    EXPECT_NE(seen.find(part), std::string::npos) << "waiting for '" << part << "' in: " << seen;
+  };
+  const auto type = [&](const std::string& keys) { ASSERT_EQ(::write(terminal, keys.data(), keys.size()), ssize_t(keys.size())); };
+  expect_seen("# ");
+  type("tty; echo hello $((6*7))\r");
+  expect_seen("hello 42");
+  EXPECT_NE(seen.find("/dev/pts/"), std::string::npos) << seen;
+  type("echo sleep''ing; sleep 60\r");
+  expect_seen("sleeping\r\n");  // printed by the shell just before it starts sleep
+  type("\x03");  // Ctrl-C reaches the foreground job, not the shell
+  type("echo after-interrupt; exit 7\r");
+  expect_seen("after-interrupt");
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (::waitpid(pid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline) {
+    seen += read_for(terminal, 100ms);
+  }
+  ::close(terminal);
+  ASSERT_TRUE(WIFEXITED(status)) << status << "; " << seen;
+  EXPECT_EQ(WEXITSTATUS(status), 7) << seen;
   EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
 }
 

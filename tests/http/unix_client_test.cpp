@@ -45,6 +45,21 @@ TEST(HttpClient, RequestSendsJsonAndReadsTheWholeResponse) {
   EXPECT_NE(server.request().find("Content-Type: application/json"), std::string::npos);
 }
 
+TEST(HttpClient, RequestBytesSendsTheBodyAsItIs) {
+  std::string received;
+  ScriptedServer server([&](int fd, const std::string& head) {
+    received = head;
+    testing::read_body(fd, received);
+    ScriptedServer::send(fd, "HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\n{}");
+  });
+  const HttpResponse response = HttpClient(server.path()).request_bytes(
+      "POST", "/v1/sessions/s/execs/e/stdin", std::string("\x03ls\0\r", 5), "application/octet-stream");
+  EXPECT_EQ(response.status, 202);
+  EXPECT_NE(received.find("Content-Type: application/octet-stream\r\n"), std::string::npos) << received;
+  EXPECT_NE(received.find("Content-Length: 5\r\n"), std::string::npos) << received;
+  EXPECT_TRUE(received.ends_with(std::string("\r\n\r\n\x03ls\0\r", 9))) << received;
+}
+
 TEST(HttpClient, StreamDeliversChunkedLinesAsTheyArrive) {
   std::atomic<bool> first_line_seen{false};
   bool seen_before_the_rest = false;
