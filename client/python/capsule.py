@@ -293,7 +293,8 @@ class Session:
 
     def exec_stream(self, argv=None, script=None, **spec):
         """Like exec(), yielding the events as dicts: started, stdout/stderr (with the decoded "bytes"),
-        finished {"run"}. Closing the generator early closes the connection; the exec keeps going."""
+        finished {"run"}. Closing the generator early closes the connection; the exec keeps going. With
+        stdin_open=True or pty=True (rows, cols), feed it with write_stdin(event["id"], ...)."""
         return self.client._events("POST", self.path + "/exec", self._exec_spec(argv, script, spec))
 
     def execs(self):
@@ -320,6 +321,17 @@ class Session:
         """Sends a signal ("TERM", "INT", "KILL", ... or a number) to every process of the exec."""
         return self.client._json("POST", f"{self._exec_path(exec_id)}/signal", {"signal": signal})
 
+    def write_stdin(self, exec_id, data=b"", close=False):
+        """Feeds bytes (or text) to the stdin of a running exec started with stdin_open=True or pty=True;
+        close=True then ends it (EOF)."""
+        payload = data.encode() if isinstance(data, str) else bytes(data)
+        target = f"{self._exec_path(exec_id)}/stdin" + ("?close=true" if close else "")
+        return self._put_or_post("POST", target, "application/octet-stream", payload)
+
+    def resize(self, exec_id, rows, cols):
+        """Sets a pty exec's window size."""
+        return self.client._json("POST", f"{self._exec_path(exec_id)}/resize", {"rows": rows, "cols": cols})
+
     # --- files --------------------------------------------------------------------------------------------
     def put_file(self, path, data=None, from_path=None, mode=None):
         """Writes `data` (bytes, up to the daemon's 1 MiB body limit) to the file `path` in the session, with
@@ -330,11 +342,11 @@ class Session:
         if from_path is not None:
             return self.client._json("PUT", self._files_target(path), {"source": os.path.abspath(from_path)})
         target = self._files_target(path) + (f"&mode={mode:04o}" if mode is not None else "")
-        return self._put(target, "application/octet-stream", data)
+        return self._put_or_post("PUT", target, "application/octet-stream", data)
 
     def put_tar(self, path, data):
         """Unpacks a tar (bytes, up to the daemon's 1 MiB body limit) at the directory `path`."""
-        return self._put(self._files_target(path), "application/x-tar", data)
+        return self._put_or_post("PUT", self._files_target(path), "application/x-tar", data)
 
     def get_file(self, path, to_path=None):
         """A file's bytes (a directory comes as a tar). With `to_path`, streams them into that local file
@@ -398,8 +410,8 @@ class Session:
     def _files_target(self, path):
         return f"{self.path}/files?" + urllib.parse.urlencode({"path": path})
 
-    def _put(self, target, content_type, data):
-        response, connection = self.client._open("PUT", target, headers={"Content-Type": content_type},
+    def _put_or_post(self, method, target, content_type, data):
+        response, connection = self.client._open(method, target, headers={"Content-Type": content_type},
                                                  raw=bytes(data))
         try:
             answer = response.read()

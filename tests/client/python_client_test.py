@@ -197,6 +197,18 @@ class FakeDaemonSessionTest(unittest.TestCase):
             self.assertEqual(self.last()[1], "/v1/sessions/s1/reset")
         self.assertEqual(self.last()[:2], ("DELETE", "/v1/sessions/s1"))
 
+    def test_stdin_and_resize_of_a_running_exec(self):
+        session = self.client.create_session()
+        self.server.json_answer("POST", "/v1/sessions/s1/execs/e1/stdin", {"id": "e1"}, 202)
+        self.server.json_answer("POST", "/v1/sessions/s1/execs/e1/resize", {"id": "e1"}, 202)
+        session.write_stdin("e1", "ls\r")
+        self.assertEqual(self.last()[:2], ("POST", "/v1/sessions/s1/execs/e1/stdin"))
+        self.assertEqual((self.last()[2]["Content-Type"], self.last()[3]), ("application/octet-stream", b"ls\r"))
+        session.write_stdin("e1", close=True)
+        self.assertEqual((self.last()[1], self.last()[3]), ("/v1/sessions/s1/execs/e1/stdin?close=true", b""))
+        session.resize("e1", 40, 120)
+        self.assertEqual(json.loads(self.last()[3]), {"rows": 40, "cols": 120})
+
     def test_a_refused_exec_raises_the_daemons_error(self):
         session = self.client.create_session()
         self.server.answers[("POST", "/v1/sessions/s1/exec")] = (
@@ -346,6 +358,13 @@ class DaemonTest(unittest.TestCase):
             events = list(session.exec_stream(["sh", "-c", "echo streamed"]))
             self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stdout"), b"streamed\n")
             self.assertEqual(events[-1]["run"]["state"], "succeeded")
+
+            fed = b""
+            for event in session.exec_stream(["cat"], stdin_open=True):
+                if event["event"] == "started":
+                    session.write_stdin(event["id"], b"ping\n", close=True)
+                fed += event.get("bytes", b"")
+            self.assertEqual(fed, b"ping\n")
 
             session.put_file("/workspace/bin.dat", bytes(range(256)), mode=0o600)
             self.assertEqual(session.get_file("/workspace/bin.dat"), bytes(range(256)))
