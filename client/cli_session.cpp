@@ -98,7 +98,9 @@ int session_exec(const std::string& socket, ExecOptions options) {
   }
   const http::HttpClient client(socket);
   if (options.tty) {
-    if (options.background) throw std::invalid_argument("session exec: -t and --background do not go together");
+    if (options.background || !options.stdin_file.empty()) {
+      throw std::invalid_argument("session exec: -t takes stdin from this terminal: not with --background or --stdin-file");
+    }
     return exec_on_tty(client, options.id, build_exec_body(options), options.json);
   }
   const json body = build_exec_body(options);

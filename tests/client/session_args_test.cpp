@@ -180,11 +180,16 @@ TEST_F(SessionArgs, ExecWithATerminalNeedsOneOnStdin) {
   EXPECT_EQ(err, "capsule: session exec -t: stdin is not a terminal\n");
 }
 
-TEST_F(SessionArgs, ExecWithATerminalIsNotForTheBackground) {
+TEST_F(SessionArgs, ExecWithATerminalIsNotForTheBackgroundNorAStdinFile) {
   parse({"exec", "-t", "-d", "s1", "--", "top"});
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
-  EXPECT_NE(::testing::internal::GetCapturedStderr().find("-t and --background"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("not with --background"), std::string::npos);
+  c_.exec_options.background = false;
+  c_.exec_options.stdin_file = "/etc/hostname";
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session("/nonexistent/capsule.sock", c_, separator_, after_), 125);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("--stdin-file"), std::string::npos);
 }
 
 TEST_F(SessionArgs, OtherSubcommandsRefuseWordsAfterTheSeparator) {
