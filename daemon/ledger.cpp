@@ -192,6 +192,13 @@ Ledger::Ledger(const std::string& db_path) : path_(db_path) {
 
 Ledger::~Ledger() { sqlite3_close_v2(db_); }
 
+// 'queued', 'running', ...: the states as an SQL list for a CHECK.
+static std::string quoted_states() {
+  std::string states;
+  for (const auto& state : run_states()) states += (states.empty() ? "'" : ", '") + state + "'";
+  return states;
+}
+
 // Rewrites every v1 row into the v2 form (daemon/ledger_upgrade.h), inside migrate()'s transaction.
 static void upgrade_v1_rows(sqlite3* db) {
   std::vector<std::tuple<std::string, std::string, std::optional<std::string>>> rows;
@@ -226,8 +233,7 @@ void Ledger::migrate() {
                           std::to_string(kSchemaVersion) + ")");
   }
   if (version < 1) {
-    std::string states;
-    for (const auto& state : run_states()) states += (states.empty() ? "'" : ", '") + state + "'";
+    const std::string states = quoted_states();
     exec(db_,
          "CREATE TABLE runs ("
          " id TEXT PRIMARY KEY NOT NULL,"
@@ -252,8 +258,7 @@ void Ledger::migrate() {
   if (version < 3) {
     // v3: the state "idle_timed_out" and the session an exec ran in. SQLite cannot change a CHECK, so the
     // table is made anew and its rows copied; and a table of sessions.
-    std::string states;
-    for (const auto& state : run_states()) states += (states.empty() ? "'" : ", '") + state + "'";
+    const std::string states = quoted_states();
     exec(db_,
          "CREATE TABLE runs_v3 ("
          " id TEXT PRIMARY KEY NOT NULL,"

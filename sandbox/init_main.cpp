@@ -4,18 +4,16 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "sandbox/caps.h"
 #include "sandbox/channel.h"
+#include "sandbox/init_channel.h"
 #include "sandbox/command.h"
 #include "sandbox/init_serve.h"
 #include "sandbox/error.h"
@@ -25,21 +23,6 @@
 
 namespace capsule::sandbox {
 namespace {
-
-constexpr int kControlFd = 3;
-
-void send_event(const nlohmann::json& event) {
-  try {
-    send_message(kControlFd, event.dump());
-  } catch (const SandboxError&) {
-    // The launcher is gone; nothing left to tell.
-  }
-}
-
-void send_error(const base::Cause& cause) {
-  send_event({{"event", init_event::kError}, {"step", cause.step}, {"path", cause.path},
-              {"errno", cause.errno_value}, {"detail", cause.detail}});
-}
 
 std::vector<std::uint8_t> decode_hex(const std::string& hex) {
   std::vector<std::uint8_t> bytes(hex.size() / 2);
@@ -51,12 +34,12 @@ std::vector<std::uint8_t> decode_hex(const std::string& hex) {
 
 std::vector<int> receive_fds(std::size_t count) {
   std::vector<int> fds;
-  for (std::size_t i = 0; i < count; ++i) fds.push_back(receive_fd(kControlFd));
+  for (std::size_t i = 0; i < count; ++i) fds.push_back(receive_fd(kInitControlFd));
   return fds;
 }
 
 InitConfig set_up_sandbox() {
-  auto message = receive_message(kControlFd);
+  auto message = receive_message(kInitControlFd);
   if (!message) throw_error("init", "", "launcher closed the channel before sending the config");
   InitConfig config = decode_init_config(*message);
   std::vector<int> layer_fds = receive_fds(config.layers.size());
@@ -85,7 +68,7 @@ void detach_stdio() {
 int init_main() {
   // Non-dumpable from the start: the command must never be able to open /proc/1/mem or /proc/1/fd.
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
+  fcntl(kInitControlFd, F_SETFD, FD_CLOEXEC);
   sigset_t handled;
   sigemptyset(&handled);
   for (int signo : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&handled, signo);
@@ -97,10 +80,10 @@ int init_main() {
     config = set_up_sandbox();
     program = decode_hex(config.seccomp_program_hex);
   } catch (const SandboxError& e) {
-    send_error(e.cause());
+    send_init_error(0, e.cause());
     return 1;
   } catch (const std::exception& e) {
-    send_error(base::Cause{"init", "", 0, e.what()});
+    send_init_error(0, base::Cause{"init", "", 0, e.what()});
     return 1;
   }
   detach_stdio();
@@ -108,10 +91,10 @@ int init_main() {
     keep_exec_capabilities();
     set_no_new_privs();
   } catch (const SandboxError& e) {
-    send_error(e.cause());
+    send_init_error(0, e.cause());
     return 1;
   }
-  send_event({{"event", init_event::kReady}, {"t_ns", monotonic_ns()}});
+  send_init_event({{"event", init_event::kReady}, {"t_ns", monotonic_ns()}});
   serve_execs(config, program, handled);
 }
 

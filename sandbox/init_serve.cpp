@@ -16,27 +16,13 @@
 #include <string>
 
 #include "sandbox/channel.h"
+#include "sandbox/init_channel.h"
 #include "sandbox/command.h"
 #include "sandbox/error.h"
 #include "sandbox/exec_request.h"
 
 namespace capsule::sandbox {
 namespace {
-
-constexpr int kControlFd = 3;
-
-void send_event(const nlohmann::json& event) {
-  try {
-    send_message(kControlFd, event.dump());
-  } catch (const SandboxError&) {
-    // The launcher is gone; nothing left to tell.
-  }
-}
-
-void send_error(std::uint64_t id, const base::Cause& cause) {
-  send_event({{"event", init_event::kError}, {"id", id}, {"step", cause.step}, {"path", cause.path},
-              {"errno", cause.errno_value}, {"detail", cause.detail}});
-}
 
 // The wall-time watchdog of a one-shot box, for when capsuled is not there to enforce it: SIGTERM to everything
 // at the deadline, SIGKILL a grace later. A stop signal from the launcher first means it is handling the end;
@@ -88,7 +74,7 @@ class ExecServer {
 
   [[noreturn]] void run() {
     for (;;) {
-      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {control_open_ ? kControlFd : -1, POLLIN, 0}};
+      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {control_open_ ? kInitControlFd : -1, POLLIN, 0}};
       int ready = poll(fds, 2, watchdog_.timeout_ms());
       if (ready < 0 && errno != EINTR) end_box();
       if (ready > 0 && fds[1].revents != 0) serve_request();
@@ -101,7 +87,7 @@ class ExecServer {
   void serve_request() {
     std::optional<std::string> message;
     try {
-      message = receive_message(kControlFd);
+      message = receive_message(kInitControlFd);
     } catch (const SandboxError&) {
       message.reset();
     }
@@ -114,11 +100,11 @@ class ExecServer {
     std::vector<int> fds;
     try {
       request = decode_exec_request(*message);
-      for (std::size_t i = 0; i < 3 + request.cgroup_fds; ++i) fds.push_back(receive_fd(kControlFd));
+      for (std::size_t i = 0; i < 3 + request.cgroup_fds; ++i) fds.push_back(receive_fd(kInitControlFd));
     } catch (const SandboxError& e) {
       for (int fd : fds) close(fd);
-      send_error(request.id, e.cause());
-      send_event({{"event", init_event::kExited}, {"id", request.id}, {"code", 127}});
+      send_init_error(request.id, e.cause());
+      send_init_event({{"event", init_event::kExited}, {"id", request.id}, {"code", 127}});
       return;
     }
     start(request, fds);
@@ -149,8 +135,8 @@ class ExecServer {
   }
 
   void fail_to_start(std::uint64_t id, const char* step) {
-    send_error(id, base::Cause{"init", "", errno, step});
-    send_event({{"event", init_event::kExited}, {"id", id}, {"code", 127}});
+    send_init_error(id, base::Cause{"init", "", errno, step});
+    send_init_event({{"event", init_event::kExited}, {"id", id}, {"code", 127}});
   }
 
   // The child's reports: the pre-seccomp timestamp, then either EOF (exec done) or an error.
@@ -163,9 +149,9 @@ class ExecServer {
                                  : got2 == sizeof second                ? &second
                                                                         : nullptr;
     if (error != nullptr) {
-      send_error(id, base::Cause{error->step, error->path, error->error, "starting the command"});
+      send_init_error(id, base::Cause{error->step, error->path, error->error, "starting the command"});
     } else if (got == sizeof first) {
-      send_event({{"event", init_event::kExec}, {"id", id}, {"t_ns", monotonic_ns()}, {"seccomp_t_ns", first.t_ns}});
+      send_init_event({{"event", init_event::kExec}, {"id", id}, {"t_ns", monotonic_ns()}, {"seccomp_t_ns", first.t_ns}});
     }
   }
 
@@ -205,9 +191,9 @@ class ExecServer {
 
   static void report_exit(std::uint64_t id, int status) {
     if (WIFSIGNALED(status)) {
-      send_event({{"event", init_event::kExited}, {"id", id}, {"signal", WTERMSIG(status)}});
+      send_init_event({{"event", init_event::kExited}, {"id", id}, {"signal", WTERMSIG(status)}});
     } else {
-      send_event({{"event", init_event::kExited}, {"id", id}, {"code", WEXITSTATUS(status)}});
+      send_init_event({{"event", init_event::kExited}, {"id", id}, {"code", WEXITSTATUS(status)}});
     }
   }
 
@@ -231,7 +217,7 @@ class ExecServer {
 void serve_execs(const InitConfig& config, const std::vector<std::uint8_t>& seccomp_program, const sigset_t& handled) {
   int signal_fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd < 0) {
-    send_error(0, base::Cause{"init", "", errno, "signalfd"});
+    send_init_error(0, base::Cause{"init", "", errno, "signalfd"});
     _exit(1);
   }
   ExecServer(config, seccomp_program, signal_fd).run();

@@ -634,5 +634,56 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
   }
 }
 
+// Sessions in the recipe images (issue 12): an incremental `mvn verify` reuses target/ from the exec before it
+// (no `clean`, as FreshBrew's agent runs it), and a venv made by one exec is used by the next.
+TEST_F(CapsuledRecipes, ASessionKeepsMavenTargetAndAVenvBetweenExecs) {
+  const Recipe* jdk = image_recipe({"java", "maven"});
+  const Recipe* python = image_recipe({"python", "pip"});
+  if (jdk == nullptr || python == nullptr) {
+    GTEST_SKIP() << "needs both the jdk17-maven and the python3 outputs in " << recipe_root() << "; " << kHowToBuild;
+  }
+  ensure_image(*jdk);
+  ensure_image(*python);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("maven-session");
+  write_maven_project(workspace);
+  auto create = [&](const json& spec) {
+    const HttpResponse made = call("POST", "/v1/sessions", spec);
+    EXPECT_EQ(made.status, 201) << made.body;
+    return body_json(made)["id"].get<std::string>();
+  };
+  auto exec = [&](const std::string& id, const json& spec) {
+    const HttpResponse done = call("POST", "/v1/sessions/" + id + "/exec", spec);
+    EXPECT_EQ(done.status, 200) << done.body;
+    return body_json(done);
+  };
+  const std::string maven = create({{"image", jdk->ref()},
+                                    {"workspace", {{"path", workspace.string()}, {"mode", "cow"}}},
+                                    {"limits", {{"wall_time", "10m"}, {"memory", "2g"}}}});
+  const json first = exec(maven, {{"argv", {"mvn", "-B", "verify"}}});
+  ASSERT_EQ(first.value("state", ""), "succeeded") << describe(first) << logs(first, "stdout");
+  EXPECT_NE(logs(first, "stdout").find("Compiling 2 source files"), std::string::npos) << logs(first, "stdout");
+  const json second = exec(maven, {{"argv", {"mvn", "-B", "verify"}}});
+  ASSERT_EQ(second.value("state", ""), "succeeded") << describe(second);
+  const std::string incremental = logs(second, "stdout");
+  EXPECT_NE(incremental.find("Nothing to compile - all classes are up to date"), std::string::npos) << incremental;
+  EXPECT_NE(incremental.find("Tests run: 5, Failures: 0, Errors: 0, Skipped: 1"), std::string::npos) << incremental;
+  note("mvn verify in a session: first " + std::to_string(first["result"].value("wall_ms", 0.0)) + " ms, second " +
+       std::to_string(second["result"].value("wall_ms", 0.0)) + " ms (target/ reused)");
+  const json diff = body_json(call("GET", "/v1/sessions/" + maven + "/diff"));
+  EXPECT_GT(diff["totals"]["added"].get<int>(), 5) << diff;
+  EXPECT_EQ(diff["totals"]["modified"], 0) << diff;
+  EXPECT_FALSE(fs::exists(workspace / "target")) << "a cow workspace must not change on the host";
+
+  const std::string venv = create({{"image", python->ref()}});
+  const json made = exec(venv, {{"script", "python3 -m venv --without-pip /tmp/venv && echo made"}});
+  ASSERT_EQ(made.value("state", ""), "succeeded") << describe(made);
+  const json used = exec(venv, {{"script", ". /tmp/venv/bin/activate && python -c 'import sys; print(sys.prefix)'"}});
+  ASSERT_EQ(used.value("state", ""), "succeeded") << describe(used);
+  EXPECT_EQ(logs(used, "stdout"), "/tmp/venv\n");
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + maven).status, 200);
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + venv).status, 200);
+}
+
 }  // namespace
 }  // namespace capsule::testing
