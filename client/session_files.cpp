@@ -45,7 +45,10 @@ void upload(const http::HttpClient& client, const fs::path& local, const Session
   if (!fs::exists(fs::symlink_status(local, ec))) {
     throw std::runtime_error("cp: " + local.string() + ": no such file or directory");
   }
-  http::request_json(client, "PUT", files_target(remote), {{"source", absolute_path(local)}});
+  const std::string source = absolute_path(local);
+  SessionPathArg target = remote;
+  if (target.path.ends_with('/')) target.path += fs::path(source).filename().string();  // into that directory
+  http::request_json(client, "PUT", files_target(target), {{"source", source}});
 }
 
 // A temporary file in `dir`, removed on destruction unless renamed away by keep_as().

@@ -25,7 +25,8 @@ std::optional<SessionPathArg> parse_session_path(const std::string& arg);
 std::uint64_t unpack_tar_into(int tar_fd, const std::filesystem::path& dir);
 
 // Copies `source` to `destination`, exactly one of them "ID:/path". Upload: capsuled opens the local file or
-// directory (made absolute) with this user's rights and copies it to the path. Download: a file is written to
+// directory (made absolute) with this user's rights and copies it to the path (a path ending in '/' gets the
+// local name appended: into that directory). Download: a file is written to
 // `destination` (or into it, when it is a directory) via a temporary file renamed into place; a directory's
 // tar is unpacked into `destination` (created when missing). Prints nothing; throws on failure.
 void cmd_session_cp(const std::string& socket, const std::string& source, const std::string& destination);

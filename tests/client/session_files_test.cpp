@@ -159,7 +159,8 @@ TEST_F(SessionCp, UploadsNameTheAbsoluteHostPathForTheDaemonToRead) {
   const fs::path before = fs::current_path();
   fs::current_path(root_);
   for (const auto& [local, remote, shown] : {std::tuple{"tree/sub/a.txt", "s1:/workspace/my a.txt", "tree/sub/a.txt"},
-                                              {"./tree/", "s1:/workspace/t", "tree"}}) {
+                                              {"./tree/", "s1:/workspace/t", "tree"},
+                                              {"tree/sub/a.txt", "s1:/workspace/", "tree/sub/a.txt"}}) {
     std::string received;
     ScriptedServer server([&](int fd, const std::string& head) {
       received = head;
@@ -167,7 +168,8 @@ TEST_F(SessionCp, UploadsNameTheAbsoluteHostPathForTheDaemonToRead) {
       ScriptedServer::send(fd, kCreated);
     });
     cmd_session_cp(server.path(), local, remote);
-    const std::string path = std::string(remote).substr(3);
+    std::string path = std::string(remote).substr(3);
+    if (path.ends_with('/')) path += "a.txt";  // into that directory, under the local name
     EXPECT_TRUE(received.starts_with("PUT /v1/sessions/s1/files?path=" + http::url_encode(path) + " HTTP/1.1\r\n"))
         << received;
     EXPECT_NE(received.find("Content-Type: application/json\r\n"), std::string::npos);
