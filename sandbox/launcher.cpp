@@ -20,6 +20,7 @@
 #include "sandbox/channel.h"
 #include "sandbox/clone.h"
 #include "sandbox/command.h"
+#include "sandbox/copy_tree.h"
 #include "sandbox/error.h"
 #include "sandbox/init_config.h"
 #include "sandbox/net.h"
@@ -230,6 +231,9 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   box->scratch_ = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
                                                root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
   const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_, root_id);
+  for (const auto& overlay : overlays) {
+    if (!overlay.seed_dir.empty()) copy_tree_contents(overlay.seed_dir, overlay.upper_dir);
+  }
   box->cgroup_ =
       state_->cgroups->create(id, CgroupLimits{spec.limits.memory_bytes, spec.limits.pids, spec.limits.cpus});
 

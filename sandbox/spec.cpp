@@ -93,6 +93,8 @@ void validate_environment(const EnvironmentSpec& spec) {
     }
     require(is_clean_absolute(o.upper_dir), "overlays.upper_dir", "'" + o.upper_dir + "' must be an absolute host path");
     require(is_clean_absolute(o.work_dir), "overlays.work_dir", "'" + o.work_dir + "' must be an absolute host path");
+    require(o.seed_dir.empty() || is_clean_absolute(o.seed_dir), "overlays.seed_dir",
+            "'" + o.seed_dir + "' must be an absolute host path");
     require(is_clean_absolute(o.target) && o.target != "/", "overlays.target",
             "'" + o.target + "' must be an absolute path below /");
   }

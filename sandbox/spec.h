@@ -32,6 +32,9 @@ struct OverlayMount {
   // idmapped as a writable bind is, this host owner as sandbox root and every other id unmapped, so the
   // sandbox reads them with that owner's rights (a non-root caller's own tree).
   std::optional<std::pair<std::uint32_t, std::uint32_t>> layers_owner{};
+  // A host dir whose contents (copy_tree_contents: whiteouts and xattrs kept) become the upper's before the box
+  // starts, on whichever disk the upper lives: how a session returns to a checkpoint. Empty: none.
+  std::string seed_dir{};
 };
 
 enum class NetworkMode { kNone };  // a new network namespace with only loopback

@@ -295,21 +295,14 @@ nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const s
   return saved;
 }
 
-// The workspace's layers are emptied while the box is down; a checkpoint is copied back then, or, when the
-// layers live on the box's own disk (limits.disk), into the new box's fresh upper before anything runs in it.
+// The workspace's layers are emptied while the box is down; the new box's workspace upper starts as a copy of
+// the checkpoint (seeded by the launcher before anything in the box can look at it).
 nlohmann::json reset(ApiContext& ctx, const http::Request& request, const std::string& id) {
   auto it = request.query.find("to");
   const std::optional<std::string> to = it == request.query.end() ? std::nullopt : std::optional(it->second);
-  bool on_box_disk = false;
-  ctx.sessions.with_box(id, [&](const SessionBox& box) {
-    if (to) require_checkpoint(box, *to);
-    on_box_disk = box.sandbox.environment().limits.disk_bytes != 0;
-  });
-  ctx.sessions.recreate(id, [&](const SessionBox& box) {
-    clear_workspace_layers(box);
-    if (to && !on_box_disk) fill_from_checkpoint(box, *to);
-  });
-  if (to && on_box_disk) ctx.sessions.with_box(id, [&](const SessionBox& box) { fill_from_checkpoint(box, *to); });
+  std::string seed;
+  if (to) ctx.sessions.with_box(id, [&](const SessionBox& box) { seed = checkpoint_path(box, *to); });
+  ctx.sessions.recreate(id, clear_workspace_layers, seed);
   return {{"id", id}, {"reset_to", to ? nlohmann::json(*to) : nlohmann::json("start")}};
 }
 

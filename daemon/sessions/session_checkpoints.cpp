@@ -1,10 +1,8 @@
 // Checkpoint storage: <session dir>/checkpoints/<name>/ holds a copy of the workspace's upper layer made with
-// cp -a (whiteouts, opaque-dir xattrs, owners and modes kept; symlinks copied, never followed).
+// sandbox::copy_tree_contents (whiteouts, opaque-dir xattrs, owners and modes kept; symlinks never followed).
 #include "daemon/sessions/session_checkpoints.h"
 
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +12,7 @@
 #include <filesystem>
 
 #include "http/response.h"
-
-extern char** environ;
+#include "sandbox/copy_tree.h"
 
 namespace capsule::daemon {
 namespace {
@@ -25,25 +22,6 @@ namespace fs = std::filesystem;
 void require_cow_workspace(const SessionBox& box) {
   if (box.workspace_upper.empty()) {
     throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to checkpoint");
-  }
-}
-
-// cp -a SOURCE/. DEST: the tree's contents as they are, by coreutils, which knows every file type and xattr.
-void copy_tree(const std::string& source, const std::string& dest) {
-  std::error_code ec;
-  fs::create_directories(dest, ec);
-  if (ec) throw http::ApiError("internal_error", "checkpoint: creating " + dest + ": " + ec.message());
-  const std::string from = source + "/.";
-  const char* argv[] = {"cp", "-a", "--reflink=auto", "--", from.c_str(), dest.c_str(), nullptr};
-  pid_t pid = 0;
-  if (posix_spawn(&pid, "/bin/cp", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) {
-    throw http::ApiError("internal_error", "checkpoint: cannot start /bin/cp");
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw http::ApiError("internal_error", "checkpoint: copying " + source + " to " + dest + " failed");
   }
 }
 
@@ -113,7 +91,11 @@ nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name) {
     throw http::ApiError("conflict", "a session keeps at most " + std::to_string(kMaxCheckpoints) + " checkpoints");
   }
   try {
-    copy_tree(box.workspace_upper, dest);
+    sandbox::copy_tree_contents(box.workspace_upper, dest);
+  } catch (const sandbox::SandboxError& e) {
+    std::error_code ignored;
+    fs::remove_all(dest, ignored);
+    throw http::ApiError("internal_error", std::string("checkpoint: ") + e.what());
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(dest, ignored);
@@ -136,9 +118,9 @@ void clear_workspace_layers(const SessionBox& box) {
   replace_with_empty_dir(box.workspace_work, box.dir);
 }
 
-void fill_from_checkpoint(const SessionBox& box, const std::string& name) {
+std::string checkpoint_path(const SessionBox& box, const std::string& name) {
   require_checkpoint(box, name);
-  copy_tree(checkpoints_dir(box.dir) + "/" + name, box.workspace_upper);
+  return checkpoints_dir(box.dir) + "/" + name;
 }
 
 }  // namespace capsule::daemon

@@ -26,9 +26,8 @@ void require_checkpoint(const SessionBox& box, const std::string& name);
 // While the box is down (SessionManager::recreate): the workspace's upper and work dirs emptied.
 void clear_workspace_layers(const SessionBox& box);
 
-// The checkpoint's copy of the upper layer copied into the workspace's (empty) upper: while the box is down,
-// or, when that upper is on the new box's own disk, before anything in the box has looked at the workspace.
-void fill_from_checkpoint(const SessionBox& box, const std::string& name);
+// Where the checkpoint `name` is kept: SessionManager::recreate's workspace seed.
+std::string checkpoint_path(const SessionBox& box, const std::string& name);
 
 // Names of the session's checkpoints, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& session_dir);

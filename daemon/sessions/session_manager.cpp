@@ -1,6 +1,8 @@
 // Sessions: create (resolved as a run's environment, session=true) -> execs (one poll loop over every box and
 // exec, each exec a ledger row with logs) -> end (delete, ttl / idle_ttl expiry, a crashed box, shutdown).
 #include "daemon/sessions/session_manager.h"
+
+#include "daemon/sessions/session_checkpoints.h"
 #include "daemon/sessions/session_state.h"
 
 #include <poll.h>
@@ -99,7 +101,7 @@ json SessionManager::session_json_locked(const Session& session) const {
                      {"ended", row.ended_ms ? json(*row.ended_ms) : json(nullptr)}}},
           {"spec", row.spec},
           {"pinned", row.pinned},
-          {"checkpoints", json::array()},
+          {"checkpoints", list_checkpoints(session.dir)},
           {"execs", {{"total", session.execs_total}, {"running", session.execs_running}}},
           {"usage", {{"cpu_ms", (session.usage.cpu_user_ns + session.usage.cpu_sys_ns) / 1000000},
                      {"peak_memory_bytes", session.usage.peak_memory_bytes}}},
@@ -207,7 +209,12 @@ void SessionManager::create_box(const std::shared_ptr<Session>& session) {
   session->created_ns = session->created_ns != 0 ? session->created_ns : sandbox::monotonic_ns();
   session->last_used_ns = sandbox::monotonic_ns();
   try {
-    session->box = launcher_.create(session->environment);
+    sandbox::EnvironmentSpec environment = session->environment;
+    for (auto& overlay : environment.overlays) {
+      if (overlay.target == "/workspace") overlay.seed_dir = session->workspace_seed;
+    }
+    session->workspace_seed.clear();
+    session->box = launcher_.create(environment);
     session->start_deadline_ns = sandbox::monotonic_ns() + kStartLimitNs;
     std::lock_guard lock(mutex_);
     session->phase = Phase::kStarting;
@@ -267,7 +274,7 @@ void SessionManager::with_box(const std::string& id, const BoxTask& task) {
   });
 }
 
-void SessionManager::recreate(const std::string& id, const BoxTask& while_down) {
+void SessionManager::recreate(const std::string& id, const BoxTask& while_down, const std::string& workspace_seed) {
   std::shared_ptr<Session> session;
   {
     std::lock_guard lock(mutex_);
@@ -281,6 +288,7 @@ void SessionManager::recreate(const std::string& id, const BoxTask& while_down) 
       }
     }
     session->while_down = while_down;
+    session->workspace_seed = workspace_seed;
     begin_end(session, "", "");
   });
   std::unique_lock lock(mutex_);

@@ -101,8 +101,9 @@ class SessionManager {
   // serves execs. With limits.disk (default 10g) the workspace upper lives on the box's own disk, bound at
   // workspace_upper only while the box lives: in while_down that dir is empty, the new box starts with an empty
   // upper (a reset) and needs it empty (Launcher). Copy out what a checkpoint needs in with_box first.
+  // `workspace_seed`: a host dir the new box's workspace upper starts as a copy of (a checkpoint), on either disk.
   // 404, 409 session_ended, 500 session_failed when the new box cannot be made (the session is then failed).
-  void recreate(const std::string& id, const BoxTask& while_down);
+  void recreate(const std::string& id, const BoxTask& while_down, const std::string& workspace_seed = "");
 
   std::size_t live_count() const;
 

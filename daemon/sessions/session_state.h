@@ -28,6 +28,7 @@ struct SessionManager::Session {
   std::string end_state;  // empty while ending: the box is made again (recreate)
   std::string end_reason;
   BoxTask while_down;
+  std::string workspace_seed;  // recreate's seed for the next box's workspace upper, then cleared
 };
 
 struct SessionManager::ExecRun {

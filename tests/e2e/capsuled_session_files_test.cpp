@@ -199,6 +199,26 @@ TEST_F(CapsuledSessionFiles, DiffCheckpointAndResetUndoTheWorkspace) {
   EXPECT_EQ(clean["totals"]["deleted"], 0) << clean;
 }
 
+// A checkpoint comes back whole in a box that protects paths (the protect walk must not see the old state).
+TEST_F(CapsuledSessionFiles, ResetToACheckpointWithProtectedPaths) {
+  start();
+  workspace_ = make_dir("ws");
+  write_file(workspace_ / "a.txt", "start\n");
+  fs::create_directories(workspace_ / "tests");
+  write_file(workspace_ / "tests/t.py", "assert True\n");
+  const HttpResponse made = call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace_.string()}}},
+                                                              {"protect", {"tests/**"}}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = body_json(made)["id"];
+  exec(id, "echo changed > /workspace/a.txt");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "cp1"}}).status, 201);
+  EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + id))["checkpoints"], json::array({"cp1"}));
+  exec(id, "echo later > /workspace/a.txt");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/reset?to=cp1").status, 200);
+  EXPECT_EQ(out(exec(id, "cat /workspace/a.txt; echo x >> /workspace/tests/t.py 2>/dev/null || echo protected")),
+            "changed\nprotected\n");
+}
+
 // Interactive execs: stdin written after the start, and a terminal where Ctrl-C interrupts the job.
 TEST_F(CapsuledSessionFiles, StdinStaysOpenAndAPtyTakesCtrlC) {
   start();
