@@ -24,11 +24,11 @@ std::pair<int, int> make_channel() {
   return {fds[0], fds[1]};
 }
 
-void send_message(int fd, std::string_view message) {
+void send_message(int fd, std::string_view message, bool wait) {
   if (message.size() > kMaxMessageBytes) throw_error("channel", "", "message too large");
   ssize_t sent;
   do {
-    sent = send(fd, message.data(), message.size(), MSG_NOSIGNAL);
+    sent = send(fd, message.data(), message.size(), MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
   } while (sent < 0 && errno == EINTR);
   if (sent < 0) throw_errno("channel", "", "send");
 }
@@ -53,7 +53,7 @@ std::optional<std::string> receive_message(int fd) {
   return message;
 }
 
-void send_fd(int fd, int fd_to_send) {
+void send_fd(int fd, int fd_to_send, bool wait) {
   char byte = 'F';
   iovec io{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
@@ -69,7 +69,7 @@ void send_fd(int fd, int fd_to_send) {
   std::memcpy(CMSG_DATA(header), &fd_to_send, sizeof(int));
   ssize_t sent;
   do {
-    sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    sent = sendmsg(fd, &msg, MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
   } while (sent < 0 && errno == EINTR);
   if (sent < 0) throw_errno("channel", "", "sendmsg(SCM_RIGHTS)");
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "sandbox/channel.h"
 #include "sandbox/init_channel.h"
@@ -62,9 +63,14 @@ class Watchdog {
   bool terminated_ = false;
 };
 
+// One exec's child until it is reaped. Its reports come through a non-blocking pipe read in the poll loop: a
+// child stopped before execve (SIGSTOP from elsewhere in the box) never stalls init.
 struct LiveExec {
   std::uint64_t id = 0;
   bool ends_sandbox = false;
+  int report_fd = -1;          // -1 once its reports are read
+  CommandReport first{};       // the pre-seccomp record
+  bool got_first = false;
 };
 
 class ExecServer {
@@ -74,9 +80,18 @@ class ExecServer {
 
   [[noreturn]] void run() {
     for (;;) {
-      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {control_open_ ? kInitControlFd : -1, POLLIN, 0}};
-      int ready = poll(fds, 2, watchdog_.timeout_ms());
+      std::vector<pollfd> fds = {{signal_fd_, POLLIN, 0}, {control_open_ ? kInitControlFd : -1, POLLIN, 0}};
+      for (const auto& [pid, exec] : execs_) {
+        if (exec.report_fd >= 0) fds.push_back({exec.report_fd, POLLIN, 0});
+      }
+      int ready = poll(fds.data(), fds.size(), watchdog_.timeout_ms());
       if (ready < 0 && errno != EINTR) end_box();
+      for (std::size_t i = 2; ready > 0 && i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        for (auto& [pid, exec] : execs_) {
+          if (exec.report_fd == fds[i].fd) read_reports(exec);
+        }
+      }
       if (ready > 0 && fds[1].revents != 0) serve_request();
       if (ready > 0 && fds[0].revents != 0) handle_signals();
       watchdog_.tick();
@@ -128,10 +143,12 @@ class ExecServer {
       run_command(request, program_, report[1], std::vector<int>(fds.begin() + 3, fds.end()));
     }
     close(report[1]);
-    execs_[child] = LiveExec{request.id, request.ends_sandbox};
+    fcntl(report[0], F_SETFL, O_NONBLOCK);
+    LiveExec& exec = execs_[child];
+    exec.id = request.id;
+    exec.ends_sandbox = request.ends_sandbox;
+    exec.report_fd = report[0];
     if (request.ends_sandbox && request.watchdog_ns != 0) watchdog_.arm(request.watchdog_ns, request.kill_grace_ms);
-    relay_reports(request.id, report[0]);
-    close(report[0]);
   }
 
   void fail_to_start(std::uint64_t id, const char* step) {
@@ -139,19 +156,28 @@ class ExecServer {
     send_init_event({{"event", init_event::kExited}, {"id", id}, {"code", 127}});
   }
 
-  // The child's reports: the pre-seccomp timestamp, then either EOF (exec done) or an error.
-  void relay_reports(std::uint64_t id, int report_fd) {
-    CommandReport first;
-    CommandReport second;
-    ssize_t got = read(report_fd, &first, sizeof first);
-    ssize_t got2 = got == sizeof first && first.error == 0 ? read(report_fd, &second, sizeof second) : 0;
-    const CommandReport* error = got == sizeof first && first.error != 0 ? &first
-                                 : got2 == sizeof second                ? &second
-                                                                        : nullptr;
-    if (error != nullptr) {
-      send_init_error(id, base::Cause{error->step, error->path, error->error, "starting the command"});
-    } else if (got == sizeof first) {
-      send_init_event({{"event", init_event::kExec}, {"id", id}, {"t_ns", monotonic_ns()}, {"seccomp_t_ns", first.t_ns}});
+  // The child's reports: the pre-seccomp record, then either EOF (exec done) or an error record. Reads what is
+  // there; done (the pipe closed) at EOF, after an error, or when the child died without a word.
+  void read_reports(LiveExec& exec) {
+    for (;;) {
+      CommandReport record;
+      const ssize_t got = read(exec.report_fd, &record, sizeof record);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EAGAIN) return;
+      if (got == static_cast<ssize_t>(sizeof record) && record.error == 0 && !exec.got_first) {
+        exec.first = record;
+        exec.got_first = true;
+        continue;
+      }
+      if (got == static_cast<ssize_t>(sizeof record)) {
+        send_init_error(exec.id, base::Cause{record.step, record.path, record.error, "starting the command"});
+      } else if (got == 0 && exec.got_first) {
+        send_init_event({{"event", init_event::kExec}, {"id", exec.id}, {"t_ns", monotonic_ns()},
+                         {"seccomp_t_ns", exec.first.t_ns}});
+      }
+      close(exec.report_fd);
+      exec.report_fd = -1;
+      return;
     }
   }
 
@@ -159,8 +185,9 @@ class ExecServer {
     signalfd_siginfo info;
     while (read(signal_fd_, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       if (info.ssi_signo != SIGCHLD) {
-        // Only the launcher (outside our pid namespace, so ssi_pid 0) may ask us to stop everything.
-        if (info.ssi_pid == 0) {
+        // Only the launcher (outside our pid namespace, so ssi_pid 0, sent by kill: SI_USER) may ask us to stop
+        // everything; a SIGIO-style signal a box process routed to init (F_SETOWN) also has ssi_pid 0.
+        if (info.ssi_pid == 0 && info.ssi_code == SI_USER) {
           kill(-1, static_cast<int>(info.ssi_signo));
           watchdog_.launcher_stopping();
         }
@@ -176,6 +203,9 @@ class ExecServer {
       if (reaped <= 0) return;
       auto it = execs_.find(reaped);
       if (it == execs_.end()) continue;
+      // Its reports first, so that "exec" or "error" precede "exited" (its writer died with it: all is there).
+      if (it->second.report_fd >= 0) read_reports(it->second);
+      if (it->second.report_fd >= 0) close(it->second.report_fd);
       const LiveExec exec = it->second;
       execs_.erase(it);
       if (exec.ends_sandbox) {

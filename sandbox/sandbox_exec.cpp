@@ -118,9 +118,20 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
     request.watchdog_ns = start + spec.limits.wall_time.count() * kMs + kWatchdogMarginNs;
     request.kill_grace_ms = spec.limits.kill_grace.count();
   }
-  send_message(control_, encode_exec_request(request));
-  for (const auto& fd : child_stdio) send_fd(control_, fd.get());
-  for (const auto& fd : joins) send_fd(control_, fd.get());
+  // Never blocking: an init that stopped reading (something in the box stopped it) must not stall the caller's
+  // thread. A request cut short leaves init waiting for descriptors, so the box is ended then.
+  try {
+    send_message(control_, encode_exec_request(request), false);
+  } catch (const SandboxError&) {
+    throw_error("exec", "", "the sandbox's init is not taking requests");
+  }
+  try {
+    for (const auto& fd : child_stdio) send_fd(control_, fd.get(), false);
+    for (const auto& fd : joins) send_fd(control_, fd.get(), false);
+  } catch (const SandboxError&) {
+    kill_init();
+    throw_error("exec", "", "the sandbox's init stopped taking requests; the sandbox is ended");
+  }
   exec->sent_ns_ = monotonic_ns();
   if (exec->stdin_write_ >= 0) exec->feed_stdin();
   execs_[id] = exec.get();

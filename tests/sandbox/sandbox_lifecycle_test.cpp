@@ -168,6 +168,27 @@ TEST_F(SandboxLifecycleTest, ProtectedPathsResistWritesRenamesLinksAndChmod) {
   std::filesystem::remove_all(ws + "-work");
 }
 
+// A hostile exec stops every process it can signal, new execs' children included: init keeps serving (it never
+// waits on a child), the stopped exec ends at its timeout, and once the hostile one is gone the box works again.
+TEST_F(SandboxLifecycleTest, AnExecStoppingEveryProcessCannotStallInit) {
+  auto box = shared_launcher().create(environment_);
+  ProcessSpec hostile = process_;
+  hostile.argv = {"/bin/sh", "-c", "while :; do kill -STOP -1 2>/dev/null; done"};
+  std::unique_ptr<Exec> stopper = box->exec(hostile);
+  // Each child may be stopped before or after it joins its cgroup, or escape the loop: every one ends either way.
+  for (int i = 0; i < 10; ++i) {
+    Result r = sh(*box, "echo ran", std::chrono::milliseconds(500));
+    EXPECT_TRUE(r.status == Status::kSucceeded || r.status == Status::kTimedOut) << describe(r);
+  }
+  stopper->cancel();
+  await(*box, *stopper);
+  stopper.reset();
+  Result after = sh(*box, "echo works");
+  EXPECT_EQ(after.status, Status::kSucceeded) << describe(after);
+  EXPECT_EQ(after.stdout_capture.head, "works\n");
+  box->destroy();
+}
+
 TEST_F(SandboxLifecycleTest, StdinCanStayOpenForLaterWrites) {
   auto box = shared_launcher().create(environment_);
   ProcessSpec process = process_;
