@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <linux/openat2.h>
+#include <sys/capability.h>
 #include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <linux/securebits.h>
@@ -14,7 +15,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <vector>
 
 #include "base/error.h"
@@ -350,18 +353,48 @@ void make_hard_link_beneath(int dir_fd, const std::string& name, const std::stri
   temporary.rename_to(last, name);
 }
 
-ActingAsOwner::ActingAsOwner(const RootOwner& owner) {
+ActingAs::ActingAs(const RootOwner& owner, const std::vector<gid_t>& groups, bool keep_capabilities) {
   saved_securebits_ = prctl(PR_GET_SECUREBITS);
-  if (saved_securebits_ < 0 || prctl(PR_SET_SECUREBITS, saved_securebits_ | SECBIT_NO_SETUID_FIXUP) != 0) {
-    base::throw_errno("files", "", "keep capabilities across setfsuid (SECBIT_NO_SETUID_FIXUP)");
+  if (saved_securebits_ < 0) base::throw_errno("files", "", "PR_GET_SECUREBITS");
+  // A thread inherits its creator's credentials: say both ways what this one is to do.
+  const int bits = keep_capabilities ? saved_securebits_ | SECBIT_NO_SETUID_FIXUP : saved_securebits_ & ~SECBIT_NO_SETUID_FIXUP;
+  if (prctl(PR_SET_SECUREBITS, bits) != 0) base::throw_errno("files", "", "PR_SET_SECUREBITS");
+  saved_caps_ = cap_get_proc();
+  if (saved_caps_ == nullptr) base::throw_errno("files", "", "cap_get_proc");
+  if (!keep_capabilities) {
+    // Whatever fs uid this thread had: none of the capabilities that bypass file permissions stay effective.
+    const cap_value_t file_caps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID,
+                                     CAP_LINUX_IMMUTABLE, CAP_MAC_OVERRIDE, CAP_MKNOD};
+    cap_t reduced = cap_dup(static_cast<cap_t>(saved_caps_));
+    const bool dropped = reduced != nullptr &&
+                         cap_set_flag(reduced, CAP_EFFECTIVE, std::size(file_caps), file_caps, CAP_CLEAR) == 0 &&
+                         cap_set_proc(reduced) == 0;
+    if (reduced != nullptr) cap_free(reduced);
+    if (!dropped) {
+      cap_free(saved_caps_);
+      prctl(PR_SET_SECUREBITS, saved_securebits_);
+      base::throw_errno("files", "", "drop the file capabilities of this thread");
+    }
+  }
+  const long count = syscall(SYS_getgroups, 0, nullptr);
+  saved_groups_.resize(static_cast<std::size_t>(std::max(0L, count)));
+  if (count < 0 || syscall(SYS_getgroups, saved_groups_.size(), saved_groups_.data()) != count ||
+      syscall(SYS_setgroups, groups.size(), groups.data()) != 0) {
+    cap_set_proc(static_cast<cap_t>(saved_caps_));
+    cap_free(saved_caps_);
+    prctl(PR_SET_SECUREBITS, saved_securebits_);
+    base::throw_errno("files", "", "setgroups for this thread");
   }
   saved_fsgid_ = static_cast<gid_t>(setfsgid(owner.gid));
   saved_fsuid_ = static_cast<uid_t>(setfsuid(owner.uid));
 }
 
-ActingAsOwner::~ActingAsOwner() {
-  setfsuid(saved_fsuid_);
+ActingAs::~ActingAs() {
+  setfsuid(saved_fsuid_);  // back to 0: the kernel raises the file capabilities again
   setfsgid(saved_fsgid_);
+  syscall(SYS_setgroups, saved_groups_.size(), saved_groups_.data());
+  cap_set_proc(static_cast<cap_t>(saved_caps_));
+  cap_free(saved_caps_);
   prctl(PR_SET_SECUREBITS, saved_securebits_);
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/unique_fd.h"
 
@@ -29,21 +30,25 @@ struct RootOwner {
   gid_t gid = 0;
 };
 
-// For as long as it lives, the calling thread creates files as `owner` (its fs uid and gid; Linux keeps them
-// per thread), keeping the daemon's capabilities (SECBIT_NO_SETUID_FIXUP). A box's overlays are mounted in its
-// user namespace, where host root is unmapped: a file created as host root through them fails (EOVERFLOW).
-// Use it on a thread of its own that does nothing else meanwhile; the destructor restores the thread.
-class ActingAsOwner {
+// For as long as it lives, the calling thread's file-system identity is `owner` with `groups` (Linux keeps fs
+// ids and groups per thread; raw syscalls, never glibc's all-thread broadcast). With `keep_capabilities` the
+// daemon's capabilities stay (SECBIT_NO_SETUID_FIXUP): files are created as `owner` (a box's overlays live in its
+// user namespace, where host root is unmapped: creating as host root fails with EOVERFLOW) yet nothing is refused.
+// Without, the kernel drops the capabilities that bypass file permissions: the thread reads and writes exactly
+// as that user may (a caller's own host tree). Use it on a thread of its own; the destructor restores the thread.
+class ActingAs {
  public:
-  explicit ActingAsOwner(const RootOwner& owner);
-  ~ActingAsOwner();
-  ActingAsOwner(const ActingAsOwner&) = delete;
-  ActingAsOwner& operator=(const ActingAsOwner&) = delete;
+  ActingAs(const RootOwner& owner, const std::vector<gid_t>& groups, bool keep_capabilities);
+  ~ActingAs();
+  ActingAs(const ActingAs&) = delete;
+  ActingAs& operator=(const ActingAs&) = delete;
 
  private:
   int saved_securebits_;
   uid_t saved_fsuid_;
   gid_t saved_fsgid_;
+  std::vector<gid_t> saved_groups_;
+  void* saved_caps_ = nullptr;  // libcap's cap_t (kept out of this header)
 };
 
 // Next chunk of bytes; an empty view at the end. The view stays valid until the next call.

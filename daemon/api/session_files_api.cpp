@@ -109,8 +109,9 @@ nlohmann::json counts_json(const std::string& path, const sandbox::TreeCounts& c
 }
 
 // A host directory packed by one thread into a pipe and unpacked from it by this one: a tree of any size
-// crosses with two 64 KiB buffers.
-sandbox::TreeCounts copy_host_tree(int host_dir, const BoxFiles& box, const std::string& dest) {
+// crosses with two 64 KiB buffers. The packer reads as the caller (its ids and groups, no capabilities), so a
+// directory it may open but holding files it may not read (another user's in /tmp) gives it nothing more.
+sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const BoxFiles& box, const std::string& dest) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) base::throw_errno("files", "", "pipe2");
   base::UniqueFd read_end(fds[0]);
@@ -118,6 +119,8 @@ sandbox::TreeCounts copy_host_tree(int host_dir, const BoxFiles& box, const std:
   std::exception_ptr pack_error;
   std::thread packer([&] {
     try {
+      std::optional<sandbox::ActingAs> as_caller;
+      if (!caller.is_root()) as_caller.emplace(sandbox::RootOwner{caller.uid, caller.gid}, caller.groups, false);
       sandbox::pack_tree(host_dir, ".", [&](std::string_view chunk) {
         while (!chunk.empty()) {
           const ssize_t put = write(write_end.get(), chunk.data(), chunk.size());
@@ -134,6 +137,7 @@ sandbox::TreeCounts copy_host_tree(int host_dir, const BoxFiles& box, const std:
   std::string buffer;
   sandbox::TreeCounts counts;
   try {
+    const sandbox::ActingAs acting(box.owner, {}, true);  // after the packer started: it must not inherit this
     counts = sandbox::unpack_tree(box.root.get(), dest, fd_reader(read_end.get(), buffer), box.owner,
                                   sandbox::UnpackLimits{box.limit_bytes});
   } catch (...) {
@@ -183,9 +187,9 @@ void put_files(ApiContext& ctx, const http::Request& request, const std::string&
       if (e.code() != "invalid_request") throw;
       opened = std::make_shared<OpenedHostPath>(open_as_caller(caller, source, HostAccess::kReadDir, "source", "invalid_request"));
     }
-    answer_from_thread(responder, 200, [box, opened, path] {
-      const sandbox::ActingAsOwner acting(box->owner);
-      if (S_ISDIR(opened->st.st_mode)) return counts_json(path, copy_host_tree(opened->fd.get(), *box, path));
+    answer_from_thread(responder, 200, [box, opened, caller, path] {
+      if (S_ISDIR(opened->st.st_mode)) return counts_json(path, copy_host_tree(opened->fd.get(), caller, *box, path));
+      const sandbox::ActingAs acting(box->owner, {}, true);
       std::string buffer;
       const std::uint64_t bytes = sandbox::write_file(box->root.get(), path, fd_reader(opened->fd.get(), buffer),
                                                       opened->st.st_mode & 0777, box->owner, box->limit_bytes);
@@ -197,7 +201,7 @@ void put_files(ApiContext& ctx, const http::Request& request, const std::string&
   const unsigned mode = file_mode(request);
   const bool tar = type.starts_with("application/x-tar");
   answer_from_thread(responder, 200, [box, body, path, mode, tar] {
-    const sandbox::ActingAsOwner acting(box->owner);
+    const sandbox::ActingAs acting(box->owner, {}, true);
     if (tar) {
       return counts_json(path, sandbox::unpack_tree(box->root.get(), path, body_reader(*body), box->owner,
                                                     sandbox::UnpackLimits{box->limit_bytes}));

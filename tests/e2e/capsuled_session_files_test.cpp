@@ -152,7 +152,18 @@ TEST_F(CapsuledSessionFiles, ACallerReachesOnlyItsOwnSessionsAndHostFiles) {
   if (mine.status == 201) own = mine.json()["id"];
   const UserCall shadow = call_as(user, socket_, "PUT", "/v1/sessions/" + own + "/files?path=/tmp/s",
                                   json{{"source", "/etc/shadow"}});
+  // A directory it may read holding a file it may not (as /tmp does): the file does not come along.
+  const fs::path shared = make_dir("shared");
+  write_file(shared / "public.txt", "for all\n");
+  write_file(shared / "secret.txt", "root's secret\n");
+  ::chmod((shared / "secret.txt").c_str(), 0600);
+  const UserCall tree = call_as(user, socket_, "PUT", "/v1/sessions/" + own + "/files?path=/tmp/up",
+                                json{{"source", shared.string()}});
+  const UserCall look = call_as(user, socket_, "POST", "/v1/sessions/" + own + "/exec",
+                                json{{"script", "cat /tmp/up/secret.txt 2>&1; cat /tmp/up/public.txt 2>&1"}});
   remove_user(user.name);
+  EXPECT_EQ(look.status, 200) << look.body << look.failure;
+  EXPECT_EQ(look.body.find("root's secret"), std::string::npos) << tree.body << look.body;
   remove_group(group);
   EXPECT_EQ(peek.status, 404) << peek.body << peek.failure;
   EXPECT_EQ(plant.status, 404) << plant.body << plant.failure;
