@@ -11,13 +11,16 @@
 namespace capsule::daemon {
 
 inline constexpr std::size_t kMaxCheckpoints = 32;
+// Bytes all of a session's checkpoints may take without a disk limit (with one: that limit).
+inline constexpr std::uint64_t kDefaultCheckpointBudget = 10ull << 30;
 
 // Throws ApiError 400 invalid_request unless `name` is 1-64 of [A-Za-z0-9._-], not starting with '.'.
 void check_checkpoint_name(const std::string& name);
 
 // Copies the workspace's upper layer (whiteouts and overlay xattrs kept) to <dir>/checkpoints/<name>, on the
-// session thread, so no exec starts meanwhile. Returns {"name", "bytes"}. Throws ApiError: 409 conflict when
-// the name exists or there are kMaxCheckpoints already, 400 invalid_request without a copy-on-write workspace.
+// session thread with the box frozen, so nothing changes it meanwhile. Returns {"name", "bytes"}. Throws ApiError:
+// 409 conflict when the name exists or there are kMaxCheckpoints already, 507 insufficient_storage past the
+// session's budget (its disk limit, else kDefaultCheckpointBudget), 400 without a copy-on-write workspace.
 nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name);
 
 // Throws ApiError 404 not_found unless the session has the checkpoint `name` (400 for a malformed name).
