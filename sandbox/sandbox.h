@@ -153,6 +153,7 @@ class Exec {
   friend class Sandbox;
   Exec(Sandbox& box, std::uint64_t id, const ProcessSpec& spec, RunHooks hooks);
   void ended(bool box_ended);  // its first process exited, or the box's init died: kill what is left
+  void started();              // its process exec'd: signals that waited for that are sent
   void read_output(int& fd, bool is_stdout);
   void feed_stdin();
   void close_stdin_fd();
@@ -186,7 +187,7 @@ class Exec {
   std::optional<std::int64_t> kill_at_ns_;
   bool ended_ = false;
   bool killed_ = false;
-  bool finished_called_ = false;
+  std::vector<int> pending_signals_;  // signal() before the process exec'd
   ExecOutcome outcome_;
 };
 

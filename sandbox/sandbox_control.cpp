@@ -81,6 +81,7 @@ void Sandbox::route_event(const std::string& message) {
   if (name == init_event::kExec) {
     exec.outcome_.exec_ns = event.value("t_ns", std::int64_t{0});
     exec.outcome_.seccomp_ns = event.value("seccomp_t_ns", std::int64_t{0});
+    exec.started();
   } else if (name == init_event::kError) {
     exec.outcome_.setup_error = cause();
   } else if (name == init_event::kExited) {

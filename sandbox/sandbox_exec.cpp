@@ -199,8 +199,19 @@ void Exec::escalate_to_kill() {
   }
 }
 
+// Before its process has exec'd it may not have joined its cgroup yet: the signal waits for the "exec" event.
 void Exec::signal(int signo) {
-  if (!ended_) cgroup_->signal_all(signo);
+  if (ended_) return;
+  if (!outcome_.exec_ns && !outcome_.setup_error) {
+    pending_signals_.push_back(signo);
+    return;
+  }
+  cgroup_->signal_all(signo);
+}
+
+void Exec::started() {
+  for (int signo : pending_signals_) cgroup_->signal_all(signo);
+  pending_signals_.clear();
 }
 
 void Exec::cancel() {

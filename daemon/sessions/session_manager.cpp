@@ -490,6 +490,24 @@ bool SessionManager::loop_once() {
       }
       finish_exec(run, std::move(result));
     }
+    // One session's trouble (a box that will not freeze, a signal that fails) ends that session, never the loop's
+    // round for the sessions after it.
+    try {
+      settle(session, after);
+    } catch (const std::exception& e) {
+      spdlog::error("session {}: {}", session->id, e.what());
+      try {
+        begin_end(session, "failed", e.what());  // the next round completes the end once its execs are done
+      } catch (const std::exception& again) {
+        spdlog::error("session {}: ending it: {}", session->id, again.what());
+      }
+    }
+  }
+  return true;
+}
+
+void SessionManager::settle(const std::shared_ptr<Session>& session, std::int64_t after) {
+  {
     Phase phase;
     {
       std::lock_guard lock(mutex_);
@@ -526,7 +544,6 @@ bool SessionManager::loop_once() {
     }
     if (phase == Phase::kEnding && session->running.empty()) complete_end(session);
   }
-  return true;
 }
 
 }  // namespace capsule::daemon

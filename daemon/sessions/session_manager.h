@@ -114,6 +114,8 @@ class SessionManager {
 
   void loop();
   bool loop_once();
+  // After a poll round: a starting box ready or failed, a box that died, expiry, an ending session's end.
+  void settle(const std::shared_ptr<Session>& session, std::int64_t now_ns);
   // Runs `task` on the loop thread and waits for it; its exception is rethrown here.
   void on_loop(std::function<void()> task);
   // `action` on a running exec of the session, on the loop thread; 409 already_finished or 404 otherwise.
