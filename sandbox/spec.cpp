@@ -126,6 +126,9 @@ void validate_environment(const EnvironmentSpec& spec) {
             "globs must be 1-4096 characters");
     require(glob != ".." && glob.find("../") == std::string::npos && !glob.ends_with("/.."), "protect",
             "glob '" + glob + "' must not contain ..");
+    std::size_t double_stars = 0;
+    for (std::size_t at = glob.find("**"); at != std::string::npos; at = glob.find("**", at + 2)) ++double_stars;
+    require(double_stars <= 4, "protect", "glob '" + glob + "' has more than 4 '**' (matching would explode)");
   }
 }
 

@@ -25,6 +25,9 @@ Duration clamp_to(Duration value, Duration maximum) {
   return maximum.count() > 0 ? std::min(value, maximum) : value;
 }
 
+// Each running exec holds pipes, log files and a cgroup in the daemon: a session may have this many at once.
+constexpr std::size_t kMaxRunningExecs = 64;
+
 }  // namespace
 
 std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer,
@@ -42,6 +45,10 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
     case Phase::kStarting: throw http::ApiError("conflict", "session " + id + " is being reset; retry");
     case Phase::kEnding:
     case Phase::kEnded: throw http::ApiError("session_ended", "session " + id + " has ended");
+  }
+  if (session.execs_running >= kMaxRunningExecs) {
+    throw http::ApiError("queue_full", "session " + id + " has " + std::to_string(session.execs_running) +
+                                           " execs running, the most it may; wait for one to end");
   }
   sandbox::ProcessSpec& process = run->process;
   process = session.process;

@@ -156,6 +156,15 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
       throw http::ApiError("too_many_sessions", "at most " + std::to_string(options_.max_sessions) +
                                                     " sessions may be live at once; delete one and retry");
     }
+    // A non-root user may hold a quarter of the places, so one user cannot take them all.
+    const std::size_t per_user = std::max<std::size_t>(1, options_.max_sessions / 4);
+    const auto own = static_cast<std::size_t>(std::count_if(live_.begin(), live_.end(), [&](const auto& entry) {
+      return entry.second->row.peer_uid == peer.uid;
+    }));
+    if (peer.uid != 0 && own >= per_user) {
+      throw http::ApiError("too_many_sessions", "uid " + std::to_string(peer.uid) + " has " + std::to_string(own) +
+                                                    " live sessions, the most one user may hold; delete one first");
+    }
     ++reserved_;
   }
   struct Release {
@@ -449,6 +458,7 @@ bool SessionManager::loop_once() {
     }
     if (phase == Phase::kStarting) earliest(session->start_deadline_ns);
     if (phase == Phase::kReady) earliest(expiry_deadline(*session));
+    if (phase == Phase::kFrozen && session->spec.ttl.count() > 0) earliest(session->created_ns + session->spec.ttl.count() * kMs);
     if (phase == Phase::kEnding && session->running.empty()) settle_now = true;
   }
   const std::int64_t now = sandbox::monotonic_ns();
@@ -537,6 +547,9 @@ void SessionManager::settle(const std::shared_ptr<Session>& session, std::int64_
     } else if (phase == Phase::kReady) {
       const std::int64_t expiry = expiry_deadline(*session);
       if (expiry != 0 && after >= expiry) expire(session);
+    } else if (phase == Phase::kFrozen && session->spec.ttl.count() > 0 &&
+               after >= session->created_ns + session->spec.ttl.count() * kMs) {
+      begin_end(session, "expired", "ttl of " + std::to_string(session->spec.ttl.count()) + " ms passed (frozen)");
     }
     {
       std::lock_guard lock(mutex_);
