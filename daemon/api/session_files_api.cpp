@@ -108,12 +108,14 @@ nlohmann::json counts_json(const std::string& path, const sandbox::TreeCounts& c
           {"bytes", counts.bytes}};
 }
 
-// A host directory packed by one thread into a pipe and unpacked from it by this one: a tree of any size
+// A host directory packed by one thread into a socket pair and unpacked from it by this one: a tree of any size
 // crosses with two 64 KiB buffers. The packer reads as the caller (its ids and groups, no capabilities), so a
 // directory it may open but holding files it may not read (another user's in /tmp) gives it nothing more.
 sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const BoxFiles& box, const std::string& dest) {
+  // A socket pair, not a pipe: once the unpacker gives up, the packer's next send fails with EPIPE instead of
+  // raising SIGPIPE in the daemon (MSG_NOSIGNAL).
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) base::throw_errno("files", "", "pipe2");
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) base::throw_errno("files", "", "socketpair");
   base::UniqueFd read_end(fds[0]);
   base::UniqueFd write_end(fds[1]);
   std::exception_ptr pack_error;
@@ -123,7 +125,7 @@ sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const Box
       if (!caller.is_root()) as_caller.emplace(sandbox::RootOwner{caller.uid, caller.gid}, caller.groups, false);
       sandbox::pack_tree(host_dir, ".", [&](std::string_view chunk) {
         while (!chunk.empty()) {
-          const ssize_t put = write(write_end.get(), chunk.data(), chunk.size());
+          const ssize_t put = send(write_end.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL);
           if (put < 0 && errno == EINTR) continue;
           if (put < 0) base::throw_errno("files", "", "write to the unpacker");
           chunk.remove_prefix(static_cast<std::size_t>(put));

@@ -111,6 +111,14 @@ TEST_F(CapsuledSessionFiles, TreesTravelAsTarsWithModesAndSymlinks) {
   ASSERT_EQ(std::system(("tar -xf '" + archive.string() + "' -C '" + unpacked.string() + "'").c_str()), 0);
   EXPECT_EQ(fs::read_symlink(unpacked / "link"), "sub/secret.txt");
   EXPECT_EQ(fs::status(unpacked / "run.sh").permissions() & fs::perms::all, static_cast<fs::perms>(0755));
+
+  // An upload the box refuses part-way (a file where the tree should go) while a big file is still being read:
+  // the reading side gives up, and the daemon lives on.
+  write_file(tree / "big.bin", std::string(8 << 20, 'b'));
+  const HttpResponse refused =
+      call("PUT", "/v1/sessions/" + id + "/files?path=/workspace/kept.txt/inside", json{{"source", tree.string()}});
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
 }
 
 TEST_F(CapsuledSessionFiles, NoPathOrPlantedLinkReachesTheHost) {
