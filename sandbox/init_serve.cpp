@@ -143,6 +143,13 @@ class ExecServer {
       run_command(request, program_, report[1], std::vector<int>(fds.begin() + 3, fds.end()));
     }
     close(report[1]);
+    // Init moves the child into the exec's cgroup too (the child also joins first thing): a child stopped by
+    // something else in the box before it could join is still in the group its timeout or kill reaches.
+    const std::string pid = std::to_string(child);
+    for (std::size_t i = 3; i < fds.size(); ++i) {
+      ssize_t ignored = write(fds[i], pid.data(), pid.size());
+      (void)ignored;
+    }
     fcntl(report[0], F_SETFL, O_NONBLOCK);
     LiveExec& exec = execs_[child];
     exec.id = request.id;
