@@ -180,6 +180,7 @@ int serve(daemon::DaemonConfig config) {
   session_options.policies_dir = run_options.policies_dir;
   session_options.images = run_options.images;
   session_options.limits = config.limits;
+  session_options.proxies = run_options.proxies;
   daemon::SessionManager sessions(launcher, ledger, logs, session_options);
   daemon::ImageJobs image_jobs;
 

@@ -10,6 +10,11 @@ void ServedLog::add(ServedObject object) {
   objects_.push_back(std::move(object));
 }
 
+std::size_t ServedLog::size() const {
+  std::lock_guard lock(mutex_);
+  return objects_.size();
+}
+
 std::vector<ServedObject> ServedLog::objects() const {
   std::lock_guard lock(mutex_);
   return objects_;

@@ -22,6 +22,7 @@ class ServedLog {
  public:
   void add(ServedObject object);
   std::vector<ServedObject> objects() const;
+  std::size_t size() const;
   nlohmann::json to_json() const;  // [{"url","sha256","size","source"}...]
 
  private:

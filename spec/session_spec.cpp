@@ -37,7 +37,6 @@ SessionSpec parse_session_spec(const json& body, const LimitPolicy& policy) {
   }
   environment["argv"] = kPlaceholderArgv;
   spec.environment = parse_run_spec(environment, policy);
-  if (spec.environment.network != "none") invalid("network", "sessions support only \"none\" for now");
   if (body.contains("protect")) {
     spec.protect = string_list(body["protect"], "protect");
     for (const auto& glob : spec.protect) {

@@ -48,17 +48,6 @@ struct RunManager::Run {
   std::unique_ptr<RunProxy> proxy;  // network "proxy": stopped once the sandbox is gone
 };
 
-namespace {
-
-std::string home_of(const std::vector<std::string>& env) {
-  for (const auto& entry : env) {
-    if (entry.rfind("HOME=", 0) == 0) return entry.substr(5);
-  }
-  return "/root";
-}
-
-}  // namespace
-
 RunManager::RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options)
     : launcher_(launcher), ledger_(ledger), logs_(logs), options_(std::move(options)) {
   stats_.setup_buckets_ms = kSetupBucketsMs;
@@ -218,8 +207,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     if (run->submission.spec.network == "proxy") {
       cutoff = proxy::parse_cutoff(run->submission.spec.as_of.value_or(""));
       if (!cutoff) throw std::runtime_error("network proxy: unusable as_of");
-      add_proxy_to_sandbox(sandbox_spec, *cutoff, run->run_dir, home_of(sandbox_spec.env),
-                           launcher_.options().host_id_base);
+      add_proxy_to_sandbox(sandbox_spec, *cutoff, run->run_dir, launcher_.options().host_id_base);
     }
     run->sandbox = launcher_.start(sandbox_spec, hooks);
     if (cutoff) {

@@ -36,10 +36,18 @@ std::string maven_settings(const std::string& mirror_url) {
          "</settings>\n";
 }
 
+std::string home_of(const std::vector<std::string>& env) {
+  for (const auto& entry : env) {
+    if (entry.rfind("HOME=", 0) == 0) return entry.substr(5);
+  }
+  return "/root";
+}
+
 }  // namespace
 
 void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutoff, const std::string& run_dir,
-                          const std::string& home, std::uint32_t host_id_base) {
+                          std::uint32_t host_id_base) {
+  const std::string home = home_of(spec.env);
   const std::string base = "http://127.0.0.1:" + std::to_string(kRunProxyPort);
   const std::string index = base + "/pypi/snapshot/" + cutoff.text + "/simple/";
   const std::string mirror = base + "/maven/snapshot/" + cutoff.text + "/";
@@ -79,10 +87,10 @@ RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, cons
 
 RunProxy::~RunProxy() { server_->stop(); }
 
-nlohmann::json RunProxy::record() const {
-  return {{"port", kRunProxyPort},
-          {"upstream", proxy_.options().to_json()},
-          {"served", log_->to_json()}};
+nlohmann::json RunProxy::record(std::size_t served_from) const {
+  nlohmann::json served = log_->to_json();
+  if (served_from > 0) served.erase(served.begin(), served.begin() + static_cast<std::ptrdiff_t>(std::min(served_from, served.size())));
+  return {{"port", kRunProxyPort}, {"upstream", proxy_.options().to_json()}, {"served", std::move(served)}};
 }
 
 }  // namespace capsule::daemon

@@ -24,9 +24,9 @@ inline constexpr std::uint16_t kRunProxyPort = 3141;
 // (host or image pip configuration such as find-links would bypass the date mask, so it is dropped with the
 // PIP_/UV_ variables that point elsewhere), CAPSULE_PROXY_URL / CAPSULE_MAVEN_MIRROR, and a fresh writable
 // ~/.m2 (settings.xml mirroring `*` to the proxy, an empty local repository) made under `run_dir` and owned
-// by the sandbox user's host id (host_id_base + spec.uid). `home` is the sandbox user's home directory.
+// by the sandbox user's host id (host_id_base + spec.uid) and bound at $HOME/.m2 (HOME from spec.env, else /root).
 void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutoff, const std::string& run_dir,
-                          const std::string& home, std::uint32_t host_id_base);
+                          std::uint32_t host_id_base);
 
 // One run's listeners being served. Destroying it stops serving (connections still open are closed).
 class RunProxy {
@@ -37,8 +37,10 @@ class RunProxy {
   RunProxy(const RunProxy&) = delete;
   RunProxy& operator=(const RunProxy&) = delete;
 
-  // {"cutoff", "port", "upstream": options, "served": [...]} for the run's record.
-  nlohmann::json record() const;
+  // {"port", "upstream": options, "served": [...]} for the run's record; `served_from`: leave out the objects
+  // served before that many had been (a session exec records what was served while it ran).
+  nlohmann::json record(std::size_t served_from = 0) const;
+  std::size_t served_count() const { return log_->size(); }
 
  private:
   proxy::PackageProxy& proxy_;

@@ -178,6 +178,11 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
                           {"data_b64", base::base64_encode(chunk)}};
       for (const auto& listener : listeners) listener(event);
     };
+    {
+      std::lock_guard lock(mutex_);
+      run->proxy = session.proxy;
+    }
+    if (run->proxy) run->proxy_served_before = run->proxy->served_count();
     run->exec = session.box->exec(run->process, hooks);
     session.running[run->id] = run;
     session.last_used_ns = sandbox::monotonic_ns();
@@ -218,7 +223,10 @@ void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::R
       spec::RunSpec as_run = run->session->spec.environment;
       as_run.argv = run->process.argv;
       as_run.labels = run->spec.labels;
-      record = build_record(as_run, result, RecordSources{});
+      RecordSources sources;
+      if (run->proxy) sources.proxy = run->proxy->record(run->proxy_served_before);
+      run->proxy.reset();
+      record = build_record(as_run, result, sources);
     } catch (const std::exception& e) {
       state = "internal_error";
       record = failure_record(std::string("finishing the exec failed: ") + e.what(), result);

@@ -105,6 +105,7 @@ json SessionManager::session_json_locked(const Session& session) const {
           {"execs", {{"total", session.execs_total}, {"running", session.execs_running}}},
           {"usage", {{"cpu_ms", (session.usage.cpu_user_ns + session.usage.cpu_sys_ns) / 1000000},
                      {"peak_memory_bytes", session.usage.peak_memory_bytes}}},
+          {"proxy", session.proxy ? session.proxy->record() : json(nullptr)},
           {"ended_reason", row.ended_reason.empty() ? json(nullptr) : json(row.ended_reason)}};
 }
 
@@ -180,15 +181,25 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   session->spec = spec;
   session->submission = std::move(submission);
   session->dir = options_.sessions_dir + "/" + session->id;
+  const bool proxied = spec.environment.network == "proxy";
+  if (proxied && !options_.proxies.proxy) {
+    throw http::ApiError("invalid_spec", "network: this capsuled has no package proxy configured");
+  }
   pin_images(session->submission, options_.images);
-  const sandbox::SandboxSpec resolved = resolve_run(
+  sandbox::SandboxSpec resolved = resolve_run(
       session->submission, ResolveContext{options_.images_dir, options_.policies_dir, session->dir, options_.images.store});
+  std::filesystem::create_directories(session->dir);
+  if (proxied) {
+    session->cutoff = proxy::parse_cutoff(spec.environment.as_of.value_or(""));
+    if (!session->cutoff) throw http::ApiError("invalid_spec", "as_of: not a date the package proxy can show");
+    // ~/.m2 lives in the session's dir: like a package cache, it outlives a reset (the workspace does not).
+    add_proxy_to_sandbox(resolved, *session->cutoff, session->dir, launcher_.options().host_id_base);
+  }
   session->environment = sandbox::environment_of(resolved);
   session->environment.session = true;
   session->environment.protect = spec.protect;
   session->environment.protect_base = spec.environment.workspace ? "/workspace" : "/";
   session->process = sandbox::process_of(resolved);
-  std::filesystem::create_directories(session->dir);
 
   SessionRow& row = session->row;
   row.id = session->id;
@@ -224,8 +235,14 @@ void SessionManager::create_box(const std::shared_ptr<Session>& session) {
     }
     session->workspace_seed.clear();
     session->box = launcher_.create(environment);
+    std::shared_ptr<RunProxy> proxy;
+    if (session->cutoff) {
+      proxy = std::make_shared<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *session->cutoff,
+                                         session->box->take_listeners());
+    }
     session->start_deadline_ns = sandbox::monotonic_ns() + kStartLimitNs;
     std::lock_guard lock(mutex_);
+    session->proxy = std::move(proxy);
     session->phase = Phase::kStarting;
   } catch (const std::exception& e) {
     session->box.reset();
@@ -338,6 +355,9 @@ void SessionManager::begin_end(const std::shared_ptr<Session>& session, const st
     if (run->exec) run->exec->cancel();
   }
   if (session->box) session->box->destroy();
+  std::shared_ptr<RunProxy> proxy;  // stops serving once the last exec that started under it is recorded
+  std::lock_guard lock(mutex_);
+  proxy.swap(session->proxy);
 }
 
 void SessionManager::complete_end(const std::shared_ptr<Session>& session) {

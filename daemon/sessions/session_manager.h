@@ -24,6 +24,7 @@
 #include "daemon/runs/disk_guard.h"
 #include "daemon/runs/run_finisher.h"
 #include "daemon/runs/run_manager.h"
+#include "daemon/runs/run_proxy.h"
 #include "sandbox/launcher.h"
 #include "spec/session_spec.h"
 
@@ -38,6 +39,7 @@ struct SessionManagerOptions {
   std::string policies_dir;
   ImageCatalog images;
   spec::LimitPolicy limits;       // an exec's own timeout / cpu_time / kill_grace / output_cap are clamped to it
+  RunProxyContext proxies;        // serves network "proxy" sessions; without it they are refused
 };
 
 // What the file, diff, checkpoint and reset routes get of a live session, on the session thread.

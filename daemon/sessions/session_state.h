@@ -13,12 +13,16 @@ struct SessionManager::Session {
   sandbox::EnvironmentSpec environment;
   sandbox::ProcessSpec process;  // what every exec starts from
   std::string dir;
+  std::optional<proxy::Cutoff> cutoff;  // network "proxy": the date its package proxy shows
   // Guarded by mutex_:
   SessionRow row;
   Phase phase = Phase::kStarting;
   std::uint64_t execs_total = 0;
   std::uint64_t execs_running = 0;  // accepted and not yet recorded
   sandbox::CgroupUsage usage;
+  // network "proxy": serving the box's listeners; made with each box (a reset makes a new one), set and dropped
+  // by the loop thread.
+  std::shared_ptr<RunProxy> proxy;
   // Loop thread only:
   std::unique_ptr<sandbox::Sandbox> box;
   std::map<std::string, std::shared_ptr<ExecRun>> running;
@@ -42,6 +46,8 @@ struct SessionManager::ExecRun {
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
   std::string ended_by;  // loop thread: why the session's end cancelled it ("" while nothing did)
+  std::shared_ptr<RunProxy> proxy;  // the session's proxy when the exec started, and
+  std::size_t proxy_served_before = 0;  // how many objects it had served by then
 };
 
 }  // namespace capsule::daemon

@@ -1,6 +1,7 @@
 // network "proxy" runs through a real capsuled: the package proxy listens inside each sandbox's own network
 // namespace with the run's date; real pip resolves as of that date, post-cutoff files are 404 even by URL, the
 // sandbox reaches nothing else, and the record lists every object served.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -152,6 +153,44 @@ TEST_F(CapsuledProxy, MavenResolvesRangesReleaseAndLatestAsOfTheRunsDate) {
               expected + "\nfixture-maven-plugin " + expected + "\nfixture-maven-plugin " + expected + "\n")
         << as_of;
   }
+}
+
+// A session's proxy serves every exec with the session's date, each exec's record lists what was served while it
+// ran, and a reset (a new box, a new network namespace) gets a proxy of its own again.
+TEST_F(CapsuledProxy, ASessionResolvesThroughItsProxyInEveryExecAndAfterAReset) {
+  const HttpResponse created = call("POST", "/v1/sessions", {{"network", "proxy"}, {"as_of", "2022-07-01"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = body_json(created)["id"];
+  auto exec = [&](const std::string& script) {
+    const HttpResponse response = call("POST", "/v1/sessions/" + id + "/exec", {{"script", script}});
+    EXPECT_EQ(response.status, 200) << response.body;
+    return body_json(response);
+  };
+  const std::string wheel = "/pypi/snapshot/2022-07-01T00:00:00Z/files/beta/beta-0.9-py3-none-any.whl";
+  auto served = [](const json& record) {
+    std::vector<std::string> urls;
+    for (const auto& object : record["proxy"]["served"]) urls.push_back(object["url"]);
+    return urls;
+  };
+  const json download = exec("cd /tmp && python3 -m pip download -q -d dl beta >&2 && ls dl");
+  ASSERT_EQ(download["state"], "succeeded") << download.dump(2);
+  EXPECT_EQ(download["result"]["stdout"]["head"], "beta-0.9-py3-none-any.whl\n");
+  const std::vector<std::string> first = served(download);
+  EXPECT_NE(std::find(first.begin(), first.end(), wheel), first.end()) << download["proxy"].dump(2);
+  const json quiet = exec("test -f /tmp/dl/beta-0.9-py3-none-any.whl");
+  EXPECT_EQ(quiet["state"], "succeeded") << "the box lives on between execs";
+  EXPECT_TRUE(served(quiet).empty()) << "an exec lists only what was served while it ran: " << quiet["proxy"].dump(2);
+  const json session = body_json(call("GET", "/v1/sessions/" + id));
+  EXPECT_EQ(session["proxy"]["served"].size(), first.size()) << session["proxy"].dump(2);
+
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/reset").status, 200);
+  const json again = exec("cd /tmp && python3 -m pip download -q -d dl alpha >&2 && ls dl");
+  ASSERT_EQ(again["state"], "succeeded") << again.dump(2);
+  EXPECT_EQ(again["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\n") << "the reset dropped /tmp/dl";
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200);
+
+  const HttpResponse undated = call("POST", "/v1/sessions", {{"network", "proxy"}});
+  expect_error(undated, 400, "invalid_spec", "as_of");
 }
 
 TEST_F(CapsuledProxy, ProxyRunsNeedADate) {

@@ -35,6 +35,10 @@ TEST(SessionSpec, RoundTripsWithDefaultsFilled) {
   EXPECT_FALSE(printed.contains("argv")) << printed;
   EXPECT_FALSE(printed.contains("collect")) << printed;
   EXPECT_EQ(to_json(parse_session_spec(printed, policy)), printed);
+
+  const SessionSpec proxied = parse_session_spec({{"network", "proxy"}, {"as_of", "2022-07-01"}}, policy);
+  EXPECT_EQ(proxied.environment.network, "proxy");
+  EXPECT_EQ(to_json(parse_session_spec(to_json(proxied), policy)), to_json(proxied));
 }
 
 TEST(SessionSpec, RefusesRunOnlyAndUnknownFieldsAndBadValues) {
@@ -45,6 +49,8 @@ TEST(SessionSpec, RefusesRunOnlyAndUnknownFieldsAndBadValues) {
   EXPECT_EQ(parse({{"on_expiry", "explode"}}), "invalid_spec: on_expiry: must be \"destroy\" or \"freeze\"");
   EXPECT_EQ(parse({{"protect", {"../etc"}}}), "invalid_spec: protect: '../etc' is not a glob without ..");
   EXPECT_EQ(parse({{"cwd", "relative"}}), "invalid_spec: cwd: must be an absolute path without ..");
+  EXPECT_EQ(parse({{"network", "proxy"}}).rfind("invalid_spec: as_of: is required", 0), 0u) << parse({{"network", "proxy"}});
+  EXPECT_EQ(parse({{"network", "host"}}), "invalid_spec: network: must be \"none\" or \"proxy\"");
 }
 
 TEST(ExecSpec, RoundTripsAndDecodesStdin) {
