@@ -35,6 +35,7 @@ class Cgroup {
   virtual void signal_all(int signo) = 0;           // best effort, e.g. SIGTERM before the kill
   virtual void kill_all() = 0;                      // SIGKILL everything, returns once the group is empty
   virtual CgroupUsage usage() const = 0;
+  virtual std::uint64_t oom_kills() const = 0;      // usage().oom_kills alone (one file read)
   virtual void remove() = 0;                        // kill_all + rmdir; idempotent
   // A cgroup below this one (one exec's process tree), without limits of its own; removed with it.
   virtual std::unique_ptr<Cgroup> create_child(const std::string& name) = 0;

@@ -110,9 +110,13 @@ class CgroupV1 final : public Cgroup {
     }
     const std::string peak = layout_.file("memory", "memory.max_usage_in_bytes");
     usage.peak_memory_bytes = parse_number(fs_->read(peak), peak);
-    // "oom_kill N" exists since 4.13.
-    usage.oom_kills = keyed_value(fs_->read(layout_.file("memory", "memory.oom_control")), "oom_kill").value_or(0);
+    usage.oom_kills = oom_kills();
     return usage;
+  }
+
+  // "oom_kill N" exists since 4.13.
+  std::uint64_t oom_kills() const override {
+    return keyed_value(fs_->read(layout_.file("memory", "memory.oom_control")), "oom_kill").value_or(0);
   }
 
   void remove() override {

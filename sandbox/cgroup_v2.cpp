@@ -65,11 +65,14 @@ class CgroupV2 final : public Cgroup {
     usage.cpu_sys_ns = required(stat, "system_usec", stat_file) * 1000;
     const std::string peak = file("memory.peak");
     if (fs_->exists(peak)) usage.peak_memory_bytes = parse_number(fs_->read(peak), peak);
-    // A child without the memory controller (an exec's leaf) has neither file: the sandbox's group tells.
-    if (fs_->exists(file("memory.events"))) {
-      usage.oom_kills = keyed_value(fs_->read(file("memory.events")), "oom_kill").value_or(0);
-    }
+    usage.oom_kills = oom_kills();
     return usage;
+  }
+
+  // A child without the memory controller (an exec's leaf) has no memory.events: the sandbox's group tells.
+  std::uint64_t oom_kills() const override {
+    if (!fs_->exists(file("memory.events"))) return 0;
+    return keyed_value(fs_->read(file("memory.events")), "oom_kill").value_or(0);
   }
 
   void remove() override {

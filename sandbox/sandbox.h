@@ -65,6 +65,10 @@ class Sandbox {
   int init_wait_status() const { return init_wait_status_; }
 
   CgroupUsage usage() const;
+  std::uint64_t oom_kills() const;  // usage().oom_kills, read alone
+  // Makes the next exec's cgroup ahead of time (a session calls it once an exec has been answered), so that
+  // exec() need not wait for the mkdirs. Best effort: a failure is met again, and reported, by exec().
+  void prepare_exec();
   pid_t init_pid() const { return init_pid_; }
   // The box's name: its cgroup and its scratch directory under the launcher's scratch dir.
   const std::string& id() const { return id_; }
@@ -87,6 +91,13 @@ class Sandbox {
   void lost_init();
   void kill_init();  // SIGKILL to init: its pid namespace dies with it
   base::UniqueFd open_pty_master(std::uint16_t rows, std::uint16_t cols) const;
+  // One exec's cgroup leaf and the descriptors its process joins it through (cgroup.procs of each hierarchy).
+  struct ExecCgroup {
+    std::uint64_t id = 0;
+    std::unique_ptr<Cgroup> cgroup;
+    std::vector<base::UniqueFd> joins;
+  };
+  ExecCgroup make_exec_cgroup();
 
   EnvironmentSpec environment_;
   std::string id_;
@@ -107,6 +118,7 @@ class Sandbox {
   int init_wait_status_ = 0;
   std::uint64_t next_exec_id_ = 1;
   std::map<std::uint64_t, Exec*> execs_;  // live execs by id, for routing init's events
+  std::optional<ExecCgroup> prepared_;    // prepare_exec(): the next exec's, still empty
 };
 
 // What init told about one exec, as seen from outside; Exec::finish turns it into a Result.
@@ -146,7 +158,7 @@ class Exec {
   void resize(std::uint16_t rows, std::uint16_t cols);  // a pty's window size (SIGWINCH); no-op without one
   bool finished() const;
   const ExecOutcome& outcome() const { return outcome_; }
-  // Usage of its cgroup, status and output; removes the cgroup. Call once, after finished().
+  // Usage of its cgroup, status and output. Call once, after finished(); the cgroup goes with the Exec.
   Result finish();
 
  private:

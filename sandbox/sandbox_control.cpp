@@ -119,6 +119,11 @@ CgroupUsage Sandbox::usage() const {
   return cgroup_->usage();
 }
 
+std::uint64_t Sandbox::oom_kills() const {
+  if (destroyed_) throw_error("usage", "", "the sandbox was destroyed");
+  return cgroup_->oom_kills();
+}
+
 base::UniqueFd Sandbox::open_root() const {
   if (destroyed_ || !init_alive_) throw_error("root", "", "the sandbox has ended");
   const std::string path = "/proc/" + std::to_string(init_pid_) + "/root";

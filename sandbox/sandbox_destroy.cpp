@@ -36,6 +36,7 @@ void Sandbox::destroy() {
     control_ = -1;
   }
   lost_init();
+  prepared_.reset();  // its leaf goes before the box's group
   if (cgroup_) {
     try {
       cgroup_->remove();

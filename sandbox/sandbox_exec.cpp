@@ -61,20 +61,37 @@ base::UniqueFd Sandbox::open_pty_master(std::uint16_t rows, std::uint16_t cols) 
   return master;
 }
 
+Sandbox::ExecCgroup Sandbox::make_exec_cgroup() {
+  ExecCgroup leaf;
+  leaf.id = next_exec_id_++;
+  leaf.cgroup = cgroup_->create_child("exec-" + std::to_string(leaf.id));
+  for (const std::string& file : leaf.cgroup->procs_files()) {
+    leaf.joins.emplace_back(open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!leaf.joins.back()) throw_errno("exec", file, "open cgroup.procs");
+  }
+  return leaf;
+}
+
+void Sandbox::prepare_exec() {
+  if (prepared_ || destroyed_ || !init_alive_ || frozen_ || !cgroup_) return;
+  try {
+    prepared_ = make_exec_cgroup();
+  } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): exec() makes it again and reports why
+  }
+}
+
 std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
   if (destroyed_ || !init_alive_ || control_ < 0) throw_error("exec", "", "the sandbox has ended");
   if (frozen_) throw_error("exec", "", "the sandbox is frozen");
   const std::int64_t start = monotonic_ns();
   validate_process(spec, host_id_count_);
-  const std::uint64_t id = next_exec_id_++;
+  ExecCgroup leaf = prepared_ ? std::move(*prepared_) : make_exec_cgroup();
+  prepared_.reset();
+  const std::uint64_t id = leaf.id;
   std::unique_ptr<Exec> exec(new Exec(*this, id, spec, std::move(hooks)));
   exec->start_ns_ = start;
-  exec->cgroup_ = cgroup_->create_child("exec-" + std::to_string(id));
-  std::vector<base::UniqueFd> joins;
-  for (const std::string& file : exec->cgroup_->procs_files()) {
-    joins.emplace_back(open(file.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!joins.back()) throw_errno("exec", file, "open cgroup.procs");
-  }
+  exec->cgroup_ = std::move(leaf.cgroup);
+  std::vector<base::UniqueFd> joins = std::move(leaf.joins);
   // stdin, stdout, stderr as init's child gets them; with a pty all three are its slave.
   base::UniqueFd child_stdio[3];
   if (spec.pty) {
@@ -148,7 +165,7 @@ Exec::Exec(Sandbox& box, std::uint64_t id, const ProcessSpec& spec, RunHooks hoo
   if (idle_timeout_.count() > 0) idle_deadline_ = now + static_cast<std::int64_t>(idle_timeout_.count()) * kMs;
   if (limits_.cpu_time.count() > 0) next_cpu_check_ = now + kCpuPollNs;
   try {
-    box_oom_kills_at_start_ = box_.usage().oom_kills;
+    box_oom_kills_at_start_ = box_.oom_kills();
   } catch (const SandboxError&) {
     box_oom_kills_at_start_ = 0;
   }
@@ -413,7 +430,7 @@ Result Exec::finish() {
   std::uint64_t box_oom_kills = box_oom_kills_at_start_;
   try {
     usage = cgroup_->usage();
-    box_oom_kills = box_.usage().oom_kills;
+    box_oom_kills = box_.oom_kills();
   } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): a box already destroyed has no usage
   }
   // The memory limit is the box's. v1 counts an OOM kill in the victim's own group (this exec's), v2 in the
@@ -436,12 +453,7 @@ Result Exec::finish() {
   result.setup.prepare_ms = ms_between(start_ns_, sent_ns_);
   if (outcome_.seccomp_ns && outcome_.exec_ns) result.setup.exec_ms = ms_between(*outcome_.seccomp_ns, *outcome_.exec_ns);
   if (outcome_.exec_ns) result.setup.total_ms = ms_between(start_ns_, *outcome_.exec_ns);
-  try {
-    cgroup_->remove();
-  } catch (const SandboxError& e) {
-    result.status = Status::kInternalError;
-    result.reason += (result.reason.empty() ? "" : "; ") + std::string("cleanup: ") + e.what();
-  }
+  // Its cgroup, already emptied when its first process ended, is removed with the Exec, after the answer.
   return result;
 }
 

@@ -187,7 +187,14 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
     session.running[run->id] = run;
     session.last_used_ns = sandbox::monotonic_ns();
     // Once it can be signalled; its output reaches listeners only after this (the hooks run on this thread).
-    ledger_.mark_running(run->id, unix_ms());
+    // The row is written by the finisher, in order with the exec's end, off this thread.
+    finisher_.post([this, id = run->id, at = unix_ms()] {
+      try {
+        ledger_.mark_running(id, at);
+      } catch (const std::exception& e) {
+        spdlog::error("exec {}: recording it as running failed: {}", id, e.what());
+      }
+    });
     notify(run, {{"event", "started"}, {"id", run->id}});
   } catch (const sandbox::SandboxError& e) {
     finish_exec(run, sandbox::Launcher::setup_failure(e));
@@ -202,9 +209,13 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
 void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
   Session& session = *run->session;
   if (result.status == sandbox::Status::kCancelled && !run->ended_by.empty()) result.reason = "cancelled: " + run->ended_by;
-  run->exec.reset();  // on the loop thread, before the box can go
+  std::unique_ptr<sandbox::Exec> exec = std::move(run->exec);
   session.running.erase(run->id);
   session.last_used_ns = sandbox::monotonic_ns();
+  post_exec_record(run, std::move(result));
+  // While the finisher records and answers: the exec's cgroup goes (on this thread, before the box can), the
+  // box's usage is read, and the next exec's cgroup is made, all off the exec's round trip.
+  exec.reset();
   if (session.box && !session.box->ended()) {
     try {
       const sandbox::CgroupUsage usage = session.box->usage();
@@ -212,7 +223,11 @@ void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::R
       session.usage = usage;
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): the last usage read stays
     }
+    session.box->prepare_exec();
   }
+}
+
+void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
   finisher_.post([this, run, result = std::move(result)] {
     std::string state = sandbox::status_name(result.status);
     json record;

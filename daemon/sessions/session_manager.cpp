@@ -551,6 +551,7 @@ void SessionManager::settle(const std::shared_ptr<Session>& session, std::int64_
           session->phase = Phase::kReady;
         }
         changed_.notify_all();
+        box->prepare_exec();  // the first exec's cgroup, while the creator reads its answer
       } else if (box->setup_error() || box->ended() || after >= session->start_deadline_ns) {
         std::string reason = "init ended before it served execs";
         if (box->setup_error()) {

@@ -127,6 +127,8 @@ class SessionManager {
   std::shared_ptr<Session> live_session_locked(const std::string& id) const;
   void start_exec(const std::shared_ptr<ExecRun>& run);
   void finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
+  // On the finisher: closes its logs, records it, and sends "finished" to its listeners.
+  void post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
   void notify(const std::shared_ptr<ExecRun>& run, const nlohmann::json& event);
   void begin_end(const std::shared_ptr<Session>& session, const std::string& state, const std::string& reason);
   void complete_end(const std::shared_ptr<Session>& session);

@@ -135,6 +135,31 @@ TEST_F(SandboxLifecycleTest, DestroyLeavesNoProcessCgroupOrScratchDir) {
   EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/capsule-test/" + box->id()));
 }
 
+// A cgroup made ahead by prepare_exec() is the next exec's and starts empty: that exec's usage is its own (not
+// the previous exec's CPU), the exec's leaf goes with the Exec, and destroy removes a prepared leaf never used.
+TEST_F(SandboxLifecycleTest, APreparedCgroupIsTheNextExecsAndCountsOnlyIt) {
+  auto box = shared_launcher().create(environment_);
+  const std::string dir = "/sys/fs/cgroup/cpuacct/capsule-test/" + box->id();
+  const Result busy = sh(*box, "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done");
+  ASSERT_EQ(busy.status, Status::kSucceeded) << describe(busy);
+  ASSERT_GT(busy.cpu_user_ms + busy.cpu_sys_ms, 20.0) << "the loop should take some CPU";
+  box->prepare_exec();
+  box->prepare_exec();  // idempotent: one leaf ahead
+  std::vector<std::string> leaves;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_directory()) leaves.push_back(entry.path().filename());
+  }
+  ASSERT_EQ(leaves.size(), 1u) << "one prepared leaf, the finished exec's gone";
+  const Result quick = sh(*box, "true");
+  ASSERT_EQ(quick.status, Status::kSucceeded) << describe(quick);
+  EXPECT_LT(quick.cpu_user_ms + quick.cpu_sys_ms, busy.cpu_user_ms + busy.cpu_sys_ms)
+      << "the next exec's usage is its own";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + leaves[0])) << "the prepared leaf was used and went with its exec";
+  box->prepare_exec();
+  box->destroy();
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "destroy removes a prepared leaf with the box";
+}
+
 TEST_F(SandboxLifecycleTest, ProtectedPathsResistWritesRenamesLinksAndChmod) {
   const std::string ws = "/tmp/capsule-test/protect-" + std::to_string(getpid());
   std::filesystem::create_directories(ws + "/tests/unit");
