@@ -8,18 +8,21 @@
 
 namespace capsule::sandbox {
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExecRequest, id, argv, env, cwd, uid, gid, nofile, fsize_bytes, stack_bytes,
-                                   cgroup_fds, controlling_tty, ends_sandbox, watchdog_ns, kill_grace_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ExecRequest, op, id, argv, env, cwd, uid, gid, nofile, fsize_bytes, stack_bytes,
+                                   cgroup_fds, prepared, controlling_tty, ends_sandbox, watchdog_ns, kill_grace_ms)
 
 std::string encode_exec_request(const ExecRequest& request) {
-  nlohmann::json message = request;
-  message["op"] = init_op::kExec;
+  const nlohmann::json message = request;
   return message.dump();
 }
 
 ExecRequest decode_exec_request(const std::string& text) {
   try {
-    return nlohmann::json::parse(text).get<ExecRequest>();
+    ExecRequest request = nlohmann::json::parse(text).get<ExecRequest>();
+    if (request.op != init_op::kExec && request.op != init_op::kPrepare) {
+      throw_error("exec-request", "", "unknown op '" + request.op + "'");
+    }
+    return request;
   } catch (const nlohmann::json::exception& e) {
     throw_error("exec-request", "", e.what());
   }

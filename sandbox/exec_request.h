@@ -1,5 +1,7 @@
 // ExecRequest: what the launcher asks capsule-init to run, sent over the control channel after the InitConfig,
 // followed by its descriptors: stdin, stdout, stderr, then one cgroup.procs per hierarchy of the exec's cgroup.
+// A "prepare" request (only id and cgroup_fds, then those descriptors) has init fork a standby child that joins
+// that cgroup ahead of time; the "exec" request of the same id with `prepared` then runs in it.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,14 @@
 
 namespace capsule::sandbox {
 
+// Messages from the launcher to init, after the config: {"op": NAME, ...}.
+namespace init_op {
+inline constexpr const char* kExec = "exec";        // an ExecRequest, then its descriptors
+inline constexpr const char* kPrepare = "prepare";  // id and cgroup_fds, then the cgroup.procs descriptors
+}  // namespace init_op
+
 struct ExecRequest {
+  std::string op = init_op::kExec;
   std::uint64_t id = 0;                 // unique within the sandbox; init's events about it carry it
   std::vector<std::string> argv;
   std::vector<std::string> env;
@@ -19,6 +28,7 @@ struct ExecRequest {
   std::uint64_t fsize_bytes = 0;
   std::uint64_t stack_bytes = 0;
   std::size_t cgroup_fds = 0;           // cgroup.procs descriptors after the three stdio ones
+  bool prepared = false;                // runs in the standby child of this id's "prepare" (no cgroup_fds)
   bool controlling_tty = false;         // stdin is a pty slave: make it the controlling tty
   // A one-shot sandbox ends with this process: init then kills everything, reports and exits.
   bool ends_sandbox = false;
@@ -28,11 +38,6 @@ struct ExecRequest {
   std::int64_t watchdog_ns = 0;
   std::int64_t kill_grace_ms = 0;
 };
-
-// Messages from the launcher to init, after the config: {"op": NAME, ...}.
-namespace init_op {
-inline constexpr const char* kExec = "exec";  // an ExecRequest, then its descriptors
-}  // namespace init_op
 
 std::string encode_exec_request(const ExecRequest& request);
 ExecRequest decode_exec_request(const std::string& text);  // throws SandboxError (step "exec-request")

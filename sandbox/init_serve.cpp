@@ -1,10 +1,13 @@
 // The exec server inside every sandbox: one poll over the control channel and a signalfd. Each request forks
 // a child that joins the exec's cgroup, drops everything and execs (command.cpp); init keeps only what that needs.
+// A prepared exec's child was forked ahead and joined its cgroup then (a cgroup move waits for an RCU grace
+// period, milliseconds): the request only hands it its command and descriptors.
 #include "sandbox/init_serve.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +76,38 @@ struct LiveExec {
   bool got_first = false;
 };
 
+// A child forked by "prepare", waiting in its exec's cgroup for that exec's request on `channel`. Init keeps
+// the cgroup.procs descriptors: should the child be gone (killed from inside the box) the exec forks anew.
+struct Standby {
+  pid_t pid = -1;  // -1 once it died unused
+  int channel = -1;
+  std::vector<int> cgroup_fds;
+};
+
+// The standby child: joins its cgroup, says so ("J"), and waits for its request: the ExecRequest, then
+// stdin, stdout, stderr and the report pipe's write end. Never returns.
+[[noreturn]] void wait_as_standby(int channel, const std::vector<int>& cgroup_fds,
+                                  const std::vector<std::uint8_t>& program) {
+  bool joined = true;
+  for (int fd : cgroup_fds) joined = write(fd, "0", 1) == 1 && joined;
+  for (int fd : cgroup_fds) close(fd);
+  if (joined) (void)!send(channel, "J", 1, MSG_NOSIGNAL);
+  try {
+    const std::optional<std::string> message = receive_message(channel);
+    if (!message) _exit(0);  // never used: the box or the exec ended first
+    const ExecRequest request = decode_exec_request(*message);
+    int fds[4];
+    for (int& fd : fds) fd = receive_fd(channel);
+    for (int target = 0; target < 3; ++target) {
+      if (dup2(fds[target], target) < 0) _exit(127);
+    }
+    close(channel);
+    run_command(request, program, fds[3], {});
+  } catch (const SandboxError&) {
+    _exit(127);
+  }
+}
+
 class ExecServer {
  public:
   ExecServer(const InitConfig& config, const std::vector<std::uint8_t>& program, int signal_fd)
@@ -115,15 +150,100 @@ class ExecServer {
     std::vector<int> fds;
     try {
       request = decode_exec_request(*message);
-      for (std::size_t i = 0; i < 3 + request.cgroup_fds; ++i) fds.push_back(receive_fd(kInitControlFd));
+      const std::size_t stdio = request.op == init_op::kPrepare ? 0 : 3;
+      for (std::size_t i = 0; i < stdio + request.cgroup_fds; ++i) fds.push_back(receive_fd(kInitControlFd));
     } catch (const SandboxError& e) {
       for (int fd : fds) close(fd);
+      if (request.op == init_op::kPrepare) return;  // the exec comes without `prepared`, or fails then
       send_init_error(request.id, e.cause());
       send_init_event({{"event", init_event::kExited}, {"id", request.id}, {"code", 127}});
       return;
     }
+    if (request.op == init_op::kPrepare) return prepare(request.id, std::move(fds));
+    if (request.prepared) return start_prepared(request, fds);
     start(request, fds);
     for (int fd : fds) close(fd);
+  }
+
+  void prepare(std::uint64_t id, std::vector<int> cgroup_fds) {
+    if (standby_.count(id) != 0) {
+      for (int fd : cgroup_fds) close(fd);
+      return;
+    }
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      for (int fd : cgroup_fds) close(fd);
+      return;
+    }
+    const pid_t child = fork();
+    if (child == 0) {
+      close(pair[0]);
+      wait_as_standby(pair[1], cgroup_fds, program_);
+    }
+    close(pair[1]);
+    Standby& standby = standby_[id];
+    standby.pid = child;  // -1 when fork failed: the exec forks then
+    standby.channel = child > 0 ? pair[0] : -1;
+    if (child < 0) close(pair[0]);
+    standby.cgroup_fds = std::move(cgroup_fds);
+  }
+
+  // Hands the request to the standby child of its id; forks anew (with the kept cgroup descriptors) when that
+  // child is gone. Never blocks: the request fits the socket's buffer, and a stopped child only delays itself.
+  void start_prepared(const ExecRequest& request, const std::vector<int>& stdio) {
+    auto it = standby_.find(request.id);
+    if (it == standby_.end()) {
+      for (int fd : stdio) close(fd);
+      errno = ENOENT;
+      return fail_to_start(request.id, "no prepared child for this exec");
+    }
+    Standby standby = std::move(it->second);
+    standby_.erase(it);
+    bool handed = false;
+    int report[2] = {-1, -1};
+    if (standby.pid > 0 && pipe2(report, O_CLOEXEC) == 0) {
+      try {
+        send_message(standby.channel, encode_exec_request(request), false);
+        for (int fd : stdio) send_fd(standby.channel, fd, false);
+        send_fd(standby.channel, report[1], false);
+        handed = true;
+      } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): it died; fork anew below
+      }
+    }
+    if (handed) {
+      // It joined its cgroup unless it said nothing yet (stopped first, or still joining): then init moves it.
+      char joined = 0;
+      if (recv(standby.channel, &joined, 1, MSG_DONTWAIT) != 1 || joined != 'J') move_into(standby.pid, standby.cgroup_fds);
+      close(report[1]);
+      track(request, standby.pid, report[0]);
+    } else {
+      if (report[0] >= 0) close(report[0]);
+      if (report[1] >= 0) close(report[1]);
+      if (standby.pid > 0) kill(standby.pid, SIGKILL);
+      std::vector<int> fds = stdio;
+      fds.insert(fds.end(), standby.cgroup_fds.begin(), standby.cgroup_fds.end());
+      start(request, fds);  // all of them are closed below
+    }
+    if (standby.channel >= 0) close(standby.channel);
+    for (int fd : standby.cgroup_fds) close(fd);
+    for (int fd : stdio) close(fd);
+  }
+
+  static void move_into(pid_t pid, const std::vector<int>& cgroup_fds) {
+    const std::string text = std::to_string(pid);
+    for (int fd : cgroup_fds) {
+      ssize_t ignored = write(fd, text.data(), text.size());
+      (void)ignored;
+    }
+  }
+
+  void track(const ExecRequest& request, pid_t child, int report_fd) {
+    fcntl(report_fd, F_SETFL, O_NONBLOCK);
+    LiveExec& exec = execs_[child];
+    exec.id = request.id;
+    exec.ends_sandbox = request.ends_sandbox;
+    exec.report_fd = report_fd;
+    if (request.ends_sandbox && request.watchdog_ns != 0) watchdog_.arm(request.watchdog_ns, request.kill_grace_ms);
   }
 
   void start(const ExecRequest& request, const std::vector<int>& fds) {
@@ -145,17 +265,8 @@ class ExecServer {
     close(report[1]);
     // Init moves the child into the exec's cgroup too (the child also joins first thing): a child stopped by
     // something else in the box before it could join is still in the group its timeout or kill reaches.
-    const std::string pid = std::to_string(child);
-    for (std::size_t i = 3; i < fds.size(); ++i) {
-      ssize_t ignored = write(fds[i], pid.data(), pid.size());
-      (void)ignored;
-    }
-    fcntl(report[0], F_SETFL, O_NONBLOCK);
-    LiveExec& exec = execs_[child];
-    exec.id = request.id;
-    exec.ends_sandbox = request.ends_sandbox;
-    exec.report_fd = report[0];
-    if (request.ends_sandbox && request.watchdog_ns != 0) watchdog_.arm(request.watchdog_ns, request.kill_grace_ms);
+    move_into(child, std::vector<int>(fds.begin() + 3, fds.end()));
+    track(request, child, report[0]);
   }
 
   void fail_to_start(std::uint64_t id, const char* step) {
@@ -209,7 +320,12 @@ class ExecServer {
       pid_t reaped = waitpid(-1, &status, WNOHANG);
       if (reaped <= 0) return;
       auto it = execs_.find(reaped);
-      if (it == execs_.end()) continue;
+      if (it == execs_.end()) {
+        for (auto& [id, standby] : standby_) {
+          if (standby.pid == reaped) standby.pid = -1;  // died unused: its exec forks anew
+        }
+        continue;
+      }
       // Its reports first, so that "exec" or "error" precede "exited" (its writer died with it: all is there).
       if (it->second.report_fd >= 0) read_reports(it->second);
       if (it->second.report_fd >= 0) close(it->second.report_fd);
@@ -246,6 +362,7 @@ class ExecServer {
   int signal_fd_;
   bool control_open_ = true;
   std::map<pid_t, LiveExec> execs_;
+  std::map<std::uint64_t, Standby> standby_;  // by exec id
   Watchdog watchdog_;
 };
 

@@ -66,8 +66,10 @@ class Sandbox {
 
   CgroupUsage usage() const;
   std::uint64_t oom_kills() const;  // usage().oom_kills, read alone
-  // Makes the next exec's cgroup ahead of time (a session calls it once an exec has been answered), so that
-  // exec() need not wait for the mkdirs. Best effort: a failure is met again, and reported, by exec().
+  // Makes the next exec's cgroup ahead of time (a session calls it once an exec has been answered), and has
+  // init fork that exec's child into it: exec() then only hands over the command. Moving a process between
+  // cgroups waits for an RCU grace period after a quiet spell (ms on v1), and the mkdirs cost too. Best
+  // effort: a failure is met again, and reported, by exec().
   void prepare_exec();
   pid_t init_pid() const { return init_pid_; }
   // The box's name: its cgroup and its scratch directory under the launcher's scratch dir.
@@ -96,6 +98,7 @@ class Sandbox {
     std::uint64_t id = 0;
     std::unique_ptr<Cgroup> cgroup;
     std::vector<base::UniqueFd> joins;
+    bool in_init = false;  // init holds the joins and a standby child already in the leaf ("prepare")
   };
   ExecCgroup make_exec_cgroup();
 

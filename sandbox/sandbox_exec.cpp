@@ -73,11 +73,31 @@ Sandbox::ExecCgroup Sandbox::make_exec_cgroup() {
 }
 
 void Sandbox::prepare_exec() {
-  if (prepared_ || destroyed_ || !init_alive_ || frozen_ || !cgroup_) return;
+  if (prepared_ || destroyed_ || !init_alive_ || frozen_ || !cgroup_ || control_ < 0) return;
   try {
     prepared_ = make_exec_cgroup();
   } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): exec() makes it again and reports why
+    return;
   }
+  // init forks the exec's child now and it joins the leaf now; init keeps the descriptors. Never blocking: an
+  // init not reading leaves the leaf unprepared in init, and exec() sends the descriptors again.
+  ExecRequest prepare;
+  prepare.op = init_op::kPrepare;
+  prepare.id = prepared_->id;
+  prepare.cgroup_fds = prepared_->joins.size();
+  try {
+    send_message(control_, encode_exec_request(prepare), false);
+  } catch (const SandboxError&) {
+    return;
+  }
+  try {
+    for (const auto& fd : prepared_->joins) send_fd(control_, fd.get(), false);
+  } catch (const SandboxError&) {
+    kill_init();  // a request cut short leaves init waiting for descriptors, as in exec()
+    return;
+  }
+  prepared_->in_init = true;
+  prepared_->joins.clear();
 }
 
 std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
@@ -91,7 +111,7 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
   std::unique_ptr<Exec> exec(new Exec(*this, id, spec, std::move(hooks)));
   exec->start_ns_ = start;
   exec->cgroup_ = std::move(leaf.cgroup);
-  std::vector<base::UniqueFd> joins = std::move(leaf.joins);
+  std::vector<base::UniqueFd> joins = std::move(leaf.joins);  // none when init holds them (in_init)
   // stdin, stdout, stderr as init's child gets them; with a pty all three are its slave.
   base::UniqueFd child_stdio[3];
   if (spec.pty) {
@@ -128,6 +148,7 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
   request.fsize_bytes = spec.limits.fsize_bytes;
   request.stack_bytes = spec.limits.stack_bytes;
   request.cgroup_fds = joins.size();
+  request.prepared = leaf.in_init;
   request.controlling_tty = spec.pty;
   request.ends_sandbox = !environment_.session;
   if (request.ends_sandbox && spec.limits.wall_time.count() > 0) {
