@@ -212,6 +212,7 @@ int serve(daemon::DaemonConfig config) {
       for (int i = 0; i < 100 && server.active_connections() > 0; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
+      daemon::stop_api_calls(context);  // transfers still sending give up; every API worker is joined
       io.stop();
     });
   });
@@ -220,6 +221,7 @@ int serve(daemon::DaemonConfig config) {
   for (auto& worker : workers) worker.join();
   if (drainer.joinable()) drainer.join();
   sessions.stop();  // a stop without the drainer (io ended otherwise): the boxes go before their parent
+  daemon::stop_api_calls(context);
   launcher.remove_cgroup_parent();
   close(lock_fd);
   spdlog::info("capsuled stopped");

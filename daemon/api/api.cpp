@@ -2,6 +2,8 @@
 // register_api, which registers each resource's routes (one handler file per resource).
 #include "daemon/api/api.h"
 
+#include <charconv>
+
 
 namespace capsule::daemon {
 
@@ -25,11 +27,28 @@ bool query_flag(const http::Request& request, const std::string& name) {
   return it != request.query.end() && (it->second == "true" || it->second == "1");
 }
 
+std::size_t query_limit(const http::Request& request, std::size_t fallback) {
+  auto it = request.query.find("limit");
+  if (it == request.query.end()) return fallback;
+  const std::string& text = it->second;
+  std::size_t limit = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), limit);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw http::ApiError("invalid_query", "limit: expected a number, got '" + text + "'");
+  }
+  return limit;
+}
+
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id) {
   std::optional<RunRow> row = ctx.ledger.get(id);
   if (!row) throw http::ApiError("not_found", "no run with id " + id);
   require_run_visible(caller_of(request.peer), ctx.access, row->peer_uid, id);
   return *row;
+}
+
+void stop_api_calls(ApiContext& ctx) {
+  ctx.session_calls.stop();
+  ctx.transfers.stop();
 }
 
 void register_api(http::Router& router, ApiContext& ctx) {
