@@ -46,11 +46,6 @@ RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const 
   return *row;
 }
 
-void stop_api_calls(ApiContext& ctx) {
-  ctx.session_calls.stop();
-  ctx.transfers.stop();
-}
-
 void register_api(http::Router& router, ApiContext& ctx) {
   register_system_api(router, ctx);
   register_runs_api(router, ctx);

@@ -25,15 +25,12 @@ struct ApiContext {
   int cgroup_version = 0;
   AccessPolicy access;  // who sees every run (auth.h)
   SessionManager& sessions;
-  // Worker threads for what an io thread must not wait on (blocking_calls.h). Destroyed (joined) before the
-  // managers they call when the context is declared after them; stop_api_calls() ends them earlier.
+  // Worker threads for what an io thread must not wait on (blocking_calls.h), joined when the context goes (declare
+  // it after the managers). At shutdown: transfers.stop() before sessions.stop() (a transfer gives up at its next
+  // piece, before its box goes), session_calls.stop() after it (their waits on the session thread end then).
   BlockingCalls session_calls{"session calls", 4, 60};  // create, delete, reset, checkpoint
   BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs: at most 8 at once
 };
-
-// No new blocking call or transfer; the running ones are told to stop (a transfer ends at its next piece) and
-// joined. After sessions.stop(), so that calls waiting on a session fail at once. Idempotent.
-void stop_api_calls(ApiContext& context);
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
 void register_api(http::Router& router, ApiContext& context);
