@@ -144,7 +144,7 @@ sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const Box
 }
 
 // PUT: the body's bytes (a file), a tar (unpacked at the path), or {"source": host path} opened as the caller
-// (a file or a whole directory, streamed: nothing of it is held in memory). On a transfer worker.
+// (a file or a whole directory, streamed: nothing of it is held in memory). The counts of what was written.
 nlohmann::json put_files(ApiContext& ctx, const http::Request& request, const std::string& id) {
   const std::string path = required_path(request);
   sandbox::normalize_sandbox_path(path);
@@ -164,11 +164,14 @@ nlohmann::json put_files(ApiContext& ctx, const http::Request& request, const st
       opened.emplace(open_as_caller(caller, source, HostAccess::kReadDir, "source", "invalid_request"));
     }
     const BoxFiles box = box_files(ctx, id);
-    if (S_ISDIR(opened->st.st_mode)) return counts_json(path, copy_host_tree(opened->fd.get(), caller, box, path, ctx.transfers));
+    if (S_ISDIR(opened->st.st_mode)) {
+      return counts_json(path, copy_host_tree(opened->fd.get(), caller, box, path, ctx.transfers));
+    }
     const sandbox::ActingAs acting(box.owner, {}, true);
     std::string buffer;
-    const std::uint64_t bytes = sandbox::write_file(box.root.get(), path, fd_reader(opened->fd.get(), buffer, ctx.transfers),
-                                                    opened->st.st_mode & 0777, box.owner, box.limit_bytes);
+    const std::uint64_t bytes =
+        sandbox::write_file(box.root.get(), path, fd_reader(opened->fd.get(), buffer, ctx.transfers),
+                            opened->st.st_mode & 0777, box.owner, box.limit_bytes);
     return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
   }
   const unsigned mode = file_mode(request);
@@ -280,36 +283,42 @@ nlohmann::json reset(ApiContext& ctx, const http::Request& request, const std::s
   return {{"id", id}, {"reset_to", to ? nlohmann::json(*to) : nlohmann::json("start")}};
 }
 
+// A route's work on a worker: it answers `responder` itself.
+using RouteWork = void (*)(ApiContext&, const http::Request&, const std::string& id, const http::Responder&);
+
+// The handler of a route over session `{id}`: visibility is checked on the io thread (quick), the rest is done
+// by `work` on a worker of `calls` (429 queue_full when they are all taken).
+http::Handler on_worker(ApiContext& ctx, BlockingCalls& calls, RouteWork work) {
+  return [&ctx, &calls, work](const http::Request& request, http::Responder responder) {
+    require_visible_session(ctx, request, request.params.at("id"));
+    auto kept = std::make_shared<const http::Request>(request);  // the body (up to 1 MiB) is copied once
+    answer_later(calls, responder, [&ctx, kept, work](const http::Responder& answer) {
+      work(ctx, *kept, kept->params.at("id"), answer);
+    });
+  };
+}
+
 }  // namespace
 
-// Each route checks visibility on the io thread (quick), then does the rest on a worker: files and diffs under
-// the transfers' bound (429 queue_full past it), checkpoint and reset with the session calls.
+// Files and diffs under the transfers' bound; checkpoint and reset wait on the session thread, with the session calls.
 void register_session_files_api(http::Router& router, ApiContext& ctx) {
-  using Work = void (*)(ApiContext&, const http::Request&, const std::string&, const http::Responder&);
-  auto on_worker = [&ctx](BlockingCalls& calls, Work work) {
-    return [&ctx, &calls, work](const http::Request& request, http::Responder responder) {
-      const std::string& id = request.params.at("id");
-      require_visible_session(ctx, request, id);
-      auto kept = std::make_shared<const http::Request>(request);  // the body (up to 1 MiB) is copied once
-      answer_later(calls, responder, [&ctx, kept, work](const http::Responder& answer) {
-        work(ctx, *kept, kept->params.at("id"), answer);
-      });
-    };
-  };
-  router.add("PUT", "/v1/sessions/{id}/files", on_worker(ctx.transfers, [](ApiContext& c, const http::Request& request,
-                                                                          const std::string& id, const http::Responder& answer) {
-    answer.respond(http::json_response(200, put_files(c, request, id)));
-  }));
-  router.add("GET", "/v1/sessions/{id}/files", on_worker(ctx.transfers, get_files));
-  router.add("GET", "/v1/sessions/{id}/diff", on_worker(ctx.transfers, diff));
-  router.add("POST", "/v1/sessions/{id}/checkpoint", on_worker(ctx.session_calls, [](ApiContext& c, const http::Request& request,
-                                                                                     const std::string& id, const http::Responder& answer) {
-    answer.respond(http::json_response(201, checkpoint(c, request, id)));
-  }));
-  router.add("POST", "/v1/sessions/{id}/reset", on_worker(ctx.session_calls, [](ApiContext& c, const http::Request& request,
-                                                                                const std::string& id, const http::Responder& answer) {
-    answer.respond(http::json_response(200, reset(c, request, id)));
-  }));
+  router.add("PUT", "/v1/sessions/{id}/files",
+             on_worker(ctx, ctx.transfers, [](ApiContext& c, const http::Request& request, const std::string& id,
+                                              const http::Responder& answer) {
+               answer.respond(http::json_response(200, put_files(c, request, id)));
+             }));
+  router.add("GET", "/v1/sessions/{id}/files", on_worker(ctx, ctx.transfers, get_files));
+  router.add("GET", "/v1/sessions/{id}/diff", on_worker(ctx, ctx.transfers, diff));
+  router.add("POST", "/v1/sessions/{id}/checkpoint",
+             on_worker(ctx, ctx.session_calls, [](ApiContext& c, const http::Request& request, const std::string& id,
+                                                  const http::Responder& answer) {
+               answer.respond(http::json_response(201, checkpoint(c, request, id)));
+             }));
+  router.add("POST", "/v1/sessions/{id}/reset",
+             on_worker(ctx, ctx.session_calls, [](ApiContext& c, const http::Request& request, const std::string& id,
+                                                  const http::Responder& answer) {
+               answer.respond(http::json_response(200, reset(c, request, id)));
+             }));
 }
 
 }  // namespace capsule::daemon

@@ -277,8 +277,13 @@ TEST_F(CapsuledSessionFiles, ShutdownEndsTransfersInFlight) {
   ASSERT_EQ(::send(download, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
 
   HttpResponse upload;
+  std::string upload_failure;
   std::thread uploader([&] {
-    upload = call("PUT", "/v1/sessions/" + id + "/files?path=/workspace/up.bin", json{{"source", sparse.string()}});
+    try {
+      upload = call("PUT", "/v1/sessions/" + id + "/files?path=/workspace/up.bin", json{{"source", sparse.string()}});
+    } catch (const std::exception& e) {
+      upload_failure = e.what();  // no answer at all
+    }
   });
   const bool writing = eventually([&] {  // an upload writes a temporary file beside its path, renamed when whole
     const json sized = exec(id, "stat -c %s /workspace/.capsule-*.part 2>/dev/null | head -n 1");
@@ -291,7 +296,7 @@ TEST_F(CapsuledSessionFiles, ShutdownEndsTransfersInFlight) {
   for (ssize_t n; (n = ::recv(download, buffer, sizeof buffer, 0)) > 0;) received.append(buffer, static_cast<std::size_t>(n));
   ::close(download);
   ASSERT_TRUE(writing) << "the upload never started";
-  EXPECT_EQ(upload.status, 503) << upload.body;
+  EXPECT_EQ(upload.status, 503) << upload.body << upload_failure;
   EXPECT_NE(upload.body.find("draining"), std::string::npos) << upload.body;
   EXPECT_TRUE(received.starts_with("HTTP/1.1 200")) << received.substr(0, 200);
   EXPECT_LT(received.size(), 64u << 20) << "the download was cut off";
