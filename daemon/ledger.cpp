@@ -520,16 +520,62 @@ std::optional<SessionRow> Ledger::get_session(const std::string& id) const {
   return read_session(query);
 }
 
-std::vector<SessionRow> Ledger::list_sessions(const std::optional<std::string>& state) const {
+SessionPage Ledger::list_sessions(const SessionFilter& filter) const {
+  const std::size_t limit = std::clamp<std::size_t>(filter.limit, 1, kMaxListLimit);
   std::lock_guard lock(mutex_);
-  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions";
-  if (state) sql += " WHERE state = ?";
-  sql += " ORDER BY created_ms DESC, id DESC";
+  std::optional<std::int64_t> cursor_created_ms;
+  if (filter.after) {
+    Statement cursor(db_, "SELECT created_ms FROM sessions WHERE id = ?", "look up cursor " + *filter.after);
+    cursor.bind(1, *filter.after);
+    if (!cursor.step()) throw LedgerCursorError(*filter.after, "session");
+    cursor_created_ms = cursor.integer(0);
+  }
+
+  // Only fixed SQL fragments are concatenated; every value is bound.
+  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE 1 = 1";
+  if (filter.state) sql += " AND state = ?";
+  for (std::size_t i = 0; i < filter.labels.size(); ++i) {
+    sql += " AND EXISTS (SELECT 1 FROM json_each(sessions.labels) AS l"
+           " WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
+  }
+  if (cursor_created_ms) sql += " AND (created_ms, id) < (?, ?)";
+  sql += " ORDER BY created_ms DESC, id DESC LIMIT ?";
+
   Statement query(db_, sql, "list sessions");
-  if (state) query.bind(1, *state);
+  int index = 1;
+  if (filter.state) query.bind(index++, *filter.state);
+  for (const auto& [key, value] : filter.labels) {
+    query.bind(index++, key);
+    query.bind(index++, value);
+  }
+  if (cursor_created_ms) {
+    query.bind(index++, *cursor_created_ms);
+    query.bind(index++, *filter.after);
+  }
+  query.bind(index, static_cast<std::int64_t>(limit + 1));  // one extra row tells whether a next page exists
+
+  SessionPage page;
+  while (query.step()) {
+    if (page.sessions.size() == limit) {
+      page.next = page.sessions.back().id;
+      break;
+    }
+    page.sessions.push_back(read_session(query));
+  }
+  return page;
+}
+
+std::vector<SessionRow> Ledger::list_sessions(const std::optional<std::string>& state) const {
+  SessionFilter filter;
+  filter.state = state;
+  filter.limit = kMaxListLimit;
   std::vector<SessionRow> rows;
-  while (query.step()) rows.push_back(read_session(query));
-  return rows;
+  for (;;) {
+    SessionPage page = list_sessions(filter);
+    for (auto& row : page.sessions) rows.push_back(std::move(row));
+    if (!page.next) return rows;
+    filter.after = page.next;
+  }
 }
 
 std::vector<std::string> Ledger::mark_live_sessions_lost(std::int64_t now_ms) {

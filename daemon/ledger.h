@@ -23,10 +23,11 @@ namespace capsule::daemon {
 // statement's purpose and SQLite's message) or a broken invariant (unknown run, run already finished, unknown state).
 
 // RunFilter::after names no run: the client sent a cursor that this ledger never handed out ("invalid_query").
+// SessionFilter::after names no session, likewise.
 class LedgerCursorError : public base::Error {
  public:
-  explicit LedgerCursorError(const std::string& cursor)
-      : base::Error(base::Cause{"ledger", "", 0, "cursor '" + cursor + "' names no run"}, "invalid_query") {}
+  explicit LedgerCursorError(const std::string& cursor, const std::string& kind = "run")
+      : base::Error(base::Cause{"ledger", "", 0, "cursor '" + cursor + "' names no " + kind}, "invalid_query") {}
 };
 
 // A ledger row is the run object (spec/run_object.h): the outcome column holds what finishing recorded.
@@ -73,6 +74,18 @@ struct SessionRow {
 // Every state a session can be in; ready and frozen are live.
 const std::vector<std::string>& session_states();
 
+struct SessionFilter {
+  std::optional<std::string> state;
+  std::map<std::string, std::string> labels;  // every pair must match
+  std::size_t limit = 50;                     // clamped to [1, Ledger::kMaxListLimit]
+  std::optional<std::string> after;           // cursor: id of the last row of the previous page
+};
+
+struct SessionPage {
+  std::vector<SessionRow> sessions;  // newest first: created_ms DESC, id DESC
+  std::optional<std::string> next;   // pass as SessionFilter::after for the next page; empty on the last page
+};
+
 class Ledger {
  public:
   static constexpr std::size_t kMaxListLimit = 1000;
@@ -117,7 +130,9 @@ class Ledger {
   void insert_session(const SessionRow& row);
   void update_session(const SessionRow& row);
   std::optional<SessionRow> get_session(const std::string& id) const;
-  // Newest first; `state` empty: all.
+  // One page, newest first. Throws LedgerCursorError if filter.after names no session.
+  SessionPage list_sessions(const SessionFilter& filter) const;
+  // Every page of them; `state` empty: all.
   std::vector<SessionRow> list_sessions(const std::optional<std::string>& state) const;
   // Restart recovery: every ready or frozen session becomes `lost`; returns their ids.
   std::vector<std::string> mark_live_sessions_lost(std::int64_t now_ms);

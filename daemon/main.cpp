@@ -206,7 +206,9 @@ int serve(daemon::DaemonConfig config) {
     spdlog::info("signal {}: draining (grace {} ms)", signo, config.drain_grace_ms);
     drainer = std::thread([&] {
       runs.drain(std::chrono::milliseconds(config.drain_grace_ms));
+      context.transfers.stop();  // file transfers give up at their next piece (503), before their boxes go
       sessions.stop();
+      context.session_calls.stop();  // what waits on a session fails at once now
       server.stop();
       // Answers already posted (a ?wait=true run object, the end of an event stream) are still to be
       // written; stopping the io_context at once would drop those clients' connections.
@@ -220,7 +222,9 @@ int serve(daemon::DaemonConfig config) {
   for (int i = 0; i < 2; ++i) workers.emplace_back([&] { io.run(); });
   for (auto& worker : workers) worker.join();
   if (drainer.joinable()) drainer.join();
-  sessions.stop();  // a stop without the drainer (io ended otherwise): the boxes go before their parent
+  context.transfers.stop();  // a stop without the drainer (io ended otherwise): the boxes go before their parent
+  sessions.stop();
+  context.session_calls.stop();
   launcher.remove_cgroup_parent();
   close(lock_fd);
   spdlog::info("capsuled stopped");

@@ -2,6 +2,8 @@
 // register_api, which registers each resource's routes (one handler file per resource).
 #include "daemon/api/api.h"
 
+#include <charconv>
+
 
 namespace capsule::daemon {
 
@@ -23,6 +25,18 @@ bool wants_ndjson(const http::Request& request) {
 bool query_flag(const http::Request& request, const std::string& name) {
   auto it = request.query.find(name);
   return it != request.query.end() && (it->second == "true" || it->second == "1");
+}
+
+std::size_t query_limit(const http::Request& request, std::size_t fallback) {
+  auto it = request.query.find("limit");
+  if (it == request.query.end()) return fallback;
+  const std::string& text = it->second;
+  std::size_t limit = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), limit);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw http::ApiError("invalid_query", "limit: expected a number, got '" + text + "'");
+  }
+  return limit;
 }
 
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id) {

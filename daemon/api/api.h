@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <string>
 
+#include "daemon/api/blocking_calls.h"
 #include "daemon/auth.h"
 #include "http/router.h"
 #include "daemon/ledger.h"
@@ -24,6 +25,11 @@ struct ApiContext {
   int cgroup_version = 0;
   AccessPolicy access;  // who sees every run (auth.h)
   SessionManager& sessions;
+  // Worker threads for what an io thread must not wait on (blocking_calls.h), joined when the context goes (declare
+  // it after the managers). At shutdown: transfers.stop() before sessions.stop() (a transfer gives up at its next
+  // piece, before its box goes), session_calls.stop() after it (their waits on the session thread end then).
+  BlockingCalls session_calls{"session calls", 4, 60};  // create, delete, reset, checkpoint
+  BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs: at most 8 at once
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
@@ -39,6 +45,8 @@ std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never
 nlohmann::json parse_body(const http::Request& request);  // 400 invalid_json
 bool wants_ndjson(const http::Request& request);
 bool query_flag(const http::Request& request, const std::string& name);  // ?name=true or ?name=1
+// ?limit=N of a listing (`fallback` without one); 400 invalid_query when N is not a number.
+std::size_t query_limit(const http::Request& request, std::size_t fallback);
 
 // The run `id` if the caller may see it (its own; any for root and the admin group), else 404 not_found with the
 // message an unknown id gets, so other users' run ids are not revealed.

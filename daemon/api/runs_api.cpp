@@ -1,7 +1,6 @@
 // The /v1/runs resource: submit (a spec or a stored {spec, pinned}; 202, ?wait=true, or an ndjson event
 // stream), list with filters and pages, get, and cancel. Handlers validate, then hand work to the run manager.
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,13 +71,7 @@ http::Response list_runs(ApiContext& ctx, const http::Request& request) {
     if (eq == std::string::npos || eq == 0) throw http::ApiError("invalid_query", "label: expected KEY=VALUE");
     filter.labels[it->second.substr(0, eq)] = it->second.substr(eq + 1);
   }
-  if (auto it = request.query.find("limit"); it != request.query.end()) {
-    const std::string& text = it->second;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), filter.limit);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      throw http::ApiError("invalid_query", "limit: expected a number, got '" + text + "'");
-    }
-  }
+  filter.limit = query_limit(request, filter.limit);
   if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
   RunPage page;
   try {

@@ -4,10 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <functional>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "daemon/api/api.h"
@@ -23,27 +23,14 @@ namespace {
 
 constexpr std::size_t kChunkBytes = 64 * 1024;
 constexpr std::size_t kStreamBacklogBytes = 1 << 20;  // a download waits for the client past this
-constexpr int kMaxTransfers = 8;                      // file transfers running at once (each has a thread)
 constexpr std::uint64_t kDefaultFileLimit = 8ull << 30;  // bytes in one upload without a disk limit
 
-std::atomic<int> g_transfers{0};
+// Between two pieces of a transfer: the daemon is stopping, so the transfer gives up (ApiContext::transfers).
+void check_not_stopping(const BlockingCalls& transfers) {
+  if (transfers.stopping()) throw http::ApiError("draining", "capsuled is shutting down");
+}
 
-// A place among the running transfers, or 429.
-class TransferSlot {
- public:
-  TransferSlot() {
-    if (g_transfers.fetch_add(1) >= kMaxTransfers) {
-      g_transfers.fetch_sub(1);
-      throw http::ApiError("queue_full", "more than " + std::to_string(kMaxTransfers) +
-                                             " file transfers are running; try again");
-    }
-  }
-  ~TransferSlot() { g_transfers.fetch_sub(1); }
-  TransferSlot(const TransferSlot&) = delete;
-  TransferSlot& operator=(const TransferSlot&) = delete;
-};
-
-// What a file route needs of the box, taken on the session thread; the I/O happens on the transfer's own.
+// What a file route needs of the box, taken on the session thread; the I/O happens on the transfer's worker.
 struct BoxFiles {
   base::UniqueFd root;
   sandbox::RootOwner owner;
@@ -80,10 +67,11 @@ unsigned file_mode(const http::Request& request) {
   return static_cast<unsigned>(std::stoul(text, nullptr, 8)) & 0777;
 }
 
-// Reads a descriptor in chunks (a host file or a pipe) as a ByteReader.
-sandbox::ByteReader fd_reader(int fd, std::string& buffer) {
+// Reads a descriptor in chunks (a host file or a socket) as a ByteReader, until the daemon stops.
+sandbox::ByteReader fd_reader(int fd, std::string& buffer, const BlockingCalls& transfers) {
   buffer.resize(kChunkBytes);
-  return [fd, &buffer]() -> std::string_view {
+  return [fd, &buffer, &transfers]() -> std::string_view {
+    check_not_stopping(transfers);
     for (;;) {
       const ssize_t got = read(fd, buffer.data(), buffer.size());
       if (got < 0 && errno == EINTR) continue;
@@ -93,9 +81,10 @@ sandbox::ByteReader fd_reader(int fd, std::string& buffer) {
   };
 }
 
-sandbox::ByteReader body_reader(const std::string& body) {
+sandbox::ByteReader body_reader(const std::string& body, const BlockingCalls& transfers) {
   auto offset = std::make_shared<std::size_t>(0);
-  return [&body, offset]() -> std::string_view {
+  return [&body, offset, &transfers]() -> std::string_view {
+    check_not_stopping(transfers);
     const std::size_t start = *offset;
     const std::size_t size = std::min(kChunkBytes, body.size() - start);
     *offset += size;
@@ -111,7 +100,8 @@ nlohmann::json counts_json(const std::string& path, const sandbox::TreeCounts& c
 // A host directory packed by one thread into a socket pair and unpacked from it by this one: a tree of any size
 // crosses with two 64 KiB buffers. The packer reads as the caller (its ids and groups, no capabilities), so a
 // directory it may open but holding files it may not read (another user's in /tmp) gives it nothing more.
-sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const BoxFiles& box, const std::string& dest) {
+sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const BoxFiles& box, const std::string& dest,
+                                   const BlockingCalls& transfers) {
   // A socket pair, not a pipe: once the unpacker gives up, the packer's next send fails with EPIPE instead of
   // raising SIGPIPE in the daemon (MSG_NOSIGNAL).
   int fds[2];
@@ -140,7 +130,7 @@ sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const Box
   sandbox::TreeCounts counts;
   try {
     const sandbox::ActingAs acting(box.owner, {}, true);  // after the packer started: it must not inherit this
-    counts = sandbox::unpack_tree(box.root.get(), dest, fd_reader(read_end.get(), buffer), box.owner,
+    counts = sandbox::unpack_tree(box.root.get(), dest, fd_reader(read_end.get(), buffer, transfers), box.owner,
                                   sandbox::UnpackLimits{box.limit_bytes});
   } catch (...) {
     read_end.reset();  // the packer's next write fails and it stops
@@ -153,28 +143,12 @@ sandbox::TreeCounts copy_host_tree(int host_dir, const Caller& caller, const Box
   return counts;
 }
 
-// Runs `work` on a thread of its own under a transfer slot (a transfer may take long; the io threads must not
-// wait for it) and answers with its JSON, or the error it threw. `work` must not touch the ApiContext.
-void answer_from_thread(const http::Responder& responder, unsigned status, std::function<nlohmann::json()> work) {
-  auto slot = std::make_shared<TransferSlot>();
-  std::thread([responder, status, work = std::move(work), slot] {
-    try {
-      responder.respond(http::json_response(status, work()));
-    } catch (const base::Error& e) {
-      responder.respond(http::error_response(e.code(), e.what()));
-    } catch (const std::exception& e) {
-      responder.respond(http::error_response("internal_error", e.what()));
-    }
-  }).detach();
-}
-
 // PUT: the body's bytes (a file), a tar (unpacked at the path), or {"source": host path} opened as the caller
-// (a file or a whole directory, streamed: nothing of it is held in memory).
-void put_files(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
+// (a file or a whole directory, streamed: nothing of it is held in memory). The counts of what was written.
+nlohmann::json put_files(ApiContext& ctx, const http::Request& request, const std::string& id) {
   const std::string path = required_path(request);
   sandbox::normalize_sandbox_path(path);
   const std::string type = request.headers.count("Content-Type") ? request.headers.at("Content-Type") : "";
-  auto box = std::make_shared<BoxFiles>(box_files(ctx, id));
   if (type.starts_with("application/json")) {
     const nlohmann::json body = parse_body(request);
     if (!body.is_object() || !body.contains("source") || !body["source"].is_string()) {
@@ -182,44 +156,44 @@ void put_files(ApiContext& ctx, const http::Request& request, const std::string&
     }
     const std::string source = body["source"].get<std::string>();
     const Caller caller = caller_of(request.peer);
-    std::shared_ptr<OpenedHostPath> opened;
+    std::optional<OpenedHostPath> opened;
     try {
-      opened = std::make_shared<OpenedHostPath>(open_as_caller(caller, source, HostAccess::kReadFile, "source", "invalid_request"));
+      opened.emplace(open_as_caller(caller, source, HostAccess::kReadFile, "source", "invalid_request"));
     } catch (const http::ApiError& e) {
       if (e.code() != "invalid_request") throw;
-      opened = std::make_shared<OpenedHostPath>(open_as_caller(caller, source, HostAccess::kReadDir, "source", "invalid_request"));
+      opened.emplace(open_as_caller(caller, source, HostAccess::kReadDir, "source", "invalid_request"));
     }
-    answer_from_thread(responder, 200, [box, opened, caller, path] {
-      if (S_ISDIR(opened->st.st_mode)) return counts_json(path, copy_host_tree(opened->fd.get(), caller, *box, path));
-      const sandbox::ActingAs acting(box->owner, {}, true);
-      std::string buffer;
-      const std::uint64_t bytes = sandbox::write_file(box->root.get(), path, fd_reader(opened->fd.get(), buffer),
-                                                      opened->st.st_mode & 0777, box->owner, box->limit_bytes);
-      return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
-    });
-    return;
-  }
-  auto body = std::make_shared<std::string>(request.body);
-  const unsigned mode = file_mode(request);
-  const bool tar = type.starts_with("application/x-tar");
-  answer_from_thread(responder, 200, [box, body, path, mode, tar] {
-    const sandbox::ActingAs acting(box->owner, {}, true);
-    if (tar) {
-      return counts_json(path, sandbox::unpack_tree(box->root.get(), path, body_reader(*body), box->owner,
-                                                    sandbox::UnpackLimits{box->limit_bytes}));
+    const BoxFiles box = box_files(ctx, id);
+    if (S_ISDIR(opened->st.st_mode)) {
+      return counts_json(path, copy_host_tree(opened->fd.get(), caller, box, path, ctx.transfers));
     }
+    const sandbox::ActingAs acting(box.owner, {}, true);
+    std::string buffer;
     const std::uint64_t bytes =
-        sandbox::write_file(box->root.get(), path, body_reader(*body), mode, box->owner, box->limit_bytes);
+        sandbox::write_file(box.root.get(), path, fd_reader(opened->fd.get(), buffer, ctx.transfers),
+                            opened->st.st_mode & 0777, box.owner, box.limit_bytes);
     return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
-  });
+  }
+  const unsigned mode = file_mode(request);
+  const BoxFiles box = box_files(ctx, id);
+  const sandbox::ActingAs acting(box.owner, {}, true);
+  if (type.starts_with("application/x-tar")) {
+    return counts_json(path, sandbox::unpack_tree(box.root.get(), path, body_reader(request.body, ctx.transfers),
+                                                  box.owner, sandbox::UnpackLimits{box.limit_bytes}));
+  }
+  const std::uint64_t bytes = sandbox::write_file(box.root.get(), path, body_reader(request.body, ctx.transfers), mode,
+                                                  box.owner, box.limit_bytes);
+  return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
 }
 
 // Writes chunks to a streamed answer, waiting while the client is more than kStreamBacklogBytes behind.
 class BackpressuredSink {
  public:
-  explicit BackpressuredSink(std::shared_ptr<http::StreamWriter> writer) : writer_(std::move(writer)) {}
+  BackpressuredSink(std::shared_ptr<http::StreamWriter> writer, const BlockingCalls& transfers)
+      : writer_(std::move(writer)), transfers_(transfers) {}
 
   void write(std::string_view chunk) {
+    check_not_stopping(transfers_);
     if (!writer_->write(std::string(chunk))) throw base::Error("client_gone", "the client went away");
     if (writer_->backlog() <= kStreamBacklogBytes) return;
     std::unique_lock lock(state_->mutex);
@@ -233,6 +207,7 @@ class BackpressuredSink {
     while (!state_->drained) {
       state_->cv.wait_for(lock, std::chrono::milliseconds(200));
       if (writer_->client_gone()) throw base::Error("client_gone", "the client went away");
+      check_not_stopping(transfers_);  // the server stopped: nobody drains what is queued any more
     }
   }
 
@@ -243,35 +218,33 @@ class BackpressuredSink {
     bool drained = true;
   };
   std::shared_ptr<http::StreamWriter> writer_;
+  const BlockingCalls& transfers_;
   std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
-// GET: a file's bytes, or a tar of a directory, streamed from the transfer's thread.
+// GET: a file's bytes, or a tar of a directory, streamed from a transfer worker.
 void get_files(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
   const std::string path = required_path(request);
-  auto slot = std::make_shared<TransferSlot>();
-  auto box = std::make_shared<BoxFiles>(box_files(ctx, id));
-  auto opened = std::make_shared<sandbox::OpenedFile>(sandbox::open_for_read(box->root.get(), path));
-  const bool is_dir = S_ISDIR(opened->st.st_mode);
+  const BoxFiles box = box_files(ctx, id);
+  const sandbox::OpenedFile opened = sandbox::open_for_read(box.root.get(), path);
+  const bool is_dir = S_ISDIR(opened.st.st_mode);
   std::vector<std::pair<std::string, std::string>> headers;
-  if (!is_dir) headers.emplace_back("X-Capsule-Size", std::to_string(opened->st.st_size));
+  if (!is_dir) headers.emplace_back("X-Capsule-Size", std::to_string(opened.st.st_size));
   auto writer = responder.start_stream(200, is_dir ? "application/x-tar" : "application/octet-stream", headers);
-  std::thread([slot, box, opened, writer, path, is_dir] {
-    BackpressuredSink sink(writer);
-    try {
-      if (is_dir) {
-        sandbox::pack_tree(box->root.get(), path, [&](std::string_view chunk) { sink.write(chunk); });
-      } else {
-        std::string buffer;
-        const sandbox::ByteReader reader = fd_reader(opened->fd.get(), buffer);
-        for (std::string_view chunk = reader(); !chunk.empty(); chunk = reader()) sink.write(chunk);
-      }
-      writer->finish();
-    } catch (const std::exception&) {
-      // Headers are gone already: dropping the writer unfinished aborts the answer, so the client sees a
-      // truncated body rather than a clean end.
+  BackpressuredSink sink(writer, ctx.transfers);
+  try {
+    if (is_dir) {
+      sandbox::pack_tree(box.root.get(), path, [&](std::string_view chunk) { sink.write(chunk); });
+    } else {
+      std::string buffer;
+      const sandbox::ByteReader reader = fd_reader(opened.fd.get(), buffer, ctx.transfers);
+      for (std::string_view chunk = reader(); !chunk.empty(); chunk = reader()) sink.write(chunk);
     }
-  }).detach();
+    writer->finish();
+  } catch (const std::exception&) {
+    // Headers are gone already: dropping the writer unfinished aborts the answer, so the client sees a
+    // truncated body rather than a clean end.
+  }
 }
 
 void diff(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
@@ -284,10 +257,8 @@ void diff(ApiContext& ctx, const http::Request& request, const std::string& id, 
     throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
   }
   const bool patch = query_flag(request, "patch");
-  answer_from_thread(responder, 200, [upper, lower, patch] {
-    const WorkspaceDiff found = diff_upper(upper, lower);
-    return patch ? diff_with_patches(found, upper, lower) : found.to_json();
-  });
+  const WorkspaceDiff found = diff_upper(upper, lower);
+  responder.respond(http::json_response(200, patch ? diff_with_patches(found, upper, lower) : found.to_json()));
 }
 
 nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const std::string& id) {
@@ -312,34 +283,42 @@ nlohmann::json reset(ApiContext& ctx, const http::Request& request, const std::s
   return {{"id", id}, {"reset_to", to ? nlohmann::json(*to) : nlohmann::json("start")}};
 }
 
+// A route's work on a worker: it answers `responder` itself.
+using RouteWork = void (*)(ApiContext&, const http::Request&, const std::string& id, const http::Responder&);
+
+// The handler of a route over session `{id}`: visibility is checked on the io thread (quick), the rest is done
+// by `work` on a worker of `calls` (429 queue_full when they are all taken).
+http::Handler on_worker(ApiContext& ctx, BlockingCalls& calls, RouteWork work) {
+  return [&ctx, &calls, work](const http::Request& request, http::Responder responder) {
+    require_visible_session(ctx, request, request.params.at("id"));
+    auto kept = std::make_shared<const http::Request>(request);  // the body (up to 1 MiB) is copied once
+    answer_later(calls, responder, [&ctx, kept, work](const http::Responder& answer) {
+      work(ctx, *kept, kept->params.at("id"), answer);
+    });
+  };
+}
+
 }  // namespace
 
+// Files and diffs under the transfers' bound; checkpoint and reset wait on the session thread, with the session calls.
 void register_session_files_api(http::Router& router, ApiContext& ctx) {
-  router.add("PUT", "/v1/sessions/{id}/files", [&ctx](const http::Request& request, http::Responder responder) {
-    const std::string& id = request.params.at("id");
-    require_visible_session(ctx, request, id);
-    put_files(ctx, request, id, responder);
-  });
-  router.add("GET", "/v1/sessions/{id}/files", [&ctx](const http::Request& request, http::Responder responder) {
-    const std::string& id = request.params.at("id");
-    require_visible_session(ctx, request, id);
-    get_files(ctx, request, id, responder);
-  });
-  router.add("GET", "/v1/sessions/{id}/diff", [&ctx](const http::Request& request, http::Responder responder) {
-    const std::string& id = request.params.at("id");
-    require_visible_session(ctx, request, id);
-    diff(ctx, request, id, responder);
-  });
-  router.add("POST", "/v1/sessions/{id}/checkpoint", [&ctx](const http::Request& request) {
-    const std::string& id = request.params.at("id");
-    require_visible_session(ctx, request, id);
-    return http::json_response(201, checkpoint(ctx, request, id));
-  });
-  router.add("POST", "/v1/sessions/{id}/reset", [&ctx](const http::Request& request) {
-    const std::string& id = request.params.at("id");
-    require_visible_session(ctx, request, id);
-    return http::json_response(200, reset(ctx, request, id));
-  });
+  router.add("PUT", "/v1/sessions/{id}/files",
+             on_worker(ctx, ctx.transfers, [](ApiContext& c, const http::Request& request, const std::string& id,
+                                              const http::Responder& answer) {
+               answer.respond(http::json_response(200, put_files(c, request, id)));
+             }));
+  router.add("GET", "/v1/sessions/{id}/files", on_worker(ctx, ctx.transfers, get_files));
+  router.add("GET", "/v1/sessions/{id}/diff", on_worker(ctx, ctx.transfers, diff));
+  router.add("POST", "/v1/sessions/{id}/checkpoint",
+             on_worker(ctx, ctx.session_calls, [](ApiContext& c, const http::Request& request, const std::string& id,
+                                                  const http::Responder& answer) {
+               answer.respond(http::json_response(201, checkpoint(c, request, id)));
+             }));
+  router.add("POST", "/v1/sessions/{id}/reset",
+             on_worker(ctx, ctx.session_calls, [](ApiContext& c, const http::Request& request, const std::string& id,
+                                                  const http::Responder& answer) {
+               answer.respond(http::json_response(200, reset(c, request, id)));
+             }));
 }
 
 }  // namespace capsule::daemon

@@ -2,7 +2,9 @@
 // ndjson events, or 202 in the background), list, get, stream its output from an offset, signal it.
 #include <signal.h>
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 
 #include "daemon/api/api.h"
 #include "daemon/api/event_lines.h"
@@ -33,38 +35,63 @@ RunRow require_session_exec(ApiContext& ctx, const http::Request& request) {
   return *row;
 }
 
-void create_session(ApiContext& ctx, const http::Request& request, http::Responder responder) {
+// The box is made on the session thread and waited for (up to its start timeout): on a worker, not an io thread.
+void create_session(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
   const spec::SessionSpec spec = spec::parse_session_spec(parse_body(request), ctx.limits);
   Submission submission;
   submission.spec = spec.environment;
   authorize_workspace(submission, caller_of(request.peer));
-  const json session = ctx.sessions.create(spec, std::move(submission), Peer{request.peer.uid, request.peer.pid});
-  responder.respond(http::json_response(201, session));
+  const Peer peer{request.peer.uid, request.peer.pid};
+  answer_later(ctx.session_calls, responder, [&ctx, spec, submission, peer](const http::Responder& answer) {
+    answer.respond(http::json_response(201, ctx.sessions.create(spec, submission, peer)));
+  });
+}
+
+// A page of the sessions `caller` may see (with live details), read on through the ledger's pages until
+// `filter.limit` are found or it has no more. A session whose live state no longer matches filter.state is left
+// out. `next` is the last session returned when more follow.
+std::pair<json, std::optional<std::string>> visible_sessions(ApiContext& ctx, const Caller& caller,
+                                                             SessionFilter filter) {
+  const std::size_t wanted = std::clamp<std::size_t>(filter.limit, 1, Ledger::kMaxListLimit);
+  filter.limit = sees_all_runs(caller, ctx.access) ? wanted + 1 : Ledger::kMaxListLimit;
+  json visible = json::array();
+  for (;;) {
+    SessionPage page = ctx.ledger.list_sessions(filter);
+    for (const SessionRow& row : page.sessions) {
+      if (!may_see_run(caller, ctx.access, row.peer_uid)) continue;
+      std::optional<json> session = ctx.sessions.get(row.id);
+      if (!session || (filter.state && (*session)["state"] != *filter.state)) continue;
+      if (visible.size() == wanted) return {visible, visible.back()["id"].get<std::string>()};
+      visible.push_back(std::move(*session));
+    }
+    if (!page.next) return {visible, std::nullopt};
+    filter.after = page.next;
+  }
 }
 
 http::Response list_sessions(ApiContext& ctx, const http::Request& request) {
-  std::optional<std::string> state;
+  SessionFilter filter;
   if (auto it = request.query.find("state"); it != request.query.end()) {
     const auto& states = session_states();
     if (std::find(states.begin(), states.end(), it->second) == states.end()) {
       throw http::ApiError("invalid_query", "state: unknown session state '" + it->second + "'");
     }
-    state = it->second;
+    filter.state = it->second;
   }
-  std::optional<std::pair<std::string, std::string>> label;
   if (auto it = request.query.find("label"); it != request.query.end()) {
     const auto eq = it->second.find('=');
     if (eq == std::string::npos || eq == 0) throw http::ApiError("invalid_query", "label: expected KEY=VALUE");
-    label.emplace(it->second.substr(0, eq), it->second.substr(eq + 1));
+    filter.labels[it->second.substr(0, eq)] = it->second.substr(eq + 1);
   }
-  const Caller caller = caller_of(request.peer);
-  json sessions = json::array();
-  for (json& session : ctx.sessions.list(state)) {
-    if (!may_see_run(caller, ctx.access, session["peer"]["uid"].get<uid_t>())) continue;
-    if (label && session["labels"].value(label->first, std::string("\x01")) != label->second) continue;
-    sessions.push_back(std::move(session));
+  filter.limit = query_limit(request, filter.limit);
+  if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
+  std::pair<json, std::optional<std::string>> page;
+  try {
+    page = visible_sessions(ctx, caller_of(request.peer), filter);
+  } catch (const LedgerCursorError& e) {
+    throw http::ApiError("invalid_query", std::string("after: ") + e.what());
   }
-  return http::json_response(200, {{"sessions", sessions}});
+  return http::json_response(200, {{"sessions", page.first}, {"next", page.second ? json(*page.second) : json(nullptr)}});
 }
 
 int parse_signal(const json& body) {
@@ -118,7 +145,7 @@ http::Response list_execs(ApiContext& ctx, const http::Request& request) {
 
 void register_sessions_api(http::Router& router, ApiContext& ctx) {
   router.add("POST", "/v1/sessions", [&ctx](const http::Request& request, http::Responder responder) {
-    create_session(ctx, request, std::move(responder));
+    create_session(ctx, request, responder);
   });
   router.add("GET", "/v1/sessions", [&ctx](const http::Request& request) { return list_sessions(ctx, request); });
   router.add("GET", "/v1/sessions/{id}", [&ctx](const http::Request& request) {
@@ -126,10 +153,14 @@ void register_sessions_api(http::Router& router, ApiContext& ctx) {
     require_visible_session(ctx, request, id);
     return http::json_response(200, ctx.sessions.get(id).value_or(json::object()));
   });
-  router.add("DELETE", "/v1/sessions/{id}", [&ctx](const http::Request& request) {
-    const std::string& id = request.params.at("id");
+  // Waits for the session thread to end the box: on a worker.
+  router.add("DELETE", "/v1/sessions/{id}", [&ctx](const http::Request& request, http::Responder responder) {
+    const std::string id = request.params.at("id");
     require_visible_session(ctx, request, id);
-    return http::json_response(200, ctx.sessions.remove(id, "deleted by " + caller_of(request.peer).describe()));
+    const std::string reason = "deleted by " + caller_of(request.peer).describe();
+    answer_later(ctx.session_calls, responder, [&ctx, id, reason](const http::Responder& answer) {
+      answer.respond(http::json_response(200, ctx.sessions.remove(id, reason)));
+    });
   });
   router.add("POST", "/v1/sessions/{id}/exec", [&ctx](const http::Request& request, http::Responder responder) {
     run_exec(ctx, request, std::move(responder));

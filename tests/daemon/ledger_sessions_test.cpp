@@ -133,5 +133,43 @@ TEST_F(LedgerSessionsTest, SessionRowsPersistAndLiveOnesBecomeLost) {
   EXPECT_FALSE(ledger.get_session("nope"));
 }
 
+TEST_F(LedgerSessionsTest, SessionsListInPagesWithStateAndLabelFilters) {
+  Ledger ledger(db_);
+  for (int i = 1; i <= 5; ++i) {
+    SessionRow row;
+    row.id = "s-" + std::to_string(i);
+    row.state = i == 3 ? "deleted" : "ready";
+    row.created_ms = i;
+    row.labels = {{"odd", i % 2 == 1 ? "yes" : "no"}};
+    row.spec = json::object();
+    ledger.insert_session(row);
+  }
+  SessionFilter filter;
+  filter.limit = 2;
+  std::vector<std::string> seen;
+  for (int pages = 0;; ++pages) {
+    ASSERT_LT(pages, 5);
+    const SessionPage page = ledger.list_sessions(filter);
+    for (const auto& row : page.sessions) seen.push_back(row.id);
+    if (!page.next) break;
+    EXPECT_EQ(*page.next, page.sessions.back().id);
+    filter.after = page.next;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"s-5", "s-4", "s-3", "s-2", "s-1"}));
+
+  SessionFilter ready;
+  ready.state = "ready";
+  ready.labels["odd"] = "yes";
+  const SessionPage odd_ready = ledger.list_sessions(ready);
+  ASSERT_EQ(odd_ready.sessions.size(), 2u);
+  EXPECT_EQ(odd_ready.sessions[0].id, "s-5");
+  EXPECT_EQ(odd_ready.sessions[1].id, "s-1");
+  EXPECT_FALSE(odd_ready.next);
+
+  SessionFilter unknown;
+  unknown.after = "no-such-session";
+  EXPECT_THROW(ledger.list_sessions(unknown), LedgerCursorError);
+}
+
 }  // namespace
 }  // namespace capsule::daemon

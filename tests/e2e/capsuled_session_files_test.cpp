@@ -1,11 +1,16 @@
 // Integration tests of a session's files, diff, checkpoints and reset against a real capsuled: binary and 200 MB
-// round trips, trees with modes and symlinks, every escape through the file routes, and undo to a named point.
+// round trips, trees with modes and symlinks, every escape through the file routes, undo to a named point, slow
+// checkpoints beside a responsive API, and shutdown with transfers in flight.
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
@@ -216,6 +221,86 @@ TEST_F(CapsuledSessionFiles, DiffCheckpointAndResetUndoTheWorkspace) {
   EXPECT_EQ(clean["totals"]["added"], 0) << clean;
   EXPECT_EQ(clean["totals"]["modified"], 0) << clean;
   EXPECT_EQ(clean["totals"]["deleted"], 0) << clean;
+}
+
+// Checkpoints copying a large workspace wait on the session thread; the rest of the API answers meanwhile: health
+// and the session itself come back before the first of three concurrent checkpoints is done (with the waits
+// on the io threads, two of them held both and nothing else was answered until one ended).
+TEST_F(CapsuledSessionFiles, SlowCheckpointsDoNotHoldUpTheRestOfTheApi) {
+  start();
+  const std::string id = create_with_workspace();
+  ASSERT_EQ(exec(id, "head -c 1G /dev/urandom > /workspace/big.bin && echo written")["result"]["stdout"]["head"], "written\n");
+  std::atomic<int> order{0};
+  std::vector<int> checkpoint_done(3, 0);
+  std::vector<int> checkpoint_status(3, 0);
+  std::vector<std::thread> checkpoints;
+  for (int i = 0; i < 3; ++i) {
+    checkpoints.emplace_back([&, i] {
+      checkpoint_status[i] = call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "c" + std::to_string(i)}}).status;
+      checkpoint_done[i] = ++order;
+    });
+  }
+  const fs::path saved = state_ / "sessions" / id / "checkpoints";
+  const bool copying = eventually([&] { return fs::exists(saved) && !fs::is_empty(saved); }, 60s);
+  const HttpResponse health = call("GET", "/v1/health");
+  const int health_done = ++order;
+  const HttpResponse session = call("GET", "/v1/sessions/" + id);
+  const int session_done = ++order;
+  for (auto& thread : checkpoints) thread.join();
+  ASSERT_TRUE(copying) << "no checkpoint started";
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(session.status, 200) << session.body;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(checkpoint_status[i], 201) << "checkpoint c" << i;
+    EXPECT_LT(health_done, checkpoint_done[i]) << "health answered after checkpoint c" << i << " was done";
+    EXPECT_LT(session_done, checkpoint_done[i]) << "the session answered after checkpoint c" << i << " was done";
+  }
+}
+
+// The daemon stops cleanly with an upload and a download in flight: the upload is answered 503 draining, the
+// download (whose client reads nothing) is cut off, and no transfer outlives the daemon's objects.
+TEST_F(CapsuledSessionFiles, ShutdownEndsTransfersInFlight) {
+  start();
+  const std::string id = create_with_workspace();
+  const fs::path sparse = dir_ / "sparse.bin";
+  { std::ofstream(sparse, std::ios::binary); }
+  fs::resize_file(sparse, 8ull << 30);  // zeros read at memory speed, written for seconds
+  ASSERT_EQ(out(exec(id, "head -c 64M /dev/zero > /workspace/down.bin && echo ok")), "ok\n");
+
+  // The download: the request sent, nothing read, so it waits for the client with 1 MiB in the server.
+  const int download = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  socket_.copy(address.sun_path, sizeof address.sun_path - 1);
+  ASSERT_EQ(::connect(download, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  const std::string get = "GET /v1/sessions/" + id + "/files?path=/workspace/down.bin HTTP/1.1\r\nHost: capsule\r\n\r\n";
+  ASSERT_EQ(::send(download, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+
+  HttpResponse upload;
+  std::string upload_failure;
+  std::thread uploader([&] {
+    try {
+      upload = call("PUT", "/v1/sessions/" + id + "/files?path=/workspace/up.bin", json{{"source", sparse.string()}});
+    } catch (const std::exception& e) {
+      upload_failure = e.what();  // no answer at all
+    }
+  });
+  const bool writing = eventually([&] {  // an upload writes a temporary file beside its path, renamed when whole
+    const json sized = exec(id, "stat -c %s /workspace/.capsule-*.part 2>/dev/null | head -n 1");
+    return std::stoull("0" + out(sized)) > 0;
+  });
+  stop();  // SIGTERM, then a clean exit
+  uploader.join();
+  std::string received;
+  char buffer[65536];
+  for (ssize_t n; (n = ::recv(download, buffer, sizeof buffer, 0)) > 0;) received.append(buffer, static_cast<std::size_t>(n));
+  ::close(download);
+  ASSERT_TRUE(writing) << "the upload never started";
+  EXPECT_EQ(upload.status, 503) << upload.body << upload_failure;
+  EXPECT_NE(upload.body.find("draining"), std::string::npos) << upload.body;
+  EXPECT_TRUE(received.starts_with("HTTP/1.1 200")) << received.substr(0, 200);
+  EXPECT_LT(received.size(), 64u << 20) << "the download was cut off";
+  EXPECT_FALSE(received.ends_with("\r\n0\r\n\r\n")) << "a cut-off download has no clean end";
 }
 
 // A checkpoint comes back whole in a box that protects paths (the protect walk must not see the old state).

@@ -1,11 +1,13 @@
 // Integration tests of sessions against a real capsuled: files persist across execs, an exec's timeout ends its
 // whole tree (a double-forked grandchild too) and keeps its partial output, idle timeouts, background execs
-// re-attached from an offset, stdin, protected paths, TTL expiry, 32 sessions at once, restart marks them lost.
+// re-attached from an offset, stdin, protected paths, TTL expiry, 32 sessions at once, restart marks them lost,
+// the listing's pages.
 #include <unistd.h>
 
 #include <atomic>
 
 #include "base/base64.h"
+#include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -289,6 +291,65 @@ TEST_F(CapsuledSessions, RestartMarksLiveSessionsLostAndKeepsTheirRecords) {
   EXPECT_TRUE(sandbox_processes("sleep").empty());
   expect_error(call("POST", "/v1/sessions/" + id + "/exec", json{{"argv", {"true"}}}), 409, "session_ended", "has ended");
   expect_daemon_answers();
+}
+
+// GET /v1/sessions in pages: `next` leads through every session once; a non-root caller gets full pages of its own
+// sessions only, though others' lie between them.
+TEST_F(CapsuledSessions, ListingComesInPagesAndACallerPagesThroughItsOwnOnly) {
+  const std::string group = "capsule-sp-" + std::to_string(getpid());
+  create_group(group);
+  const TestUser user = create_user("capsule-sp-u-" + std::to_string(getpid()), group, {});
+  const fs::path config = dir_ / "capsuled.json";
+  write_file(config, json{{"socket_group", group}}.dump());
+  start({"--config", config.string()});
+  std::vector<std::string> roots, users;
+  std::vector<UserCall> made_by_user;
+  for (int i = 0; i < 3; ++i) {
+    roots.push_back(create(json::object())["id"]);
+    if (i < 2) made_by_user.push_back(call_as(user, socket_, "POST", "/v1/sessions", json::object()));
+  }
+  std::vector<UserCall> user_pages;
+  for (const UserCall& made : made_by_user) {
+    if (made.status == 201) users.push_back(made.json()["id"]);
+  }
+  std::string after;
+  for (int i = 0; i < 3; ++i) {
+    user_pages.push_back(call_as(user, socket_, "GET", "/v1/sessions?limit=1" + (after.empty() ? "" : "&after=" + after)));
+    const json page = user_pages.back().json();
+    if (!page.is_object() || !page["next"].is_string()) break;
+    after = page["next"];
+  }
+  remove_user(user.name);
+  remove_group(group);
+  ASSERT_EQ(users.size(), 2u) << made_by_user[0].body << made_by_user[0].failure;
+
+  // The user's pages: one session each, its own, newest first, and no `next` after the last.
+  ASSERT_EQ(user_pages.size(), 2u) << user_pages.back().body;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json page = user_pages[i].json();
+    ASSERT_EQ(page["sessions"].size(), 1u) << page;
+    EXPECT_EQ(page["sessions"][0]["id"], users[1 - i]) << page;
+  }
+  EXPECT_EQ(user_pages[0].json()["next"], users[1]);
+  EXPECT_TRUE(user_pages[1].json()["next"].is_null()) << user_pages[1].body;
+
+  // Root: pages of 2 through all 5, each once, newest first.
+  std::vector<std::string> seen;
+  std::string cursor;
+  for (int pages = 0; pages < 5; ++pages) {
+    const HttpResponse listed = call("GET", "/v1/sessions?limit=2" + (cursor.empty() ? "" : "&after=" + cursor));
+    ASSERT_EQ(listed.status, 200) << listed.body;
+    const json page = body_json(listed);
+    EXPECT_LE(page["sessions"].size(), 2u) << page;
+    for (const json& session : page["sessions"]) seen.push_back(session["id"]);
+    if (page["next"].is_null()) break;
+    cursor = page["next"];
+  }
+  const std::vector<std::string> expected = {roots[2], users[1], roots[1], users[0], roots[0]};
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(body_json(call("GET", "/v1/sessions?limit=10"))["next"], nullptr);
+  expect_error(call("GET", "/v1/sessions?limit=two"), 400, "invalid_query", "limit");
+  expect_error(call("GET", "/v1/sessions?after=nosuch"), 400, "invalid_query", "after");
 }
 
 }  // namespace
