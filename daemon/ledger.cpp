@@ -565,19 +565,6 @@ SessionPage Ledger::list_sessions(const SessionFilter& filter) const {
   return page;
 }
 
-std::vector<SessionRow> Ledger::list_sessions(const std::optional<std::string>& state) const {
-  SessionFilter filter;
-  filter.state = state;
-  filter.limit = kMaxListLimit;
-  std::vector<SessionRow> rows;
-  for (;;) {
-    SessionPage page = list_sessions(filter);
-    for (auto& row : page.sessions) rows.push_back(std::move(row));
-    if (!page.next) return rows;
-    filter.after = page.next;
-  }
-}
-
 std::vector<std::string> Ledger::mark_live_sessions_lost(std::int64_t now_ms) {
   std::lock_guard lock(mutex_);
   Transaction transaction(db_);

@@ -132,8 +132,6 @@ class Ledger {
   std::optional<SessionRow> get_session(const std::string& id) const;
   // One page, newest first. Throws LedgerCursorError if filter.after names no session.
   SessionPage list_sessions(const SessionFilter& filter) const;
-  // Every page of them; `state` empty: all.
-  std::vector<SessionRow> list_sessions(const std::optional<std::string>& state) const;
   // Restart recovery: every ready or frozen session becomes `lost`; returns their ids.
   std::vector<std::string> mark_live_sessions_lost(std::int64_t now_ms);
 

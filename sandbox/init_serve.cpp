@@ -74,6 +74,9 @@ struct LiveExec {
   int report_fd = -1;          // -1 once its reports are read
   CommandReport first{};       // the pre-seccomp record
   bool got_first = false;
+  // A prepared exec's channel to its child, open until it is reaped: closing it with the child's "J" unread
+  // would reset the connection under the child before it read its request (ECONNRESET).
+  int standby_channel = -1;
 };
 
 // A child forked by "prepare", waiting in its exec's cgroup for that exec's request on `channel`. Init keeps
@@ -216,6 +219,8 @@ class ExecServer {
       if (recv(standby.channel, &joined, 1, MSG_DONTWAIT) != 1 || joined != 'J') move_into(standby.pid, standby.cgroup_fds);
       close(report[1]);
       track(request, standby.pid, report[0]);
+      execs_[standby.pid].standby_channel = standby.channel;
+      standby.channel = -1;
     } else {
       if (report[0] >= 0) close(report[0]);
       if (report[1] >= 0) close(report[1]);
@@ -329,6 +334,7 @@ class ExecServer {
       // Its reports first, so that "exec" or "error" precede "exited" (its writer died with it: all is there).
       if (it->second.report_fd >= 0) read_reports(it->second);
       if (it->second.report_fd >= 0) close(it->second.report_fd);
+      if (it->second.standby_channel >= 0) close(it->second.standby_channel);
       const LiveExec exec = it->second;
       execs_.erase(it);
       if (exec.ends_sandbox) {

@@ -134,15 +134,6 @@ std::optional<uid_t> SessionManager::owner(const std::string& id) const {
   return std::nullopt;
 }
 
-std::vector<json> SessionManager::list(const std::optional<std::string>& state) const {
-  std::vector<json> sessions;
-  for (const SessionRow& row : ledger_.list_sessions(std::nullopt)) {
-    std::optional<json> session = get(row.id);
-    if (session && (!state || (*session)["state"] == *state)) sessions.push_back(std::move(*session));
-  }
-  return sessions;
-}
-
 std::size_t SessionManager::live_count() const {
   std::lock_guard lock(mutex_);
   return live_.size();

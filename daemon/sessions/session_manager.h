@@ -75,8 +75,6 @@ class SessionManager {
   std::optional<nlohmann::json> get(const std::string& id) const;
   // Owner uid of a session (live or recorded); nullopt when unknown.
   std::optional<uid_t> owner(const std::string& id) const;
-  // Recorded sessions, newest first, with live details for live ones.
-  std::vector<nlohmann::json> list(const std::optional<std::string>& state) const;
   // Kills everything, removes the box; recorded as deleted. Returns the session object. 404 unknown, 409
   // session_ended when it has already ended.
   nlohmann::json remove(const std::string& id, const std::string& reason);

@@ -126,10 +126,12 @@ TEST_F(LedgerSessionsTest, SessionRowsPersistAndLiveOnesBecomeLost) {
   EXPECT_EQ(a.peer_uid, 1000u);
   EXPECT_EQ(ledger.get_session("s-b")->state, "deleted") << "an ended session stays as it ended";
   EXPECT_EQ(ledger.get_session("s-b")->ended_reason, "deleted by uid 1000");
-  const auto all = ledger.list_sessions(std::nullopt);
+  const auto all = ledger.list_sessions(SessionFilter{}).sessions;
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0].id, "s-c") << "newest first";
-  EXPECT_EQ(ledger.list_sessions(std::string("deleted")).size(), 1u);
+  SessionFilter deleted;
+  deleted.state = "deleted";
+  EXPECT_EQ(ledger.list_sessions(deleted).sessions.size(), 1u);
   EXPECT_FALSE(ledger.get_session("nope"));
 }
 
