@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
     app.parse(cut, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : run->parsed() || sessions.exec->parsed() ? kExitCapsuleFailed : 2;
+    const bool exits_as_a_run = run->parsed() || sessions.exec->parsed() || sessions.attach->parsed();
+    return code == 0 ? 0 : exits_as_a_run ? kExitCapsuleFailed : 2;
   }
   if (socket.empty()) socket = default_socket_path();
 

@@ -1,7 +1,9 @@
 // The session subcommands: flags as CLI11 rows, the SessionSpec/ExecSpec bodies, one request each (exec streams
-// its events through run_stream, cp goes through session_files) and the one error rule: exit 125.
+// its events through run_stream, attach follows through session_attach, cp goes through session_files) and the
+// one error rule: exit 125.
 #include "client/cli_session.h"
 
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -106,13 +108,17 @@ int session_exec(const std::string& socket, ExecOptions options) {
   const json body = build_exec_body(options);
   const std::string target = session_path(options.id) + "/exec";
   if (options.background) {
-    std::cout << text(http::request_json(client, "POST", target, body), "id") << "\n";
+    const std::string exec_id = text(http::request_json(client, "POST", target, body), "id");
+    std::cout << exec_id << "\n";
+    std::cerr << "capsule: exec " << exec_id << " runs in the background; its output and exit status: "
+              << attach_command(options.id, exec_id, {}) << " (stop it: capsule session kill " << options.id << " "
+              << exec_id << ")\n";
     return 0;
   }
   InterruptWatcher watcher("exec", [&](const std::string& exec_id) {
     std::cerr << "capsule: sending SIGINT to exec " << exec_id << " (interrupt again to stop waiting)\n";
-    const http::HttpResponse response = client.request(
-        "POST", session_path(options.id) + "/execs/" + http::url_encode(exec_id) + "/signal", {{"signal", "INT"}});
+    const http::HttpResponse response =
+        client.request("POST", exec_path(options.id, exec_id) + "/signal", {{"signal", "INT"}});
     if (response.status != 409) http::throw_if_error(response);
   });
   RunEventRelay relay(options.json, [&watcher](const std::string& exec_id) { watcher.set_id(exec_id); });
@@ -132,6 +138,18 @@ int dispatch(const std::string& socket, SessionCommands& c) {
     return 0;
   }
   if (c.exec->parsed()) return session_exec(socket, c.exec_options);
+  if (c.attach->parsed()) return attach_exec(client, c.id, c.exec_id, c.attach_from);
+  if (c.execs->parsed()) {
+    const json list = http::request_json(client, "GET", session_path(c.id) + "/execs");
+    if (c.json) std::cout << list.dump(2) << "\n";
+    else std::cout << format_runs_table(list.value("execs", json::array()), now_ms());
+    return 0;
+  }
+  if (c.kill->parsed()) {
+    http::request_json(client, "POST", exec_path(c.id, c.exec_id) + "/signal", {{"signal", signal_value(c.signal)}});
+    std::cout << c.exec_id << "\n";
+    return 0;
+  }
   if (c.cp->parsed()) {
     cmd_session_cp(socket, c.source, c.destination);
     return 0;
@@ -217,6 +235,31 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.exec->add_flag("--json", e.json, "print the finished run object instead of the command's output");
   c.exec->prefix_command();  // `session exec ID make test` also works without "--"
   c.exec->footer(kExitCodeHelp);
+
+  c.attach = c.session->add_subcommand(
+      "attach", "follow a running or finished exec's output until it ends and exit with its status, as `session "
+                "exec` does: capsule session attach ID EXEC_ID");
+  c.attach->add_option("id", c.id, "session id")->required();
+  c.attach->add_option("exec_id", c.exec_id, "exec id (printed by `session exec --background`, listed by "
+                       "`session execs`)")->required();
+  c.attach->add_option("--from", c.attach_from.stdout_from, "start at this byte of the exec's stdout (default 0: "
+                       "all of it)")
+      ->check(CLI::NonNegativeNumber);
+  c.attach->add_option("--stderr-from", c.attach_from.stderr_from, "start at this byte of its stderr (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  c.attach->footer(std::string("Ctrl-C (or SIGTERM) only detaches: the exec keeps running, no signal reaches it "
+                               "(as docker attach --sig-proxy=false), and the command to re-attach where the output "
+                               "stopped is printed. `capsule session kill` stops an exec.\n\n") + kExitCodeHelp);
+
+  c.execs = c.session->add_subcommand("execs", "list a session's execs, newest first");
+  c.execs->add_option("id", c.id, "session id")->required();
+  c.execs->add_flag("--json", c.json, "print the API's JSON instead of a table");
+
+  c.kill = c.session->add_subcommand("kill", "send a signal to every process of a running exec");
+  c.kill->add_option("id", c.id, "session id")->required();
+  c.kill->add_option("exec_id", c.exec_id, "exec id")->required();
+  c.kill->add_option("--signal,-s", c.signal, "TERM (default), INT, KILL, HUP, QUIT, USR1, USR2 or a number")
+      ->capture_default_str();
 
   c.cp = c.session->add_subcommand("cp", "copy a file or directory into or out of a session: capsule session cp "
                                          "SRC DST, one of them ID:/path");
@@ -318,6 +361,19 @@ std::string format_session_diff(const json& diff, bool patch) {
 }
 
 std::string session_path(const std::string& id) { return "/v1/sessions/" + http::url_encode(id); }
+
+std::string exec_path(const std::string& session_id, const std::string& exec_id) {
+  return session_path(session_id) + "/execs/" + http::url_encode(exec_id);
+}
+
+json signal_value(const std::string& typed) {
+  if (!typed.empty() && typed.find_first_not_of("0123456789") == std::string::npos && typed.size() < 4) {
+    return std::stoi(typed);
+  }
+  std::string name;
+  for (const char c : typed) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name.starts_with("SIG") ? name.substr(3) : name;
+}
 
 int cmd_session(const std::string& socket, SessionCommands& c, bool separator_given,
                 const std::vector<std::string>& command_words) {

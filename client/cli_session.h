@@ -1,5 +1,5 @@
-// `capsule session create|ls|show|exec|cp|diff|reset|checkpoint|rm`: their flags, the SessionSpec and ExecSpec
-// bodies they build, and the requests to capsuled's /v1/sessions routes (docs/api.md "Sessions").
+// `capsule session create|ls|show|exec|attach|execs|kill|cp|diff|reset|checkpoint|rm`: their flags, the SessionSpec
+// and ExecSpec bodies they build, and the requests to capsuled's /v1/sessions routes (docs/api.md "Sessions").
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client/cli_args.h"
+#include "client/session_attach.h"
 
 namespace capsule::client {
 
@@ -48,6 +49,9 @@ struct SessionCommands {
   CLI::App* ls = nullptr;
   CLI::App* show = nullptr;
   CLI::App* exec = nullptr;
+  CLI::App* attach = nullptr;
+  CLI::App* execs = nullptr;
+  CLI::App* kill = nullptr;
   CLI::App* cp = nullptr;
   CLI::App* diff = nullptr;
   CLI::App* reset = nullptr;
@@ -56,6 +60,9 @@ struct SessionCommands {
   SessionCreateOptions create_options;
   ExecOptions exec_options;
   std::string id, name, to, state, label, source, destination;
+  std::string exec_id;
+  std::string signal = "TERM";  // kill --signal
+  AttachOffsets attach_from;
   std::vector<std::string> ids;
   bool json = false;
   bool patch = false;
@@ -78,9 +85,15 @@ std::string format_session_diff(const nlohmann::json& diff, bool patch);
 
 // /v1/sessions/{id}, the id URL-encoded.
 std::string session_path(const std::string& id);
+// /v1/sessions/{id}/execs/{exec_id}, both URL-encoded.
+std::string exec_path(const std::string& session_id, const std::string& exec_id);
+
+// The "signal" of POST .../signal for `session kill --signal`: a number as a number, a name without its "SIG"
+// prefix in upper case (the daemon knows TERM, INT, KILL, HUP, QUIT, USR1, USR2 and answers for the rest).
+nlohmann::json signal_value(const std::string& typed);
 
 // Runs the parsed session subcommand. `command_words` is what followed the first "--" (only `exec` takes it).
-// Returns the exit status: exec's follows run_view's rule; errors print "capsule: <code>: <message>" (or
+// Returns the exit status: exec's and attach's follow run_view's rule; errors print "capsule: <code>: <message>" (or
 // "capsule: <what>") and return 125.
 int cmd_session(const std::string& socket, SessionCommands& commands, bool separator_given,
                 const std::vector<std::string>& command_words);

@@ -128,15 +128,19 @@ const json& RunEventRelay::finished_run() const {
   return run_;
 }
 
-int report_finished(const RunEventRelay& relay, bool json_output) {
-  const json& run = relay.finished_run();
+int report_run_end(const json& run, bool json_output, std::uint64_t bytes_missing, const std::string& missing_line) {
   if (json_output) std::cout << run.dump(2) << "\n";
   else std::cerr << summary_line(run) << "\n";
   RunEnding ending = ending_of(run);
-  ending.bytes_not_relayed = relay.not_relayed();
+  ending.bytes_not_relayed = bytes_missing;
   // What this process printed is not the command's whole output: never let it pass for it.
-  if (ending.bytes_not_relayed > 0) std::cerr << not_relayed_line(relay.id(), ending.bytes_not_relayed) << "\n";
+  if (bytes_missing > 0) std::cerr << missing_line << "\n";
   return exit_code_for(ending);
+}
+
+int report_finished(const RunEventRelay& relay, bool json_output) {
+  return report_run_end(relay.finished_run(), json_output, relay.not_relayed(),
+                        not_relayed_line(relay.id(), relay.not_relayed()));
 }
 
 }  // namespace capsule::client

@@ -1,5 +1,6 @@
 // A live run's ndjson event stream as `capsule run` and `capsule session exec` relay it: output events written
-// to our stdout/stderr as they come, and a watcher that turns the first SIGINT/SIGTERM into one stop request.
+// to our stdout/stderr as they come, a watcher that turns the first SIGINT/SIGTERM into one stop request, and
+// the end they share with `capsule session attach` (summary line, exit status).
 #pragma once
 
 #include <signal.h>
@@ -65,8 +66,12 @@ class RunEventRelay {
   std::uint64_t not_relayed_ = 0;
 };
 
-// The end of `capsule run` / `session exec` for a finished run: the run object (json_output) or the summary
-// line on stderr, the not-relayed warning, and run_view's exit status.
+// The end of `capsule run`, `session exec` and `session attach` for a finished run: the run object (json_output)
+// or the summary line on stderr, and run_view's exit status. When `bytes_missing` > 0, what this process printed
+// is not the command's whole output: `missing_line` says so on stderr and the status is 125.
+int report_run_end(const nlohmann::json& run, bool json_output, std::uint64_t bytes_missing,
+                   const std::string& missing_line);
+// report_run_end for a relayed event stream: the bytes missing are those the relay fell too far behind to get.
 int report_finished(const RunEventRelay& relay, bool json_output);
 
 }  // namespace capsule::client

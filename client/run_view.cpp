@@ -38,12 +38,21 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
+// The command of a run or exec on one line (a script as sh -c '...'; newlines and tabs as spaces, other control
+// characters as '?'), cut at 48.
 std::string command_text(const json& run) {
+  const json& spec = member(run, "spec");
   std::string out;
-  const json& argv = member(run, "spec").value("argv", json::array());
-  for (const auto& arg : argv) {
+  if (spec.contains("script") && spec["script"].is_string()) {
+    out = "sh -c " + shell_quote(spec["script"].get<std::string>());
+  }
+  for (const auto& arg : spec.value("argv", json::array())) {
     if (!out.empty()) out += ' ';
     out += shell_quote(arg.is_string() ? arg.get<std::string>() : arg.dump());
+  }
+  for (char& c : out) {
+    if (c == '\n' || c == '\t') c = ' ';
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
   return out.size() > 48 ? out.substr(0, 45) + "..." : out;
 }
@@ -53,13 +62,14 @@ bool is_live(const std::string& state) { return state == "queued" || state == "r
 }  // namespace
 
 const char* const kExitCodeHelp =
-    "Exit status of `capsule run`, `capsule session exec` and capsule-launch: the command's own exit status;\n"
-    "128+N when signal N ended it (137: SIGKILL); 124 when it hit its time limit (--timeout, --cpu-time) or\n"
-    "an exec's --idle-timeout; 137 when it was OOM-killed or cancelled; 126/127 when the command could not\n"
-    "be executed/found; 125 when capsule itself failed: the sandbox could not be set up, the flags or spec\n"
-    "are invalid, the daemon failed or rejected the request, or this client fell so far behind the command's\n"
-    "output that some was not relayed (`capsule runs logs ID` has it all); 130 when interrupted twice (it\n"
-    "stops waiting). Other subcommands exit 2 on usage errors and on other errors 125 (`session`) or 1.";
+    "Exit status of `capsule run`, `capsule session exec|attach` and capsule-launch: the command's own exit\n"
+    "status; 128+N when signal N ended it (137: SIGKILL); 124 when it hit its time limit (--timeout,\n"
+    "--cpu-time) or an exec's --idle-timeout; 137 when it was OOM-killed or cancelled; 126/127 when the\n"
+    "command could not be executed/found; 125 when capsule itself failed: the sandbox could not be set up,\n"
+    "the flags or spec are invalid, the daemon failed or rejected the request, or this client fell so far\n"
+    "behind the command's output that some was not relayed (`capsule runs logs ID` has it all); 130 when\n"
+    "interrupted twice (it stops waiting; attach: at once). Other subcommands exit 2 on usage errors and on\n"
+    "other errors 125 (`session`) or 1.";
 
 RunEnding ending_of(const json& run) {
   const json& result = member(run, "result");

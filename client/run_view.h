@@ -1,7 +1,7 @@
 // A run as the user sees it: the process exit status of `capsule run` and capsule-launch (ONE rule), the
 // summary line, the `runs ls` table. The only file that knows the field names of capsuled's run object.
 //
-// The exit status rule of `capsule run`, `capsule session exec` and capsule-launch (docker/podman and
+// The exit status rule of `capsule run`, `capsule session exec|attach` and capsule-launch (docker/podman and
 // timeout(1) conventions; kExitCodeHelp says the same to users):
 //   the command exited (succeeded, failed)     its exit status (a failed run never exits 0: then 1)
 //   a signal N ended it (signaled)             128 + N   (137 for SIGKILL; a signal out of 1..127: 125)

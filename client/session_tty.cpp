@@ -124,7 +124,7 @@ int exec_on_tty(const http::HttpClient& client, const std::string& session_id, j
   const base::UniqueFd winch_fd(::signalfd(-1, &winch, SFD_CLOEXEC));
   Forwarder forwarder(client, winch_fd.get());
   RunEventRelay relay(json_output, [&](const std::string& exec_id) {
-    forwarder.start(session_path(session_id) + "/execs/" + http::url_encode(exec_id));
+    forwarder.start(exec_path(session_id, exec_id));
   });
   http::HttpResponse response;
   {

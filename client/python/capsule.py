@@ -12,13 +12,22 @@ Sessions are live sandboxes that commands are exec'ed into (docs/api.md "Session
         session.put_file("/workspace/Fix.java", b"...")
         run = session.exec(["mvn", "-q", "verify"], timeout="10m")
         print(session.diff(patch=True))
+
+A background exec is never lost: re-attach to it from where its output was left, as often as wanted:
+
+    exec_id = session.exec(["mvn", "verify"], background=True)["id"]
+    for event in session.attach_stream(exec_id):     # stdout/stderr events, then "finished" with the run
+        ...
+    session.signal(exec_id, "TERM")                   # or stop it
 """
 
 import base64
 import http.client
 import json
 import os
+import queue
 import socket
+import threading
 import urllib.parse
 
 __all__ = [
@@ -298,27 +307,81 @@ class Session:
         return self.client._events("POST", self.path + "/exec", self._exec_spec(argv, script, spec))
 
     def execs(self):
-        """This session's execs (run objects), newest first."""
+        """This session's execs, newest first: run objects ("id", "state", "result" with "exit_code" and
+        "signal" once ended, "spec" with "argv" or "script", "times"), running ones included."""
         return self.client._json("GET", self.path + "/execs")["execs"]
 
     def get_exec(self, exec_id):
+        """One exec's run object (NotFound for an exec of another session or none)."""
         return self.client._json("GET", self._exec_path(exec_id))
 
     def attach(self, exec_id, stream="stdout", offset=0):
-        """Yields an exec's output (bytes) from byte `offset` of `stream` until the exec ends (re-attach)."""
-        response, connection = self.client._open(
-            "GET", f"{self._exec_path(exec_id)}/stream?stream={stream}&from={int(offset)}")
+        """Yields one stream ("stdout" or "stderr") of an exec's output as bytes, from byte `offset` of it
+        until the exec ends (at once for a finished one): re-attach after a disconnect. Closing the generator
+        early closes the connection; the exec keeps going."""
+        response, connection = self._open_output(exec_id, stream, offset)
         try:
-            while True:
-                piece = response.read1(65536)
-                if not piece:
-                    return
-                yield piece
+            yield from self._pieces(exec_id, response)
         finally:
             connection.close()
 
+    def attach_stream(self, exec_id, stdout_from=0, stderr_from=0):
+        """Re-attaches to a running or finished exec and yields its events as exec_stream() does, from byte
+        `stdout_from` of its stdout and `stderr_from` of its stderr: "stdout"/"stderr" events with the exact
+        "bytes" and their "offset" in that stream (resume from offset + len(bytes)), then "finished" with the
+        run object once the exec has ended (run["state"], run["result"]["exit_code"], ["signal"]). Both
+        streams are followed at once; their order relative to each other is not kept. Closing the generator
+        early closes the connections; the exec keeps going (signal() stops it)."""
+        events = queue.Queue(maxsize=64)
+        stop = threading.Event()
+        opened = []
+
+        def put(item):
+            while not stop.is_set():
+                try:
+                    return events.put(item, timeout=0.1)
+                except queue.Full:
+                    pass
+
+        def follow(stream, offset, response):
+            try:
+                for piece in self._pieces(exec_id, response):
+                    put({"event": stream, "id": exec_id, "bytes": piece, "offset": offset})
+                    offset += len(piece)
+                put(None)
+            except CapsuleError as e:
+                put(e)
+
+        try:
+            for stream, offset in (("stdout", int(stdout_from)), ("stderr", int(stderr_from))):
+                response, connection = self._open_output(exec_id, stream, offset)
+                thread = threading.Thread(target=follow, args=(stream, offset, response), daemon=True)
+                opened.append((connection, thread))
+                thread.start()
+            ended = 0
+            while ended < len(opened):
+                item = events.get()
+                if item is None:
+                    ended += 1
+                elif isinstance(item, CapsuleError):
+                    raise item
+                else:
+                    yield item
+            yield {"event": "finished", "id": exec_id, "run": self.get_exec(exec_id)}
+        finally:
+            stop.set()
+            for connection, thread in opened:
+                if connection.sock is not None:
+                    try:
+                        connection.sock.shutdown(socket.SHUT_RDWR)  # wakes a thread waiting for output
+                    except OSError:
+                        pass
+                thread.join()
+                connection.close()
+
     def signal(self, exec_id, signal="TERM"):
-        """Sends a signal ("TERM", "INT", "KILL", ... or a number) to every process of the exec."""
+        """Sends a signal ("TERM", "INT", "KILL", "HUP", "QUIT", "USR1", "USR2" or a number) to every process of
+        a running exec; Conflict once it has ended. attach_stream() then ends with its run (state "signaled")."""
         return self.client._json("POST", f"{self._exec_path(exec_id)}/signal", {"signal": signal})
 
     def write_stdin(self, exec_id, data=b"", close=False):
@@ -406,6 +469,20 @@ class Session:
 
     def _exec_path(self, exec_id):
         return f"{self.path}/execs/" + urllib.parse.quote(exec_id, safe="")
+
+    def _open_output(self, exec_id, stream, offset):
+        return self.client._open("GET", f"{self._exec_path(exec_id)}/stream?stream={stream}&from={int(offset)}")
+
+    @staticmethod
+    def _pieces(exec_id, response):
+        try:
+            while True:
+                piece = response.read1(65536)
+                if not piece:
+                    return
+                yield piece
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise DaemonUnavailable(0, "unavailable", f"lost the output of exec {exec_id}: {e}") from e
 
     def _files_target(self, path):
         return f"{self.path}/files?" + urllib.parse.urlencode({"path": path})

@@ -209,6 +209,31 @@ class FakeDaemonSessionTest(unittest.TestCase):
         session.resize("e1", 40, 120)
         self.assertEqual(json.loads(self.last()[3]), {"rows": 40, "cols": 120})
 
+    def test_attach_stream_follows_both_streams_from_offsets_then_finishes(self):
+        session = self.client.create_session()
+        self.server.answers[("GET", "/v1/sessions/s1/execs/e1/stream")] = (200, {"Content-Type": "text/plain"},
+                                                                           b"output")
+        self.server.json_answer("GET", "/v1/sessions/s1/execs/e1", {"id": "e1", "state": "failed",
+                                                                    "result": {"exit_code": 3}})
+        events = list(session.attach_stream("e1", stdout_from=4, stderr_from=2))
+        targets = sorted(r[1] for r in self.server.requests if "/stream" in r[1])
+        self.assertEqual(targets, ["/v1/sessions/s1/execs/e1/stream?stream=stderr&from=2",
+                                   "/v1/sessions/s1/execs/e1/stream?stream=stdout&from=4"])
+        self.assertEqual(sorted((e["event"], e["offset"], e["bytes"]) for e in events[:-1]),
+                         [("stderr", 2, b"output"), ("stdout", 4, b"output")])
+        self.assertEqual(events[-1], {"event": "finished", "id": "e1",
+                                      "run": {"id": "e1", "state": "failed", "result": {"exit_code": 3}}})
+        with self.assertRaises(capsule.NotFound):
+            list(session.attach_stream("e2"))
+
+    def test_execs_and_signal(self):
+        session = self.client.create_session()
+        self.server.json_answer("GET", "/v1/sessions/s1/execs", {"execs": [{"id": "e1", "state": "running"}]})
+        self.assertEqual(session.execs(), [{"id": "e1", "state": "running"}])
+        self.server.json_answer("POST", "/v1/sessions/s1/execs/e1/signal", {"id": "e1", "signal": 15}, 202)
+        self.assertEqual(session.signal("e1"), {"id": "e1", "signal": 15})
+        self.assertEqual(json.loads(self.last()[3]), {"signal": "TERM"})
+
     def test_a_refused_exec_raises_the_daemons_error(self):
         session = self.client.create_session()
         self.server.answers[("POST", "/v1/sessions/s1/exec")] = (
@@ -386,6 +411,42 @@ class DaemonTest(unittest.TestCase):
         with open(os.path.join(workspace, "a.txt")) as f:
             self.assertEqual(f.read(), "start\n")
         shutil.rmtree(workspace, ignore_errors=True)
+
+    def test_background_exec_reattach_and_signal(self):
+        with self.client.create_session() as session:
+            script = "for i in 1 2 3 4 5; do echo line$i; sleep 0.3; done; echo oops >&2; exit 3"
+            exec_id = session.exec(["sh", "-c", script], background=True)["id"]
+            everything = b"line1\nline2\nline3\nline4\nline5\n"
+            events = list(session.attach_stream(exec_id))  # most likely while it runs
+            self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stdout"), everything)
+            self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stderr"), b"oops\n")
+            run = events[-1]["run"]
+            self.assertEqual((events[-1]["event"], run["state"], run["result"]["exit_code"]), ("finished", "failed", 3))
+            # Finished now: from its stored output, from an offset.
+            self.assertEqual(b"".join(session.attach(exec_id, offset=6)), everything[6:])
+            events = list(session.attach_stream(exec_id, stdout_from=12, stderr_from=1))
+            pieces = [e for e in events if e["event"] == "stdout"]
+            self.assertEqual(pieces[0]["offset"], 12)
+            self.assertEqual(b"".join(e["bytes"] for e in pieces), everything[12:])
+            self.assertEqual(b"".join(e["bytes"] for e in events if e["event"] == "stderr"), b"ops\n")
+            self.assertEqual(events[-1]["run"]["result"]["exit_code"], 3)
+            listed = {e["id"]: e for e in session.execs()}
+            self.assertEqual(listed[exec_id]["state"], "failed")
+
+            sleeper = session.exec(["sh", "-c", "echo started; exec sleep 1000"], background=True)["id"]
+            following = session.attach_stream(sleeper)
+            self.assertEqual(next(following)["bytes"], b"started\n")
+            following.close()  # detaching never stops it
+            self.assertEqual(session.get_exec(sleeper)["state"], "running")
+            session.signal(sleeper, "TERM")
+            events = list(session.attach_stream(sleeper, stdout_from=len(b"started\n")))
+            self.assertEqual([e["event"] for e in events], ["finished"])
+            run = events[-1]["run"]
+            self.assertEqual((run["state"], run["result"]["signal"]), ("signaled", signal.SIGTERM))
+            with self.assertRaises(capsule.Conflict):
+                session.signal(sleeper, "KILL")
+            with self.assertRaises(capsule.NotFound):
+                list(session.attach_stream("no-such-exec"))
 
     def test_error_types(self):
         with self.assertRaises(capsule.NotFound):

@@ -110,5 +110,15 @@ TEST(RunsTable, AlignedColumnsWithRelativeAges) {
   EXPECT_EQ(format_runs_table(json::array(), now), "ID   STATE   EXIT   WALL   CREATED   COMMAND\n");
 }
 
+TEST(RunsTable, AScriptExecOnOneLine) {
+  const std::int64_t now = 1'700'000'000'000;
+  json exec = finished("succeeded", 0);
+  exec["times"] = {{"created", now}};
+  exec["spec"] = {{"script", "cd src\nmake\x1b[2J"}, {"session", "s1"}};
+  EXPECT_EQ(format_runs_table(json::array({exec}), now),
+            "ID       STATE       EXIT   WALL    CREATED   COMMAND\n"
+            "3f2a9c   succeeded   0      1.23s   0s ago    sh -c 'cd src make?[2J'\n");
+}
+
 }  // namespace
 }  // namespace capsule::client

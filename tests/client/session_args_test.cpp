@@ -245,8 +245,67 @@ TEST_F(SessionArgs, ExecInTheBackgroundPrintsTheExecId) {
   });
   parse({"exec", "s1", "-d", "--", "sleep", "60"});
   ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 0);
   EXPECT_EQ(::testing::internal::GetCapturedStdout(), "e9\n");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("capsule session attach s1 e9"), std::string::npos) << err;
+  EXPECT_NE(err.find("capsule session kill s1 e9"), std::string::npos) << err;
+}
+
+TEST_F(SessionArgs, AttachTakesOffsetsOfBothStreams) {
+  parse({"attach", "s1", "e1", "--from", "12", "--stderr-from", "3"});
+  ASSERT_TRUE(c_.attach->parsed());
+  EXPECT_EQ(c_.id, "s1");
+  EXPECT_EQ(c_.exec_id, "e1");
+  EXPECT_EQ(c_.attach_from.stdout_from, 12u);
+  EXPECT_EQ(c_.attach_from.stderr_from, 3u);
+  EXPECT_EQ(attach_command("s1", "e1", c_.attach_from), "capsule session attach s1 e1 --from 12 --stderr-from 3");
+  EXPECT_EQ(attach_command("s1", "e1", {0, 0}), "capsule session attach s1 e1");
+}
+
+TEST_F(SessionArgs, AttachRefusesABadOffset) {
+  EXPECT_THROW(parse({"attach", "s1", "e1", "--from", "x"}), CLI::ParseError);
+  EXPECT_THROW(parse({"attach", "s1", "e1", "--from", "-3"}), CLI::ParseError);
+  EXPECT_THROW(parse({"attach", "s1"}), CLI::RequiredError);
+}
+
+TEST_F(SessionArgs, SignalNamesAndNumbers) {
+  EXPECT_EQ(signal_value("TERM"), "TERM");
+  EXPECT_EQ(signal_value("sigkill"), "KILL");
+  EXPECT_EQ(signal_value("Int"), "INT");
+  EXPECT_EQ(signal_value("9"), 9);
+  EXPECT_EQ(signal_value("99999"), "99999");  // not a signal number: the daemon says why
+}
+
+TEST_F(SessionArgs, KillPostsTheSignal) {
+  std::string received;
+  capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {
+    received = head;
+    capsule::testing::read_body(fd, received);
+    capsule::testing::ScriptedServer::send(fd, answer("202 Accepted", "application/json", R"({"id":"e1","signal":9})"));
+  });
+  parse({"kill", "s1", "e1", "--signal", "KILL"});
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "e1\n");
+  EXPECT_TRUE(received.starts_with("POST /v1/sessions/s1/execs/e1/signal HTTP/1.1\r\n")) << received;
+  EXPECT_EQ(json::parse(received.substr(received.find("\r\n\r\n") + 4)), json::parse(R"({"signal": "KILL"})"));
+}
+
+TEST_F(SessionArgs, AttachToAnUnknownExecExits125) {
+  capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {
+    std::string request = head;
+    capsule::testing::read_body(fd, request);
+    capsule::testing::ScriptedServer::send(fd, answer("404 Not Found", "application/json",
+        R"({"error":{"code":"not_found","message":"session s1 has no exec e7"}})"));
+  });
+  parse({"attach", "s1", "e7"});
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 125);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "capsule: not_found: session s1 has no exec e7\n");
 }
 
 TEST_F(SessionArgs, DaemonErrorsShowCodeAndMessageAndExit125) {

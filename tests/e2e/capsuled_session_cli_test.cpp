@@ -1,7 +1,10 @@
 // `capsule session ...` against a real capsuled: create, exec (output, exit codes, timeouts, stdin, scripts,
-// protected paths, -it on a terminal), cp both ways (a file, a tree), diff, checkpoint and reset, ls, show, rm.
+// protected paths, -it on a terminal), background execs (attach, execs, kill, Ctrl-C detaching), cp both ways
+// (a file, a tree), diff, checkpoint and reset, ls, show, rm.
+#include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,6 +149,118 @@ TEST_F(CapsuledSessionCli, ExecOnATerminalTakesKeystrokesAndCtrlC) {
   ::close(terminal);
   ASSERT_TRUE(WIFEXITED(status)) << status << "; " << seen;
   EXPECT_EQ(WEXITSTATUS(status), 7) << seen;
+  EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
+}
+
+TEST_F(CapsuledSessionCli, AttachFollowsABackgroundExecToItsExitStatus) {
+  start();
+  const std::string id = create_session(make_dir("ws"));
+  Cli o = capsule({"session", "exec", "-d", id, "--", "sh", "-c",
+                   "for i in 1 2 3 4 5; do echo line$i; sleep 0.3; done; echo oops >&2; exit 3"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string exec_id = o.out.substr(0, o.out.find('\n'));
+  ASSERT_FALSE(exec_id.empty());
+  EXPECT_NE(o.err.find("capsule session attach " + id + " " + exec_id), std::string::npos) << o.err;
+
+  const std::string all = "line1\nline2\nline3\nline4\nline5\n";
+  o = capsule({"session", "attach", id, exec_id});  // most likely while it runs
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_EQ(o.out, all);
+  EXPECT_TRUE(o.err.starts_with("oops\ncapsule: run " + exec_id + " failed")) << o.err;
+  o = capsule({"session", "attach", id, exec_id, "--from", "6"});  // finished now: from its stored output
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_EQ(o.out, all.substr(6));
+  o = capsule({"session", "attach", id, exec_id, "--from", "1000", "--stderr-from", "2"});
+  EXPECT_EQ(o.code, 3) << o.err;
+  EXPECT_EQ(o.out, "");
+  EXPECT_TRUE(o.err.starts_with("ps\ncapsule: run ")) << o.err;
+
+  o = capsule({"session", "execs", id});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(o.out.starts_with("ID ")) << o.out;
+  const std::string row = o.out.substr(o.out.find(exec_id));
+  EXPECT_NE(row.find("failed   3 "), std::string::npos) << o.out;
+  EXPECT_NE(row.find("sh -c 'for i in"), std::string::npos) << o.out;
+
+  // Unknown exec or session: 125 and the daemon's reason; a bad offset: a usage error, also 125.
+  o = capsule({"session", "attach", id, "no-such-exec"});
+  EXPECT_EQ(o.code, 125);
+  EXPECT_EQ(o.err, "capsule: not_found: session " + id + " has no exec no-such-exec\n");
+  o = capsule({"session", "attach", "no-such-session", exec_id});
+  EXPECT_EQ(o.code, 125);
+  EXPECT_NE(o.err.find("not_found"), std::string::npos) << o.err;
+  o = capsule({"session", "attach", id, exec_id, "--from", "six"});
+  EXPECT_EQ(o.code, 125);
+  EXPECT_NE(o.err.find("--from"), std::string::npos) << o.err;
+  EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
+}
+
+TEST_F(CapsuledSessionCli, KillEndsABackgroundExecByItsSignal) {
+  start();
+  const std::string id = create_session(make_dir("ws"));
+  Cli o = capsule({"session", "exec", "-d", id, "--", "sleep", "1000"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string exec_id = o.out.substr(0, o.out.find('\n'));
+  o = capsule({"session", "kill", id, exec_id});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, exec_id + "\n");
+  o = capsule({"session", "attach", id, exec_id});
+  EXPECT_EQ(o.code, 128 + SIGTERM) << o.err;
+  EXPECT_NE(o.err.find("capsule: run " + exec_id + " signaled"), std::string::npos) << o.err;
+  const json run = json::parse(capsule({"runs", "show", exec_id}).out);
+  EXPECT_EQ(run["state"], "signaled");
+  EXPECT_EQ(run["result"]["signal"], SIGTERM);
+  o = capsule({"session", "kill", id, exec_id, "--signal", "KILL"});  // it has ended
+  EXPECT_EQ(o.code, 125);
+  EXPECT_EQ(o.err.rfind("capsule: ", 0), 0u) << o.err;
+
+  o = capsule({"session", "exec", "-d", id, "--", "sleep", "1000"});
+  const std::string second = o.out.substr(0, o.out.find('\n'));
+  EXPECT_EQ(capsule({"session", "kill", id, second, "-s", "sigkill"}).code, 0);
+  EXPECT_EQ(capsule({"session", "attach", id, second}).code, 128 + SIGKILL);
+  EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
+}
+
+TEST_F(CapsuledSessionCli, CtrlCDetachesAttachAndTheExecKeepsRunning) {
+  start();
+  const std::string id = create_session(make_dir("ws"));
+  Cli o = capsule({"session", "exec", "-d", id, "--", "sh", "-c", "echo first; exec sleep 1000"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string exec_id = o.out.substr(0, o.out.find('\n'));
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const std::string err_path = (dir_ / "attach.err").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    const std::string capsule = std::string(CAPSULE_BIN_DIR) + "/capsule";
+    ::execl(capsule.c_str(), "capsule", "--socket", socket_.c_str(), "session", "attach", id.c_str(),
+            exec_id.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (seen.find("first\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    seen += read_for(out[0], 100ms);
+  }
+  EXPECT_EQ(seen, "first\n");
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ::close(out[0]);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_NE(slurp(err_path).find("Re-attach: capsule session attach " + id + " " + exec_id + " --from 6\n"),
+            std::string::npos) << slurp(err_path);
+  EXPECT_EQ(json::parse(capsule({"runs", "show", exec_id}).out)["state"], "running");
+  EXPECT_EQ(capsule({"session", "kill", id, exec_id}).code, 0);
+  o = capsule({"session", "attach", id, exec_id, "--from", "6"});
+  EXPECT_EQ(o.code, 128 + SIGTERM) << o.err;
+  EXPECT_EQ(o.out, "");
   EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
 }
 
