@@ -83,14 +83,22 @@ int session_create(const std::string& socket, const SessionCreateOptions& option
 int session_ls(const std::string& socket, const SessionCommands& c) {
   std::string target = "/v1/sessions";
   char separator = '?';
-  for (const auto& [name, value] : {std::pair{"state", &c.state}, {"label", &c.label}}) {
+  const std::string limit = c.limit > 0 ? std::to_string(c.limit) : "";
+  for (const auto& [name, value] :
+       {std::pair{"state", &c.state}, {"label", &c.label}, {"limit", &limit}, {"after", &c.after}}) {
     if (value->empty()) continue;
     target += separator + std::string(name) + "=" + http::url_encode(*value);
     separator = '&';
   }
-  const json list = http::request_json(http::HttpClient(socket), "GET", target);
-  if (c.json) std::cout << list.dump(2) << "\n";
-  else std::cout << format_sessions_table(list.value("sessions", json::array()));
+  const json page = http::request_json(http::HttpClient(socket), "GET", target);
+  if (c.json) {
+    std::cout << page.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << format_sessions_table(page.value("sessions", json::array()));
+  if (page.contains("next") && page["next"].is_string()) {
+    std::cerr << "capsule: more sessions: capsule session ls --after " << page["next"].get<std::string>() << "\n";
+  }
   return 0;
 }
 
@@ -211,6 +219,8 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.ls = c.session->add_subcommand("ls", "list sessions, newest first");
   c.ls->add_option("--state", c.state, "only sessions in this state (ready, frozen, deleted, expired, lost, failed)");
   c.ls->add_option("--label", c.label, "only sessions with this label K=V");
+  c.ls->add_option("--limit", c.limit, "sessions per page (default 50, at most 1000)")->check(CLI::Range(1, 1000));
+  c.ls->add_option("--after", c.after, "the page after this session id (the `next` of the previous page)");
   c.ls->add_flag("--json", c.json, "print the API's JSON instead of a table");
 
   c.show = c.session->add_subcommand("show", "print one session object as JSON");

@@ -59,7 +59,8 @@ struct SessionCommands {
   CLI::App* rm = nullptr;
   SessionCreateOptions create_options;
   ExecOptions exec_options;
-  std::string id, name, to, state, label, source, destination;
+  std::string id, name, to, state, label, source, destination, after;
+  int limit = 0;  // session ls: page size (0: the daemon's default)
   std::string exec_id;
   std::string signal = "TERM";  // kill --signal
   AttachOffsets attach_from;

@@ -167,9 +167,14 @@ class Client:
         network, env, cwd, labels, protect, ttl, idle_ttl, on_expiry, persist_shell_state) -> Session."""
         return Session(self, self._json("POST", "/v1/sessions", spec))
 
-    def list_sessions(self, state=None, label=None):
-        """Sessions, newest first, as Session objects. label is "k=v"."""
+    def list_sessions(self, state=None, label=None, limit=50, after=None):
+        """One page of sessions, newest first, as Session objects. label is "k=v". The next page starts
+        after the last one returned: list_sessions(after=page[-1].id); an empty page is the end."""
         query = [(key, value) for key, value in (("state", state), ("label", label)) if value]
+        if limit is not None:
+            query.append(("limit", str(limit)))
+        if after:
+            query.append(("after", after))
         target = "/v1/sessions" + ("?" + urllib.parse.urlencode(query, safe="=") if query else "")
         return [Session(self, info) for info in self._json("GET", target)["sessions"]]
 

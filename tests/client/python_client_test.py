@@ -118,7 +118,9 @@ class FakeDaemonSessionTest(unittest.TestCase):
     def test_list_and_get(self):
         self.server.json_answer("GET", "/v1/sessions", {"sessions": [SESSION, dict(SESSION, id="s0")]})
         self.assertEqual([s.id for s in self.client.list_sessions(state="ready", label="k=v")], ["s1", "s0"])
-        self.assertEqual(self.last()[1], "/v1/sessions?state=ready&label=k=v")
+        self.assertEqual(self.last()[1], "/v1/sessions?state=ready&label=k=v&limit=50")
+        self.client.list_sessions(limit=2, after="s0")
+        self.assertEqual(self.last()[1], "/v1/sessions?limit=2&after=s0")
         self.server.json_answer("GET", "/v1/sessions/s1", dict(SESSION, state="frozen"))
         self.assertEqual(self.client.get_session("s1").info["state"], "frozen")
 
