@@ -268,7 +268,7 @@ nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const s
   }
   const std::string name = body["name"].get<std::string>();
   nlohmann::json saved;
-  ctx.sessions.with_box(id, [&](const SessionBox& box) { saved = save_checkpoint(box, name); });
+  ctx.sessions.with_frozen_box(id, [&](const SessionBox& box) { saved = save_checkpoint(box, name); });
   return saved;
 }
 

@@ -90,13 +90,9 @@ nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name) {
   if (list_checkpoints(box.dir).size() >= kMaxCheckpoints) {
     throw http::ApiError("conflict", "a session keeps at most " + std::to_string(kMaxCheckpoints) + " checkpoints");
   }
-  // Frozen for the copy: nothing in the box can change (or swap for a link) what is being copied meanwhile.
-  const bool was_frozen = box.sandbox.frozen();
   std::uint64_t bytes = 0;
   try {
-    if (!was_frozen) box.sandbox.freeze();
     sandbox::copy_tree_contents(box.workspace_upper, dest);
-    if (!was_frozen) box.sandbox.thaw();
     bytes = tree_bytes(dest);
     std::uint64_t kept = 0;
     for (const std::string& other : list_checkpoints(box.dir)) kept += tree_bytes(checkpoints_dir(box.dir) + "/" + other);
@@ -108,12 +104,10 @@ nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name) {
                                                        " (its disk limit); delete the session or reset first");
     }
   } catch (const sandbox::SandboxError& e) {
-    if (!was_frozen && box.sandbox.frozen()) box.sandbox.thaw();
     std::error_code ignored;
     fs::remove_all(dest, ignored);
     throw http::ApiError("internal_error", std::string("checkpoint: ") + e.what());
   } catch (...) {
-    if (!was_frozen && box.sandbox.frozen()) box.sandbox.thaw();
     std::error_code ignored;
     fs::remove_all(dest, ignored);
     throw;

@@ -17,8 +17,9 @@ inline constexpr std::uint64_t kDefaultCheckpointBudget = 10ull << 30;
 // Throws ApiError 400 invalid_request unless `name` is 1-64 of [A-Za-z0-9._-], not starting with '.'.
 void check_checkpoint_name(const std::string& name);
 
-// Copies the workspace's upper layer (whiteouts and overlay xattrs kept) to <dir>/checkpoints/<name>, on the
-// session thread with the box frozen, so nothing changes it meanwhile. Returns {"name", "bytes"}. Throws ApiError:
+// Copies the workspace's upper layer (whiteouts and overlay xattrs kept) to <dir>/checkpoints/<name>. Call it in
+// SessionManager::with_frozen_box: nothing in the box can change (or swap for a link) what is being copied, and
+// other sessions go on meanwhile. Returns {"name", "bytes"}. Throws ApiError:
 // 409 conflict when the name exists or there are kMaxCheckpoints already, 507 insufficient_storage past the
 // session's budget (its disk limit, else kDefaultCheckpointBudget), 400 without a copy-on-write workspace.
 nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name);

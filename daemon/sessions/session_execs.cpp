@@ -154,6 +154,10 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
     std::lock_guard lock(mutex_);
     ready = session.phase == Phase::kReady && session.box;
   }
+  if (ready && session.held > 0) {  // frozen for a checkpoint: it starts once the box is let go
+    session.waiting.push_back(run);
+    return;
+  }
   if (!ready) {
     sandbox::Result result;
     result.status = sandbox::Status::kCancelled;

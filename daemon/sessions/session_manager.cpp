@@ -291,6 +291,67 @@ void SessionManager::with_box(const std::string& id, const BoxTask& task) {
   });
 }
 
+void SessionManager::with_frozen_box(const std::string& id, const BoxTask& task) {
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard lock(mutex_);
+    session = live_session_locked(id);
+  }
+  std::optional<SessionBox> view;
+  on_loop([&] {
+    {
+      std::lock_guard lock(mutex_);
+      if (session->phase == Phase::kFrozen) throw http::ApiError("session_frozen", "session " + id + " is frozen");
+      if (session->phase != Phase::kReady || !session->box) {
+        throw http::ApiError("session_ended", "session " + id + " is not ready");
+      }
+    }
+    try {
+      session->box->freeze();
+    } catch (const sandbox::SandboxError& e) {
+      throw http::ApiError("internal_error", std::string("freezing the box: ") + e.what());
+    }
+    ++session->held;
+    session->last_used_ns = sandbox::monotonic_ns();
+    view.emplace(box_view(*session));
+  });
+  struct Release {
+    SessionManager& self;
+    std::shared_ptr<Session> session;
+    ~Release() {
+      try {
+        self.on_loop([this] { self.release_box(session); });
+      } catch (const std::exception&) {  // draining: stop() ends the session, and its box with it
+        std::lock_guard lock(self.mutex_);
+        self.tasks_.push_back([&self = self, session = session] { self.release_box(session); });
+        self.wake();
+      }
+    }
+  } release{*this, session};
+  task(*view);
+}
+
+void SessionManager::release_box(const std::shared_ptr<Session>& session) {
+  if (--session->held > 0) return;
+  Phase phase;
+  {
+    std::lock_guard lock(mutex_);
+    phase = session->phase;
+  }
+  if (phase == Phase::kEnding && session->box) {
+    session->box->destroy();
+  } else if (phase == Phase::kReady && session->box) {
+    try {
+      session->box->thaw();
+    } catch (const std::exception& e) {
+      begin_end(session, "failed", std::string("thawing the box: ") + e.what());
+    }
+  }
+  std::vector<std::shared_ptr<ExecRun>> waiting;
+  waiting.swap(session->waiting);
+  for (const auto& run : waiting) start_exec(run);
+}
+
 void SessionManager::recreate(const std::string& id, const BoxTask& while_down, const std::string& workspace_seed) {
   std::shared_ptr<Session> session;
   {
@@ -345,7 +406,7 @@ void SessionManager::begin_end(const std::shared_ptr<Session>& session, const st
     run->ended_by = state.empty() ? "the session was reset" : "the session ended (" + state + ": " + reason + ")";
     if (run->exec) run->exec->cancel();
   }
-  if (session->box) session->box->destroy();
+  if (session->box && session->held == 0) session->box->destroy();  // else when the last holder lets go
   std::shared_ptr<RunProxy> proxy;  // stops serving once the last exec that started under it is recorded
   std::lock_guard lock(mutex_);
   proxy.swap(session->proxy);
@@ -470,7 +531,7 @@ bool SessionManager::loop_once() {
     if (phase == Phase::kStarting) earliest(session->start_deadline_ns);
     if (phase == Phase::kReady) earliest(expiry_deadline(*session));
     if (phase == Phase::kFrozen && session->spec.ttl.count() > 0) earliest(session->created_ns + session->spec.ttl.count() * kMs);
-    if (phase == Phase::kEnding && session->running.empty()) settle_now = true;
+    if (phase == Phase::kEnding && session->running.empty() && session->held == 0) settle_now = true;
   }
   const std::int64_t now = sandbox::monotonic_ns();
   const int timeout_ms = settle_now ? 0
@@ -567,7 +628,7 @@ void SessionManager::settle(const std::shared_ptr<Session>& session, std::int64_
       std::lock_guard lock(mutex_);
       phase = session->phase;
     }
-    if (phase == Phase::kEnding && session->running.empty()) complete_end(session);
+    if (phase == Phase::kEnding && session->running.empty() && session->held == 0) complete_end(session);
   }
 }
 

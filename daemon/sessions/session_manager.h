@@ -96,6 +96,11 @@ class SessionManager {
   // Runs `task` on the session thread with the live box (no exec starts or ends meanwhile). 404 unknown, 409
   // session_ended / session_frozen. Keep it short: every session waits for it.
   void with_box(const std::string& id, const BoxTask& task);
+  // Runs `task` on the CALLING thread with the box frozen (nothing in it runs or changes files), for long work
+  // such as copying a checkpoint: every other session goes on meanwhile, and this one's new execs wait. The
+  // box stays until the task returns, even if the session is deleted or expires meanwhile. 404, 409 as
+  // with_box.
+  void with_frozen_box(const std::string& id, const BoxTask& task);
   // Ends the running execs (cancelled: "the session was reset") and the box, runs `while_down` (its `sandbox` is
   // destroyed; the dirs are free to change), and makes the box again from the same environment; waits until it
   // serves execs. With limits.disk (default 10g) the workspace upper lives on the box's own disk, bound at
@@ -124,6 +129,9 @@ class SessionManager {
   nlohmann::json session_json_locked(const Session& session) const;
   std::shared_ptr<Session> live_session_locked(const std::string& id) const;
   void start_exec(const std::shared_ptr<ExecRun>& run);
+  // with_frozen_box's end, on the loop thread: thaw (unless the session froze or ended meanwhile), destroy a box
+  // whose session ended meanwhile, start the execs that waited.
+  void release_box(const std::shared_ptr<Session>& session);
   void finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
   // On the finisher: closes its logs, records it, and sends "finished" to its listeners.
   void post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result);

@@ -32,6 +32,10 @@ struct SessionManager::Session {
   std::string end_state;  // empty while ending: the box is made again (recreate)
   std::string end_reason;
   BoxTask while_down;
+  // with_frozen_box: callers holding the box frozen off this thread. While any does, the box is neither
+  // thawed nor destroyed, and execs wait in `waiting` (started, or cancelled, when the last one lets go).
+  int held = 0;
+  std::vector<std::shared_ptr<ExecRun>> waiting;
   std::string workspace_seed;  // recreate's seed for the next box's workspace upper, then cleared
 };
 

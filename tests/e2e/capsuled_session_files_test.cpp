@@ -229,12 +229,14 @@ TEST_F(CapsuledSessionFiles, DiffCheckpointAndResetUndoTheWorkspace) {
 TEST_F(CapsuledSessionFiles, SlowCheckpointsDoNotHoldUpTheRestOfTheApi) {
   start();
   const std::string id = create_with_workspace();
+  const std::string other = create_with_workspace();
   ASSERT_EQ(exec(id, "head -c 1G /dev/urandom > /workspace/big.bin && echo written")["result"]["stdout"]["head"], "written\n");
   std::atomic<int> order{0};
-  std::vector<int> checkpoint_done(3, 0);
-  std::vector<int> checkpoint_status(3, 0);
+  constexpr int kCheckpoints = 2;
+  std::vector<int> checkpoint_done(kCheckpoints, 0);
+  std::vector<int> checkpoint_status(kCheckpoints, 0);
   std::vector<std::thread> checkpoints;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kCheckpoints; ++i) {
     checkpoints.emplace_back([&, i] {
       checkpoint_status[i] = call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "c" + std::to_string(i)}}).status;
       checkpoint_done[i] = ++order;
@@ -246,14 +248,22 @@ TEST_F(CapsuledSessionFiles, SlowCheckpointsDoNotHoldUpTheRestOfTheApi) {
   const int health_done = ++order;
   const HttpResponse session = call("GET", "/v1/sessions/" + id);
   const int session_done = ++order;
+  // The copy runs off the session thread: another session's exec is answered meanwhile, and an exec into the
+  // one being copied waits for the box to be let go, then runs.
+  const json elsewhere = exec(other, "echo elsewhere");
+  const int elsewhere_done = ++order;
+  const json same = exec(id, "test -f /workspace/big.bin && echo same");
   for (auto& thread : checkpoints) thread.join();
   ASSERT_TRUE(copying) << "no checkpoint started";
   EXPECT_EQ(health.status, 200) << health.body;
   EXPECT_EQ(session.status, 200) << session.body;
-  for (int i = 0; i < 3; ++i) {
+  EXPECT_EQ(out(elsewhere), "elsewhere\n") << elsewhere;
+  EXPECT_EQ(out(same), "same\n") << same;
+  for (int i = 0; i < kCheckpoints; ++i) {
     EXPECT_EQ(checkpoint_status[i], 201) << "checkpoint c" << i;
     EXPECT_LT(health_done, checkpoint_done[i]) << "health answered after checkpoint c" << i << " was done";
     EXPECT_LT(session_done, checkpoint_done[i]) << "the session answered after checkpoint c" << i << " was done";
+    EXPECT_LT(elsewhere_done, checkpoint_done[i]) << "another session's exec waited for checkpoint c" << i;
   }
 }
 
