@@ -163,7 +163,14 @@ class Packer {
       ++counts_.skipped;
       return;
     }
-    const base::UniqueFd fd = reopen_for_read(path_fd.get(), st, path);
+    base::UniqueFd fd;
+    try {
+      fd = reopen_for_read(path_fd.get(), st, path);
+    } catch (const base::Error& e) {
+      if (e.code() != "forbidden") throw;
+      ++counts_.skipped;  // not readable by whoever packs (a session's box user): left out, as a FIFO is
+      return;
+    }
     if (S_ISREG(st.st_mode)) return add_file(fd.get(), path, st);
 
     Entry entry = make_entry(path, st, AE_IFDIR);

@@ -17,7 +17,7 @@ struct TreeCounts {
   std::uint64_t dirs = 0;
   std::uint64_t symlinks = 0;
   std::uint64_t bytes = 0;     // file contents
-  std::uint64_t skipped = 0;   // pack_tree only: FIFOs, sockets, devices and kernel filesystems left out
+  std::uint64_t skipped = 0;   // pack_tree only: FIFOs, sockets, devices, kernel filesystems, unreadable entries
 };
 
 struct PackLimits {
@@ -29,8 +29,8 @@ struct PackLimits {
 // directory's entries are named relative to it ("src/a.c"; the directory itself has no entry); a regular
 // file is one entry named by its last component. The walk goes by descriptors (openat O_PATH | O_NOFOLLOW
 // of one name at a time, type from fstat of that descriptor): symlinks are stored as symlinks and never
-// followed, hard links are stored as separate files, FIFOs, sockets and devices are skipped, and so is what
-// is on a kernel filesystem (a mounted /proc, /sys); other mounts (the workspace) are crossed. Modes, mtimes
+// followed, hard links are stored as separate files, FIFOs, sockets and devices are skipped, and so are entries
+// the calling thread may not read (EACCES) and what is on a kernel filesystem (a mounted /proc, /sys); other mounts (the workspace) are crossed. Modes, mtimes
 // (seconds) and numeric owners are kept. Past a limit throws "payload_too_large"; other errors as
 // root_files.h says; an exception from `sink` propagates.
 TreeCounts pack_tree(int root_fd, std::string_view path, const ByteWriter& sink, const PackLimits& limits = {});

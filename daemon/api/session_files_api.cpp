@@ -226,6 +226,9 @@ class BackpressuredSink {
 void get_files(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
   const std::string path = required_path(request);
   const BoxFiles box = box_files(ctx, id);
+  // Read as the box's root user without capabilities, as its execs run: the daemon gives only what the box
+  // itself could read, never a host file bound in that the caller may not read.
+  const sandbox::ActingAs acting(box.owner, {}, false);
   const sandbox::OpenedFile opened = sandbox::open_for_read(box.root.get(), path);
   const bool is_dir = S_ISDIR(opened.st.st_mode);
   std::vector<std::pair<std::string, std::string>> headers;

@@ -149,6 +149,35 @@ TEST_F(CapsuledSessionFiles, NoPathOrPlantedLinkReachesTheHost) {
 
 // A hostile caller (a real user in the socket's group) neither sees another user's session nor reads a host
 // file it could not read itself through an upload's source.
+// The daemon reads a box's files with its own rights, so it gives only what the box's processes could read: a
+// host file in the workspace owned by another host user (mode 0600; the workspace maps only its owner into the
+// box) is refused and left out of a tar, exactly as `cat` inside is refused; the caller's own files and what
+// the box itself writes, mode 0600 included, come out.
+TEST_F(CapsuledSessionFiles, ReadsGiveOnlyWhatTheBoxCouldRead) {
+  start();
+  workspace_ = make_dir("ws");
+  write_file(workspace_ / "open.txt", "open\n");
+  write_file(workspace_ / "secret.txt", "host secret\n");
+  ::chmod((workspace_ / "secret.txt").c_str(), 0600);
+  ASSERT_EQ(::chown((workspace_ / "secret.txt").c_str(), 12345, 12345), 0);
+  const HttpResponse created = call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace_.string()}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = body_json(created)["id"];
+  const json inside = exec(id, "cat /workspace/secret.txt; umask 077; echo mine > /workspace/mine.txt");
+  EXPECT_NE(inside["result"]["stderr"].value("head", "").find("Permission denied"), std::string::npos) << inside;
+
+  const HttpResponse secret = call("GET", "/v1/sessions/" + id + "/files?path=/workspace/secret.txt");
+  expect_error(secret, 403, "forbidden", "secret.txt");
+  EXPECT_EQ(secret.body.find("host secret"), std::string::npos);
+  EXPECT_EQ(call("GET", "/v1/sessions/" + id + "/files?path=/workspace/open.txt").body, "open\n");
+  EXPECT_EQ(call("GET", "/v1/sessions/" + id + "/files?path=/workspace/mine.txt").body, "mine\n");
+  const HttpResponse tar = call("GET", "/v1/sessions/" + id + "/files?path=/workspace");
+  ASSERT_EQ(tar.status, 200);
+  EXPECT_EQ(tar.body.find("host secret"), std::string::npos) << "the tar left the unreadable file out";
+  EXPECT_NE(tar.body.find("open.txt"), std::string::npos);
+  EXPECT_NE(tar.body.find("mine\n"), std::string::npos);
+}
+
 TEST_F(CapsuledSessionFiles, ACallerReachesOnlyItsOwnSessionsAndHostFiles) {
   const std::string group = "capsule-f-" + std::to_string(getpid());
   create_group(group);
