@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -87,14 +89,44 @@ struct Standby {
   std::vector<int> cgroup_fds;
 };
 
+// Whether a standby can take its exec: not stopped and with no signal pending (/proc/<pid>/status). A signal
+// sent into the box before the exec was asked for (`kill -STOP -1`, then `kill -TERM -1`) must not reach it.
+bool standby_is_quiet(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[4096];
+  const ssize_t got = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (got <= 0) return false;
+  text[got] = '\0';
+  const char* state = std::strstr(text, "\nState:\t");
+  if (state == nullptr || (state[8] != 'S' && state[8] != 'R')) return false;
+  for (const char* field : {"\nSigPnd:\t", "\nShdPnd:\t"}) {
+    const char* line = std::strstr(text, field);
+    if (line == nullptr) return false;
+    for (const char* c = line + std::strlen(field); *c != '\n' && *c != '\0'; ++c) {
+      if (*c != '0') return false;
+    }
+  }
+  return true;
+}
+
 // The standby child: joins its cgroup, says so ("J"), and waits for its request: the ExecRequest, then
 // stdin, stdout, stderr and the report pipe's write end. Never returns.
 [[noreturn]] void wait_as_standby(int channel, const std::vector<int>& cgroup_fds,
                                   const std::vector<std::uint8_t>& program) {
+  // Init's blocked signals unblocked: a signal sent to it while it waits (a `kill -TERM -1` in the box) ends it
+  // now, and its exec forks anew, instead of killing that exec once it unblocks them.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   bool joined = true;
   for (int fd : cgroup_fds) joined = write(fd, "0", 1) == 1 && joined;
   for (int fd : cgroup_fds) close(fd);
-  if (joined) (void)!send(channel, "J", 1, MSG_NOSIGNAL);
+  if (!joined) _exit(1);  // outside its leaf a timeout could not reach what it starts: its exec forks anew
+  (void)!send(channel, "J", 1, MSG_NOSIGNAL);
   try {
     const std::optional<std::string> message = receive_message(channel);
     if (!message) _exit(0);  // never used: the box or the exec ended first
@@ -173,22 +205,36 @@ class ExecServer {
       for (int fd : cgroup_fds) close(fd);
       return;
     }
-    int pair[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-      for (int fd : cgroup_fds) close(fd);
+    // The launcher prepares one exec at a time and sends exec N before prepare N+1: an older standby is one whose
+    // exec never came (it failed in the launcher before its request was sent).
+    for (auto it = standby_.begin(); it != standby_.end();) {
+      if (it->first >= id) break;
+      discard(it->second);
+      it = standby_.erase(it);
+    }
+    Standby& standby = standby_[id];  // pid -1 (no child) when a step fails: the exec forks then
+    standby.cgroup_fds = std::move(cgroup_fds);
+    std::pair<int, int> pair;
+    try {
+      pair = make_channel();  // its buffer takes the largest request, as the control channel's does
+    } catch (const SandboxError&) {
       return;
     }
     const pid_t child = fork();
     if (child == 0) {
-      close(pair[0]);
-      wait_as_standby(pair[1], cgroup_fds, program_);
+      close(pair.first);
+      wait_as_standby(pair.second, standby.cgroup_fds, program_);
     }
-    close(pair[1]);
-    Standby& standby = standby_[id];
-    standby.pid = child;  // -1 when fork failed: the exec forks then
-    standby.channel = child > 0 ? pair[0] : -1;
-    if (child < 0) close(pair[0]);
-    standby.cgroup_fds = std::move(cgroup_fds);
+    close(pair.second);
+    standby.pid = child;
+    standby.channel = child > 0 ? pair.first : -1;
+    if (child < 0) close(pair.first);
+  }
+
+  static void discard(Standby& standby) {
+    if (standby.pid > 0) kill(standby.pid, SIGKILL);
+    if (standby.channel >= 0) close(standby.channel);
+    for (int fd : standby.cgroup_fds) close(fd);
   }
 
   // Hands the request to the standby child of its id; forks anew (with the kept cgroup descriptors) when that
@@ -204,7 +250,7 @@ class ExecServer {
     standby_.erase(it);
     bool handed = false;
     int report[2] = {-1, -1};
-    if (standby.pid > 0 && pipe2(report, O_CLOEXEC) == 0) {
+    if (standby.pid > 0 && standby_is_quiet(standby.pid) && pipe2(report, O_CLOEXEC) == 0) {
       try {
         send_message(standby.channel, encode_exec_request(request), false);
         for (int fd : stdio) send_fd(standby.channel, fd, false);

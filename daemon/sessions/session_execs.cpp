@@ -191,14 +191,9 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
     session.running[run->id] = run;
     session.last_used_ns = sandbox::monotonic_ns();
     // Once it can be signalled; its output reaches listeners only after this (the hooks run on this thread).
-    // The row is written by the finisher, in order with the exec's end, off this thread.
-    finisher_.post([this, id = run->id, at = unix_ms()] {
-      try {
-        ledger_.mark_running(id, at);
-      } catch (const std::exception& e) {
-        spdlog::error("exec {}: recording it as running failed: {}", id, e.what());
-      }
-    });
+    // The row is written by the finisher, off this thread (and before the end's, see record_exec_start).
+    run->started_ms = unix_ms();
+    finisher_.post([this, run] { record_exec_start(*run); });
     notify(run, {{"event", "started"}, {"id", run->id}});
   } catch (const sandbox::SandboxError& e) {
     finish_exec(run, sandbox::Launcher::setup_failure(e));
@@ -231,8 +226,20 @@ void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::R
   }
 }
 
+void SessionManager::record_exec_start(ExecRun& run) {
+  std::lock_guard lock(run.start_recording);
+  if (run.start_recorded) return;
+  run.start_recorded = true;
+  try {
+    ledger_.mark_running(run.id, run.started_ms);
+  } catch (const std::exception& e) {
+    spdlog::error("exec {}: recording it as running failed: {}", run.id, e.what());
+  }
+}
+
 void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
   finisher_.post([this, run, result = std::move(result)] {
+    if (run->started_ms != 0) record_exec_start(*run);
     std::string state = sandbox::status_name(result.status);
     json record;
     try {

@@ -203,9 +203,20 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   row.peer_uid = peer.uid;
   row.peer_pid = peer.pid;
   ledger_.insert_session(row);
+  bool draining;
   {
     std::lock_guard lock(mutex_);
-    live_[session->id] = session;
+    draining = stopping_;  // stop() may have come since the check above: it ends only the sessions it saw
+    if (!draining) live_[session->id] = session;
+  }
+  if (draining) {
+    row.state = "lost";
+    row.ended_ms = unix_ms();
+    row.ended_reason = "capsuled stopped before its box was made";
+    update_row(*session);
+    std::error_code ignored;
+    std::filesystem::remove_all(session->dir, ignored);
+    throw http::ApiError("draining", "capsuled is shutting down and accepts no new sessions");
   }
   on_loop([this, session] { create_box(session); });
   std::unique_lock lock(mutex_);
@@ -432,8 +443,11 @@ void SessionManager::complete_end(const std::shared_ptr<Session>& session) {
     session->row.ended_reason = session->end_reason;
   }
   update_row(*session);
-  std::error_code ignored;
-  std::filesystem::remove_all(session->dir, ignored);
+  // Its dir (checkpoints: maybe many files) goes on the finisher, not on the thread every session waits on.
+  finisher_.post([dir = session->dir] {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  });
   {
     // Together: whoever sees it ended finds it recorded and no longer counted among the live.
     std::lock_guard lock(mutex_);

@@ -135,6 +135,8 @@ class SessionManager {
   void finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
   // On the finisher: closes its logs, records it, and sends "finished" to its listeners.
   void post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
+  // On the finisher: the exec's `running` row, unless already written.
+  void record_exec_start(ExecRun& run);
   void notify(const std::shared_ptr<ExecRun>& run, const nlohmann::json& event);
   void begin_end(const std::shared_ptr<Session>& session, const std::string& state, const std::string& reason);
   void complete_end(const std::shared_ptr<Session>& session);

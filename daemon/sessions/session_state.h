@@ -50,6 +50,11 @@ struct SessionManager::ExecRun {
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
   std::string ended_by;  // loop thread: why the session's end cancelled it ("" while nothing did)
+  // Its `running` row: written once, by whichever finisher job comes first (the finisher has two threads, so the
+  // job that records its end may overtake the one that records its start).
+  std::mutex start_recording;
+  bool start_recorded = false;  // guarded by start_recording
+  std::int64_t started_ms = 0;
   std::shared_ptr<RunProxy> proxy;  // the session's proxy when the exec started, and
   std::size_t proxy_served_before = 0;  // how many objects it had served by then
 };

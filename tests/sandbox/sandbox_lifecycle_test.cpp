@@ -160,6 +160,26 @@ TEST_F(SandboxLifecycleTest, APreparedCgroupIsTheNextExecsAndCountsOnlyIt) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "destroy removes a prepared leaf with the box";
 }
 
+// The next exec's child waits in the box (prepare_exec) and the box's processes can signal it. Signals sent
+// before that exec was asked for never reach it: a stopped or signalled standby is dropped and the exec forks
+// anew. Each case is one exec that signals every process of the box while the next one's child waits.
+TEST_F(SandboxLifecycleTest, SignalsSentIntoTheBoxBetweenExecsNeverReachTheNextExec) {
+  auto box = shared_launcher().create(environment_);
+  for (const std::string signals : {"kill -STOP -1; kill -TERM -1", "kill -TERM -1", "kill -STOP -1", "kill -KILL -1"}) {
+    ProcessSpec hostile = process_;
+    hostile.argv = {"/bin/sh", "-c", "sleep 0.3; " + signals + "; echo sent"};
+    hostile.limits.wall_time = std::chrono::seconds(30);
+    std::unique_ptr<Exec> sender = box->exec(hostile);
+    box->prepare_exec();  // the next exec's child, forked while the sender sleeps
+    const Result sent = await(*box, *sender);
+    sender.reset();
+    ASSERT_EQ(sent.status, Status::kSucceeded) << signals << ": " << describe(sent);
+    const Result next = sh(*box, "echo alive", std::chrono::seconds(10));
+    EXPECT_EQ(next.status, Status::kSucceeded) << signals << ": " << describe(next);
+    EXPECT_EQ(next.stdout_capture.head, "alive\n") << signals;
+  }
+}
+
 TEST_F(SandboxLifecycleTest, ProtectedPathsResistWritesRenamesLinksAndChmod) {
   const std::string ws = "/tmp/capsule-test/protect-" + std::to_string(getpid());
   std::filesystem::create_directories(ws + "/tests/unit");
