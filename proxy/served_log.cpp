@@ -20,9 +20,14 @@ std::vector<ServedObject> ServedLog::objects() const {
   return objects_;
 }
 
-nlohmann::json ServedLog::to_json() const {
+nlohmann::json ServedLog::to_json(std::size_t from) const {
+  std::vector<ServedObject> tail;
+  {
+    std::lock_guard lock(mutex_);
+    if (from < objects_.size()) tail.assign(objects_.begin() + static_cast<std::ptrdiff_t>(from), objects_.end());
+  }
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& object : objects()) {
+  for (const auto& object : tail) {
     out.push_back({{"url", object.url}, {"sha256", object.sha256}, {"size", object.size}, {"source", object.source}});
   }
   return out;

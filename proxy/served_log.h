@@ -23,7 +23,8 @@ class ServedLog {
   void add(ServedObject object);
   std::vector<ServedObject> objects() const;
   std::size_t size() const;
-  nlohmann::json to_json() const;  // [{"url","sha256","size","source"}...]
+  // [{"url","sha256","size","source"}...], from the `from`th object on (0: all).
+  nlohmann::json to_json(std::size_t from = 0) const;
 
  private:
   mutable std::mutex mutex_;

@@ -76,7 +76,7 @@ void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutof
 
 RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, const proxy::Cutoff& cutoff,
                    std::vector<base::UniqueFd> listeners)
-    : proxy_(proxy), cutoff_(cutoff), log_(std::make_shared<proxy::ServedLog>()) {
+    : proxy_(proxy), log_(std::make_shared<proxy::ServedLog>()) {
   auto router = std::make_shared<http::Router>();
   proxy.add_routes(*router, {cutoff, log_});
   http::ServerOptions options;
@@ -88,9 +88,7 @@ RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, cons
 RunProxy::~RunProxy() { server_->stop(); }
 
 nlohmann::json RunProxy::record(std::size_t served_from) const {
-  nlohmann::json served = log_->to_json();
-  if (served_from > 0) served.erase(served.begin(), served.begin() + static_cast<std::ptrdiff_t>(std::min(served_from, served.size())));
-  return {{"port", kRunProxyPort}, {"upstream", proxy_.options().to_json()}, {"served", std::move(served)}};
+  return {{"port", kRunProxyPort}, {"upstream", proxy_.options().to_json()}, {"served", log_->to_json(served_from)}};
 }
 
 }  // namespace capsule::daemon

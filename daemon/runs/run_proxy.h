@@ -38,13 +38,13 @@ class RunProxy {
   RunProxy& operator=(const RunProxy&) = delete;
 
   // {"port", "upstream": options, "served": [...]} for the run's record; `served_from`: leave out the objects
-  // served before that many had been (a session exec records what was served while it ran).
+  // served before that many had been (a session exec records what was served while it ran, by any of the
+  // session's processes: concurrent execs share the proxy).
   nlohmann::json record(std::size_t served_from = 0) const;
   std::size_t served_count() const { return log_->size(); }
 
  private:
   proxy::PackageProxy& proxy_;
-  proxy::Cutoff cutoff_;
   std::shared_ptr<proxy::ServedLog> log_;
   std::unique_ptr<http::HttpServer> server_;
 };

@@ -105,7 +105,8 @@ json SessionManager::session_json_locked(const Session& session) const {
           {"execs", {{"total", session.execs_total}, {"running", session.execs_running}}},
           {"usage", {{"cpu_ms", (session.usage.cpu_user_ns + session.usage.cpu_sys_ns) / 1000000},
                      {"peak_memory_bytes", session.usage.peak_memory_bytes}}},
-          {"proxy", session.proxy ? session.proxy->record() : json(nullptr)},
+          // The count only: the objects are in each exec's record, and this is built under the manager's lock.
+          {"proxy", session.proxy ? json{{"served_count", session.proxy->served_count()}} : json(nullptr)},
           {"ended_reason", row.ended_reason.empty() ? json(nullptr) : json(row.ended_reason)}};
 }
 

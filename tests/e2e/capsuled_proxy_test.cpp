@@ -181,7 +181,7 @@ TEST_F(CapsuledProxy, ASessionResolvesThroughItsProxyInEveryExecAndAfterAReset) 
   EXPECT_EQ(quiet["state"], "succeeded") << "the box lives on between execs";
   EXPECT_TRUE(served(quiet).empty()) << "an exec lists only what was served while it ran: " << quiet["proxy"].dump(2);
   const json session = body_json(call("GET", "/v1/sessions/" + id));
-  EXPECT_EQ(session["proxy"]["served"].size(), first.size()) << session["proxy"].dump(2);
+  EXPECT_EQ(session["proxy"]["served_count"], first.size()) << session["proxy"].dump(2);
 
   ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/reset").status, 200);
   const json again = exec("cd /tmp && python3 -m pip download -q -d dl alpha >&2 && ls dl");
