@@ -534,6 +534,7 @@ SessionPage Ledger::list_sessions(const SessionFilter& filter) const {
   // Only fixed SQL fragments are concatenated; every value is bound.
   std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE 1 = 1";
   if (filter.state) sql += " AND state = ?";
+  if (filter.peer_uid) sql += " AND peer_uid = ?";
   for (std::size_t i = 0; i < filter.labels.size(); ++i) {
     sql += " AND EXISTS (SELECT 1 FROM json_each(sessions.labels) AS l"
            " WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
@@ -544,6 +545,7 @@ SessionPage Ledger::list_sessions(const SessionFilter& filter) const {
   Statement query(db_, sql, "list sessions");
   int index = 1;
   if (filter.state) query.bind(index++, *filter.state);
+  if (filter.peer_uid) query.bind(index++, static_cast<std::int64_t>(*filter.peer_uid));
   for (const auto& [key, value] : filter.labels) {
     query.bind(index++, key);
     query.bind(index++, value);

@@ -76,6 +76,7 @@ const std::vector<std::string>& session_states();
 
 struct SessionFilter {
   std::optional<std::string> state;
+  std::optional<uid_t> peer_uid;              // only this caller's
   std::map<std::string, std::string> labels;  // every pair must match
   std::size_t limit = 50;                     // clamped to [1, Ledger::kMaxListLimit]
   std::optional<std::string> after;           // cursor: id of the last row of the previous page

@@ -53,7 +53,8 @@ void create_session(ApiContext& ctx, const http::Request& request, const http::R
 std::pair<json, std::optional<std::string>> visible_sessions(ApiContext& ctx, const Caller& caller,
                                                              SessionFilter filter) {
   const std::size_t wanted = std::clamp<std::size_t>(filter.limit, 1, Ledger::kMaxListLimit);
-  filter.limit = sees_all_runs(caller, ctx.access) ? wanted + 1 : Ledger::kMaxListLimit;
+  filter.limit = wanted + 1;
+  if (!sees_all_runs(caller, ctx.access)) filter.peer_uid = caller.uid;  // in SQL: no scan of others' sessions
   json visible = json::array();
   for (;;) {
     SessionPage page = ctx.ledger.list_sessions(filter);
