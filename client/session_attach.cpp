@@ -78,25 +78,29 @@ int attach_exec(const http::HttpClient& client, const std::string& session_id, c
   });
   watcher.set_id(exec_id);
 
+  // Either stream failing ends the attach at once (the other may follow the exec for hours): the error, where
+  // to re-attach from, exit 125.
+  const auto give_up = [&](const std::exception& e) {
+    const bool locked = relayed.mutex.try_lock_for(std::chrono::seconds(1));
+    std::cerr << "capsule: " << e.what() << "\ncapsule: lost exec " << exec_id << "'s output; re-attach: "
+              << attach_command(session_id, exec_id, relayed.offsets()) << "\n";
+    if (locked) relayed.mutex.unlock();
+    std::_Exit(kExitCapsuleFailed);
+  };
   std::array<std::uint64_t, 2> dropped{};
-  std::exception_ptr stderr_failure;
   std::thread stderr_thread([&] {
     try {
       dropped[1] = follow_stream(client, target + "/stream", 1, relayed);
-    } catch (...) {
-      stderr_failure = std::current_exception();
+    } catch (const std::exception& e) {
+      give_up(e);
     }
   });
   try {
     dropped[0] = follow_stream(client, target + "/stream", 0, relayed);
-  } catch (...) {
-    stderr_thread.join();
-    std::cerr << "capsule: lost exec " << exec_id << "'s output; re-attach: "
-              << attach_command(session_id, exec_id, relayed.offsets()) << "\n";
-    throw;
+  } catch (const std::exception& e) {
+    give_up(e);
   }
   stderr_thread.join();
-  if (stderr_failure) std::rethrow_exception(stderr_failure);
 
   // Both streams end when the daemon's record says the exec has ended, so this is its final run object.
   const json run = http::request_json(client, "GET", target);

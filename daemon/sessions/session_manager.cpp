@@ -180,12 +180,20 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   pin_images(session->submission, options_.images);
   sandbox::SandboxSpec resolved = resolve_run(
       session->submission, ResolveContext{options_.images_dir, options_.policies_dir, session->dir, options_.images.store});
-  std::filesystem::create_directories(session->dir);
   if (proxied) {
     session->cutoff = proxy::parse_cutoff(spec.environment.as_of.value_or(""));
     if (!session->cutoff) throw http::ApiError("invalid_spec", "as_of: not a date the package proxy can show");
+  }
+  std::filesystem::create_directories(session->dir);
+  if (proxied) {
     // ~/.m2 lives in the session's dir: like a package cache, it outlives a reset (the workspace does not).
-    add_proxy_to_sandbox(resolved, *session->cutoff, session->dir, launcher_.options().host_id_base);
+    try {
+      add_proxy_to_sandbox(resolved, *session->cutoff, session->dir, launcher_.options().host_id_base);
+    } catch (const std::exception&) {
+      std::error_code ignored;
+      std::filesystem::remove_all(session->dir, ignored);
+      throw;
+    }
   }
   session->environment = sandbox::environment_of(resolved);
   session->environment.session = true;
