@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <string_view>
 #include <tuple>
+#include <variant>
 
 namespace capsule::daemon {
 namespace {
@@ -143,6 +144,60 @@ bool is_unfinished(const std::string& state) { return state == "queued" || state
   query.bind(1, id);
   if (!query.step()) base::throw_error("ledger", "", "no run with id " + id);
   base::throw_error("ledger", "", "run " + id + " is " + query.text(0) + ", not " + wanted);
+}
+
+
+using Bound = std::variant<std::string, std::int64_t>;
+
+// One page of `table` (runs or sessions), newest first (created_ms, id): the rows whose `equals` columns hold
+// their values and whose labels hold every pair, after the row `after` (LedgerCursorError naming `kind` when
+// there is none), at most `limit` (clamped to [1, Ledger::kMaxListLimit]); the second is the last row's id
+// when more follow. Only fixed SQL fragments are concatenated; every value is bound. The caller holds the lock.
+template <typename Row, typename Read>
+std::pair<std::vector<Row>, std::optional<std::string>> keyset_page(
+    sqlite3* db, const std::string& table, const char* columns, const std::vector<std::pair<const char*, Bound>>& equals,
+    const std::map<std::string, std::string>& labels, std::size_t requested, const std::optional<std::string>& after,
+    const std::string& kind, Read read) {
+  const std::size_t limit = std::clamp<std::size_t>(requested, 1, Ledger::kMaxListLimit);
+  std::optional<std::int64_t> cursor_created_ms;
+  if (after) {
+    Statement cursor(db, "SELECT created_ms FROM " + table + " WHERE id = ?", "look up cursor " + *after);
+    cursor.bind(1, *after);
+    if (!cursor.step()) throw LedgerCursorError(*after, kind);
+    cursor_created_ms = cursor.integer(0);
+  }
+  std::string sql = std::string("SELECT ") + columns + " FROM " + table + " WHERE 1 = 1";
+  for (const auto& [column, value] : equals) sql += std::string(" AND ") + column + " = ?";
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    sql += " AND EXISTS (SELECT 1 FROM json_each(" + table + ".labels) AS l WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
+  }
+  if (cursor_created_ms) sql += " AND (created_ms, id) < (?, ?)";
+  sql += " ORDER BY created_ms DESC, id DESC LIMIT ?";
+
+  Statement query(db, sql, "list " + table);
+  int index = 1;
+  for (const auto& [column, value] : equals) {
+    if (const auto* text = std::get_if<std::string>(&value)) query.bind(index++, *text);
+    else query.bind(index++, std::get<std::int64_t>(value));
+  }
+  for (const auto& [key, value] : labels) {
+    query.bind(index++, key);
+    query.bind(index++, value);
+  }
+  if (cursor_created_ms) {
+    query.bind(index++, *cursor_created_ms);
+    query.bind(index++, *after);
+  }
+  query.bind(index, static_cast<std::int64_t>(limit + 1));  // one extra row tells whether a next page exists
+  std::pair<std::vector<Row>, std::optional<std::string>> page;
+  while (query.step()) {
+    if (page.first.size() == limit) {
+      page.second = page.first.back().id;
+      break;
+    }
+    page.first.push_back(read(query));
+  }
+  return page;
 }
 
 }  // namespace
@@ -375,49 +430,13 @@ std::optional<RunRow> Ledger::get(const std::string& id) const {
 }
 
 RunPage Ledger::list(const RunFilter& filter) const {
-  const std::size_t limit = std::clamp<std::size_t>(filter.limit, 1, kMaxListLimit);
+  std::vector<std::pair<const char*, Bound>> equals;
+  if (filter.state) equals.emplace_back("state", *filter.state);
+  if (filter.session) equals.emplace_back("session", *filter.session);
   std::lock_guard lock(mutex_);
-  std::optional<std::int64_t> cursor_created_ms;
-  if (filter.after) {
-    Statement cursor(db_, "SELECT created_ms FROM runs WHERE id = ?", "look up cursor " + *filter.after);
-    cursor.bind(1, *filter.after);
-    if (!cursor.step()) throw LedgerCursorError(*filter.after);
-    cursor_created_ms = cursor.integer(0);
-  }
-
-  // Only fixed SQL fragments are concatenated; every value (states, label keys and values) is bound.
-  std::string sql = std::string("SELECT ") + kColumns + " FROM runs WHERE 1 = 1";
-  if (filter.state) sql += " AND state = ?";
-  if (filter.session) sql += " AND session = ?";
-  for (std::size_t i = 0; i < filter.labels.size(); ++i) {
-    sql += " AND EXISTS (SELECT 1 FROM json_each(runs.labels) AS l"
-           " WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
-  }
-  if (cursor_created_ms) sql += " AND (created_ms, id) < (?, ?)";
-  sql += " ORDER BY created_ms DESC, id DESC LIMIT ?";
-
-  Statement query(db_, sql, "list runs");
-  int index = 1;
-  if (filter.state) query.bind(index++, *filter.state);
-  if (filter.session) query.bind(index++, *filter.session);
-  for (const auto& [key, value] : filter.labels) {
-    query.bind(index++, key);
-    query.bind(index++, value);
-  }
-  if (cursor_created_ms) {
-    query.bind(index++, *cursor_created_ms);
-    query.bind(index++, *filter.after);
-  }
-  query.bind(index, static_cast<std::int64_t>(limit + 1));  // one extra row tells whether a next page exists
-
   RunPage page;
-  while (query.step()) {
-    if (page.runs.size() == limit) {
-      page.next = page.runs.back().id;
-      break;
-    }
-    page.runs.push_back(read_row(query));
-  }
+  std::tie(page.runs, page.next) = keyset_page<RunRow>(db_, "runs", kColumns, equals, filter.labels, filter.limit,
+                                                       filter.after, "run", read_row);
   return page;
 }
 
@@ -521,49 +540,13 @@ std::optional<SessionRow> Ledger::get_session(const std::string& id) const {
 }
 
 SessionPage Ledger::list_sessions(const SessionFilter& filter) const {
-  const std::size_t limit = std::clamp<std::size_t>(filter.limit, 1, kMaxListLimit);
+  std::vector<std::pair<const char*, Bound>> equals;
+  if (filter.state) equals.emplace_back("state", *filter.state);
+  if (filter.peer_uid) equals.emplace_back("peer_uid", static_cast<std::int64_t>(*filter.peer_uid));
   std::lock_guard lock(mutex_);
-  std::optional<std::int64_t> cursor_created_ms;
-  if (filter.after) {
-    Statement cursor(db_, "SELECT created_ms FROM sessions WHERE id = ?", "look up cursor " + *filter.after);
-    cursor.bind(1, *filter.after);
-    if (!cursor.step()) throw LedgerCursorError(*filter.after, "session");
-    cursor_created_ms = cursor.integer(0);
-  }
-
-  // Only fixed SQL fragments are concatenated; every value is bound.
-  std::string sql = std::string("SELECT ") + kSessionColumns + " FROM sessions WHERE 1 = 1";
-  if (filter.state) sql += " AND state = ?";
-  if (filter.peer_uid) sql += " AND peer_uid = ?";
-  for (std::size_t i = 0; i < filter.labels.size(); ++i) {
-    sql += " AND EXISTS (SELECT 1 FROM json_each(sessions.labels) AS l"
-           " WHERE l.key = ? AND l.type = 'text' AND l.value = ?)";
-  }
-  if (cursor_created_ms) sql += " AND (created_ms, id) < (?, ?)";
-  sql += " ORDER BY created_ms DESC, id DESC LIMIT ?";
-
-  Statement query(db_, sql, "list sessions");
-  int index = 1;
-  if (filter.state) query.bind(index++, *filter.state);
-  if (filter.peer_uid) query.bind(index++, static_cast<std::int64_t>(*filter.peer_uid));
-  for (const auto& [key, value] : filter.labels) {
-    query.bind(index++, key);
-    query.bind(index++, value);
-  }
-  if (cursor_created_ms) {
-    query.bind(index++, *cursor_created_ms);
-    query.bind(index++, *filter.after);
-  }
-  query.bind(index, static_cast<std::int64_t>(limit + 1));  // one extra row tells whether a next page exists
-
   SessionPage page;
-  while (query.step()) {
-    if (page.sessions.size() == limit) {
-      page.next = page.sessions.back().id;
-      break;
-    }
-    page.sessions.push_back(read_session(query));
-  }
+  std::tie(page.sessions, page.next) = keyset_page<SessionRow>(db_, "sessions", kSessionColumns, equals, filter.labels,
+                                                               filter.limit, filter.after, "session", read_session);
   return page;
 }
 
