@@ -238,7 +238,7 @@ class ExecServer {
   }
 
   // Hands the request to the standby child of its id; forks anew (with the kept cgroup descriptors) when that
-  // child is gone. Never blocks: the request fits the socket's buffer, and a stopped child only delays itself.
+  // child is gone, stopped or signalled. Never blocks: the sends do not wait, and the buffer takes any request.
   void start_prepared(const ExecRequest& request, const std::vector<int>& stdio) {
     auto it = standby_.find(request.id);
     if (it == standby_.end()) {
