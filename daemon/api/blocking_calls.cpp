@@ -4,35 +4,43 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "http/error_status.h"
 
 namespace capsule::daemon {
 
 BlockingCalls::BlockingCalls(std::string what, std::size_t threads, std::size_t max_waiting)
-    : what_(std::move(what)), capacity_(threads + max_waiting) {
-  try {
-    for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  } catch (...) {
-    stop();  // the threads already started
-    throw;
-  }
-}
+    : what_(std::move(what)),
+      capacity_(threads + max_waiting),
+      per_owner_(std::max<std::size_t>(1, (threads + max_waiting) / 2)),
+      queue_(threads, std::max<std::size_t>(1, threads / 2)) {}
 
 BlockingCalls::~BlockingCalls() { stop(); }
 
-void BlockingCalls::submit(std::function<void()> task) {
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) throw http::ApiError("draining", "capsuled is shutting down");
-    if (unfinished_ >= capacity_) {
-      throw http::ApiError("queue_full", "more than " + std::to_string(capacity_) + " " + what_ +
-                                             " are running or waiting; try again");
-    }
-    ++unfinished_;
-    queue_.push_back(std::move(task));
+void BlockingCalls::submit(uid_t owner, std::function<void()> task) {
+  // Posted under the lock: stop() then either sees it queued (and runs it) or this sees stopping_.
+  std::lock_guard lock(mutex_);
+  if (stopping_) throw http::ApiError("draining", "capsuled is shutting down");
+  if (unfinished_ >= capacity_) {
+    throw http::ApiError("queue_full", "more than " + std::to_string(capacity_) + " " + what_ +
+                                           " are running or waiting; try again");
   }
-  queued_.notify_one();
+  auto& held = by_owner_[owner];
+  if (owner != 0 && held >= per_owner_) {
+    throw http::ApiError("queue_full", "uid " + std::to_string(owner) + " has " + std::to_string(held) + " " +
+                                           what_ + " running or waiting, the most one caller may; try again");
+  }
+  ++held;
+  ++unfinished_;
+  queue_.post(&held, [this, owner, task = std::move(task)]() mutable {
+    task();
+    task = nullptr;  // what it holds (a Responder) goes before the place is given back
+    std::lock_guard finished(mutex_);
+    --unfinished_;
+    if (--by_owner_[owner] == 0) by_owner_.erase(owner);
+  });
 }
 
 void BlockingCalls::stop() {
@@ -40,10 +48,7 @@ void BlockingCalls::stop() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  queued_.notify_all();
-  for (auto& worker : workers_) {
-    if (worker.joinable()) worker.join();
-  }
+  queue_.join();
 }
 
 bool BlockingCalls::stopping() const {
@@ -51,26 +56,9 @@ bool BlockingCalls::stopping() const {
   return stopping_;
 }
 
-void BlockingCalls::work() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock lock(mutex_);
-      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and every accepted task has been taken
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    task();
-    task = nullptr;  // what it holds (a Responder) goes before the place is given back
-    std::lock_guard lock(mutex_);
-    --unfinished_;
-  }
-}
-
-void answer_later(BlockingCalls& calls, const http::Responder& responder,
+void answer_later(BlockingCalls& calls, uid_t owner, const http::Responder& responder,
                   std::function<void(const http::Responder&)> work) {
-  calls.submit([responder, work = std::move(work)] {
+  calls.submit(owner, [responder, work = std::move(work)] {
     try {
       work(responder);
     } catch (const base::Error& e) {

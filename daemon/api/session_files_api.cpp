@@ -295,7 +295,7 @@ http::Handler on_worker(ApiContext& ctx, BlockingCalls& calls, RouteWork work) {
   return [&ctx, &calls, work](const http::Request& request, http::Responder responder) {
     require_visible_session(ctx, request, request.params.at("id"));
     auto kept = std::make_shared<const http::Request>(request);  // the body (up to 1 MiB) is copied once
-    answer_later(calls, responder, [&ctx, kept, work](const http::Responder& answer) {
+    answer_later(calls, request.peer.uid, responder, [&ctx, kept, work](const http::Responder& answer) {
       work(ctx, *kept, kept->params.at("id"), answer);
     });
   };

@@ -42,7 +42,7 @@ void create_session(ApiContext& ctx, const http::Request& request, const http::R
   submission.spec = spec.environment;
   authorize_workspace(submission, caller_of(request.peer));
   const Peer peer{request.peer.uid, request.peer.pid};
-  answer_later(ctx.session_calls, responder, [&ctx, spec, submission, peer](const http::Responder& answer) {
+  answer_later(ctx.session_calls, peer.uid, responder, [&ctx, spec, submission, peer](const http::Responder& answer) {
     answer.respond(http::json_response(201, ctx.sessions.create(spec, submission, peer)));
   });
 }
@@ -159,7 +159,7 @@ void register_sessions_api(http::Router& router, ApiContext& ctx) {
     const std::string id = request.params.at("id");
     require_visible_session(ctx, request, id);
     const std::string reason = "deleted by " + caller_of(request.peer).describe();
-    answer_later(ctx.session_calls, responder, [&ctx, id, reason](const http::Responder& answer) {
+    answer_later(ctx.session_calls, request.peer.uid, responder, [&ctx, id, reason](const http::Responder& answer) {
       answer.respond(http::json_response(200, ctx.sessions.remove(id, reason)));
     });
   });
