@@ -1,10 +1,15 @@
-// The inside of SessionManager shared by its two files: a live session and one exec of it, and who may touch
+// The inside of SessionManager shared by its files: a live session and one exec of it, and who may touch
 // which field (the manager's mutex, or only its loop thread).
 #pragma once
+
+#include <chrono>
 
 #include "daemon/sessions/session_manager.h"
 
 namespace capsule::daemon {
+
+// How long a caller waits for the session thread to make, end or remake a box.
+inline constexpr auto kSessionWaitLimit = std::chrono::seconds(90);
 
 struct SessionManager::Session {
   std::string id;
