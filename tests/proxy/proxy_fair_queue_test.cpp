@@ -7,6 +7,7 @@
 #include <future>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "proxy/fair_queue.h"
@@ -33,6 +34,12 @@ TEST(FairQueue, ASlowClientLeavesWorkersForOthers) {
   queue.post(&quick_client, [&] { quick_done.set_value(); });
   // Without the per-client cap all four workers would be stuck behind the slow client and this never ends.
   EXPECT_EQ(quick_done.get_future().wait_for(60s), std::future_status::ready);
+  // Round-robin may start the quick task before the slow client's second one: wait for that second one, then
+  // let a second quick task through, which gives every idle worker a turn at the slow client's queue.
+  for (int i = 0; i < 6000 && slow_started.load() < 2; ++i) std::this_thread::sleep_for(10ms);
+  std::promise<void> quick_again;
+  queue.post(&quick_client, [&] { quick_again.set_value(); });
+  EXPECT_EQ(quick_again.get_future().wait_for(60s), std::future_status::ready);
   EXPECT_EQ(slow_started.load(), 2) << "the slow client holds its share of the workers, no more";
   EXPECT_EQ(queue.pending(&slow_client), 10u);
   release.set_value();
