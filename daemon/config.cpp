@@ -65,6 +65,9 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "python_releases") config.python_releases = text("python_releases");
     else if (key == "max_concurrent") config.max_concurrent = number("max_concurrent");
     else if (key == "max_queue") config.max_queue = number("max_queue");
+    else if (key == "pool_boxes") config.pool_boxes = number("pool_boxes");
+    else if (key == "pool_environments") config.pool_environments = number("pool_environments");
+    else if (key == "pool_idle_ttl_s") config.pool_idle_ttl_s = number("pool_idle_ttl_s");
     else if (key == "host_id_base") config.host_id_base = static_cast<std::uint32_t>(number("host_id_base"));
     else if (key == "cgroup_parent") config.cgroup_parent = text("cgroup_parent");
     else if (key == "drain_grace_ms") config.drain_grace_ms = number("drain_grace_ms");
@@ -83,6 +86,11 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
   if (config.log_cap_bytes != 0 && config.log_cap_bytes < 4096) {
     throw std::invalid_argument(path + ": log_cap_bytes must be 0 (no cap) or at least 4096");
   }
+  if (config.pool_boxes > 64) throw std::invalid_argument(path + ": pool_boxes must be at most 64");
+  if (config.pool_environments == 0 || config.pool_environments > 64) {
+    throw std::invalid_argument(path + ": pool_environments must be 1 to 64");
+  }
+  if (config.pool_idle_ttl_s == 0) throw std::invalid_argument(path + ": pool_idle_ttl_s must be at least 1");
   if (config.retention_interval_s == 0) throw std::invalid_argument(path + ": retention_interval_s must be at least 1");
 }
 

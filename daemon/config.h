@@ -21,6 +21,12 @@ struct DaemonConfig {
   std::string python_releases;           // empty: the install's images/data/python-releases.json
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
+  // Boxes made ahead for the environments runs ask for (sandbox/box_pool.h), each used by one run; they are not
+  // counted in max_concurrent. pool_boxes per environment (0: none), at most pool_environments at once, an
+  // environment let go after pool_idle_ttl_s without a run.
+  std::size_t pool_boxes = 2;
+  std::size_t pool_environments = 4;
+  std::uint64_t pool_idle_ttl_s = 600;
   std::uint32_t host_id_base = 100000;
   std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include <CLI/CLI.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -122,6 +124,8 @@ int serve(daemon::DaemonConfig config) {
   launcher_options.scratch_dir = state + "/scratch";
   launcher_options.host_id_base = config.host_id_base;
   launcher_options.cgroup.parent = config.cgroup_parent;
+  launcher_options.pool = {config.pool_boxes, config.pool_environments, std::chrono::seconds(config.pool_idle_ttl_s),
+                           [state, watermark = config.storage] { return !daemon::storage_shortage(state, watermark); }};
   capsule::sandbox::Launcher launcher(launcher_options);
   remove_leftovers(launcher, state);
 
@@ -242,6 +246,10 @@ int main(int argc, char** argv) {
   auto* state = app.add_option("--state-dir", config.state_dir, "state directory")->capture_default_str();
   auto* concurrent = app.add_option("--max-concurrent", config.max_concurrent, "sandboxes running at once");
   auto* queue = app.add_option("--max-queue", config.max_queue, "runs waiting beyond that");
+  auto* pool = app.add_option("--pool-boxes", config.pool_boxes,
+                              "boxes kept ready per environment runs ask for (0: none)")
+                  ->check(CLI::Range(0, 64))
+                  ->capture_default_str();
   auto* policies = app.add_option("--policies-dir", config.policies_dir, "seccomp profiles (<name>.json)");
   auto* grace = app.add_option("--drain-grace-ms", config.drain_grace_ms, "SIGTERM: time before cancelling runs");
   auto* cgroup_parent = app.add_option("--cgroup-parent", config.cgroup_parent,
@@ -259,6 +267,9 @@ int main(int argc, char** argv) {
       if (!*state) config.state_dir = from_file.state_dir;
       if (!*concurrent) config.max_concurrent = from_file.max_concurrent;
       if (!*queue) config.max_queue = from_file.max_queue;
+      if (!*pool) config.pool_boxes = from_file.pool_boxes;
+      config.pool_environments = from_file.pool_environments;
+      config.pool_idle_ttl_s = from_file.pool_idle_ttl_s;
       if (!*policies) config.policies_dir = from_file.policies_dir;
       if (!*grace) config.drain_grace_ms = from_file.drain_grace_ms;
       config.socket_group = from_file.socket_group;

@@ -178,7 +178,9 @@ class ExecServer {
     }
     if (!message) {
       control_open_ = false;
-      if (config_.session) end_box();  // the daemon is gone: nobody can reach this session any more
+      // The daemon is gone: nobody can reach a session any more, nor hand a waiting one-shot box (a pooled one)
+      // its exec.
+      if (config_.session || execs_.empty()) end_box();
       return;
     }
     ExecRequest request;

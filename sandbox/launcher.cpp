@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 
+#include "sandbox/box_reaper.h"
 #include "sandbox/channel.h"
 #include "sandbox/clone.h"
 #include "sandbox/command.h"
@@ -41,6 +42,9 @@ struct Launcher::State {
   std::mutex cache_mutex;
   std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
   std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
+  BoxReaper reaper;
+  std::mutex pool_mutex;
+  std::unique_ptr<BoxPool> pool;  // last: it makes boxes through the members above, and goes first
 
   const std::vector<std::uint8_t>& seccomp_program(const std::string& profile);
   base::UniqueFd writable_bind(const BindMount& bind);
@@ -176,6 +180,10 @@ Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) 
   if (!state_->init_exe) throw_errno("launcher", options.init_binary, "open capsule-init");
   state_->cgroups = detect_cgroups(options.cgroup);
   state_->options = std::move(options);
+  if (state_->options.pool.boxes_per_environment > 0) {
+    state_->pool = std::make_unique<BoxPool>([this](const EnvironmentSpec& spec) { return create(spec); },
+                                             state_->reaper, state_->options.pool);
+  }
 }
 
 Launcher::~Launcher() = default;
@@ -199,7 +207,21 @@ std::size_t Launcher::remove_leftovers() {
   return ids.size();
 }
 
-void Launcher::remove_cgroup_parent() { state_->cgroups->remove_parent(); }
+void Launcher::remove_cgroup_parent() {
+  {
+    std::lock_guard lock(state_->pool_mutex);
+    state_->pool.reset();
+  }
+  state_->reaper.drain();
+  state_->cgroups->remove_parent();
+}
+
+void Launcher::drain_teardown() { state_->reaper.drain(); }
+
+PoolStats Launcher::pool_stats() const {
+  std::lock_guard lock(state_->pool_mutex);
+  return state_->pool ? state_->pool->stats() : PoolStats{};
+}
 
 int Launcher::cgroup_version() const { return state_->cgroups->version(); }
 const LauncherOptions& Launcher::options() const { return state_->options; }
@@ -287,7 +309,12 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
 std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
   validate_spec(spec, state_->options.host_id_count);
   std::unique_ptr<StartedSandbox> started(new StartedSandbox());
-  started->box_ = create(environment_of(spec));
+  const EnvironmentSpec environment = environment_of(spec);
+  {
+    std::lock_guard lock(state_->pool_mutex);
+    if (state_->pool) started->box_ = state_->pool->take(environment);
+  }
+  if (!started->box_) started->box_ = create(environment);
   started->exec_ = started->box_->exec(process_of(spec), hooks);
   started->supervisor_ = std::make_unique<Supervisor>(*started->box_, *started->exec_);
   return started;
@@ -297,15 +324,21 @@ Result StartedSandbox::finish() {
   Result result = exec_->finish();
   const BoxTimes& times = box_->times();
   const ExecOutcome& outcome = exec_->outcome();
-  // Setup is the box's: its steps, then the exec's seccomp and execve.
+  // Setup is the box's: its steps, then the exec's seccomp and execve. A box from the pool was set up before its
+  // run: its run starts when it was taken, and only the exec's steps are its own.
   SetupTimings& setup = result.setup;
-  setup.prepare_ms = ms_between(times.start, times.prepared);
-  setup.clone_ms = ms_between(times.prepared, times.cloned);
-  setup.maps_ms = ms_between(times.cloned, times.mapped);
-  if (times.ready != 0) setup.mounts_ms = ms_between(times.mapped, times.ready);
-  if (times.ready != 0 && outcome.seccomp_ns) setup.seccomp_ms = ms_between(times.ready, *outcome.seccomp_ns);
-  if (outcome.exec_ns) setup.total_ms = ms_between(times.start, *outcome.exec_ns);
-  if (outcome.end_ns != 0) result.wall_ms = ms_between(times.start, outcome.end_ns);
+  setup.pooled = times.taken != 0;
+  const std::int64_t run_start = setup.pooled ? times.taken : times.start;
+  if (!setup.pooled) {
+    setup.prepare_ms = ms_between(times.start, times.prepared);
+    setup.clone_ms = ms_between(times.prepared, times.cloned);
+    setup.maps_ms = ms_between(times.cloned, times.mapped);
+    if (times.ready != 0) setup.mounts_ms = ms_between(times.mapped, times.ready);
+  }
+  const std::int64_t exec_start = setup.pooled ? times.taken : times.ready;
+  if (exec_start != 0 && outcome.seccomp_ns) setup.seccomp_ms = ms_between(exec_start, *outcome.seccomp_ns);
+  if (outcome.exec_ns) setup.total_ms = ms_between(run_start, *outcome.exec_ns);
+  if (outcome.end_ns != 0) result.wall_ms = ms_between(run_start, outcome.end_ns);
   if (outcome.box_ended && !outcome.cancelled && !outcome.wall_timeout && !outcome.cpu_timeout) {
     // The box never ran the command: init reported why, or died without a word.
     if (const auto& error = box_->setup_error()) {
@@ -338,9 +371,11 @@ Result Launcher::setup_failure(const SandboxError& error, double wall_ms) {
 Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
   const std::int64_t t_start = monotonic_ns();
   try {
-    std::unique_ptr<StartedSandbox> sandbox = start(spec, hooks);  // create + exec
+    std::unique_ptr<StartedSandbox> sandbox = start(spec, hooks);  // create (or take) + exec
     sandbox->supervisor().run();
-    return sandbox->finish();
+    Result result = sandbox->finish();
+    state_->reaper.adopt(std::move(sandbox->box_));  // the Result does not wait for the teardown
+    return result;
   } catch (const SandboxError& e) {
     return setup_failure(e, ms_between(t_start, monotonic_ns()));
   } catch (const std::exception& e) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/box_pool.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/error.h"
 #include "sandbox/hooks.h"
@@ -24,6 +25,8 @@ struct LauncherOptions {
   std::uint32_t host_id_base = 100000;                // sandbox id 0 maps to this host id
   std::uint32_t host_id_count = 65536;
   CgroupConfig cgroup;
+  // Boxes made ahead for the environments one-shot runs ask for (start() takes one when it is there).
+  PoolOptions pool;
 };
 
 class StartedSandbox;
@@ -52,8 +55,12 @@ class Launcher {
   // or was killed): kills the processes in leftover cgroups, removes them and the scratch entries.
   // Returns how many sandboxes were cleaned up. Call before the first start().
   std::size_t remove_leftovers();
-  // Removes the (empty) cgroup parent, for a clean shutdown once every sandbox has finished.
+  // For a clean shutdown once every run has finished: lets the pool's boxes go, waits until every box handed
+  // over for teardown is gone, and removes the (then empty) cgroup parent. start() makes every box anew after it.
   void remove_cgroup_parent();
+  // Waits until every box whose teardown run() left to the reaper is gone.
+  void drain_teardown();
+  PoolStats pool_stats() const;
 
   int cgroup_version() const;
   const LauncherOptions& options() const;

@@ -29,6 +29,7 @@ struct SetupTimings {  // milliseconds, measured by the launcher
   double seccomp_ms = 0;  // privileges dropped and filter loaded
   double exec_ms = 0;     // until execve of the command succeeded
   double total_ms = 0;
+  bool pooled = false;    // the box was made ahead (BoxPool): the run began when it was taken, its steps above are 0
 };
 
 struct Result {

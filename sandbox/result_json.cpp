@@ -49,6 +49,7 @@ nlohmann::json result_to_json(const Result& result) {
       {"cpu_sys_ms", result.cpu_sys_ms},
       {"peak_memory_bytes", result.peak_memory_bytes},
       {"oom_kills", result.oom_kills},
+      {"pooled", result.setup.pooled},
       {"stdout", stream_to_json(result.stdout_capture)},
       {"stderr", stream_to_json(result.stderr_capture)},
       {"setup_ms",

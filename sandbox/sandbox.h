@@ -27,9 +27,10 @@ namespace capsule::sandbox {
 
 class Exec;
 
-// Setup steps of the box, CLOCK_MONOTONIC ns (0: not reached).
+// Setup steps of the box, CLOCK_MONOTONIC ns (0: not reached). `taken`: when a run took it from a BoxPool (0: it
+// was made for its run).
 struct BoxTimes {
-  std::int64_t start = 0, prepared = 0, cloned = 0, mapped = 0, ready = 0;
+  std::int64_t start = 0, prepared = 0, cloned = 0, mapped = 0, ready = 0, taken = 0;
 };
 
 // Drive it from one thread: poll interest() of the box and of each of its execs, hand every ready descriptor to
@@ -88,6 +89,7 @@ class Sandbox {
  private:
   friend class Launcher;
   friend class Exec;
+  friend class BoxPool;
   Sandbox() = default;
   void route_event(const std::string& message);
   void lost_init();

@@ -19,6 +19,7 @@ struct BindMount {
   // Read-only: host owners show as-is inside (host root as sandbox root) through an idmapped mount.
   // Writable: sandbox root is mapped to the directory's owner, never to host root (see Launcher).
   bool idmap = true;
+  friend bool operator==(const BindMount&, const BindMount&) = default;
 };
 
 // A copy-on-write view at `target`: read-only layers (host dirs, idmapped) under a writable upper dir.
@@ -35,6 +36,7 @@ struct OverlayMount {
   // A host dir whose contents (copy_tree_contents: whiteouts and xattrs kept) become the upper's before the box
   // starts, on whichever disk the upper lives: how a session returns to a checkpoint. Empty: none.
   std::string seed_dir{};
+  friend bool operator==(const OverlayMount&, const OverlayMount&) = default;
 };
 
 enum class NetworkMode { kNone };  // a new network namespace with only loopback
@@ -55,6 +57,7 @@ struct Limits {
   // writes past it fail with ENOSPC inside. 0: the layers live on the scratch dir's filesystem, unlimited.
   std::uint64_t disk_bytes = 0;
   std::uint64_t disk_inodes = 0;                // with disk_bytes; 0: one per 16 KiB of disk_bytes
+  friend bool operator==(const Limits&, const Limits&) = default;
 };
 
 struct SandboxSpec {
@@ -102,6 +105,8 @@ struct EnvironmentSpec {
   // A session lives until destroyed: its init outlives each process, and kills everything and exits when
   // the launcher's end of the control channel closes (the daemon is gone). A one-shot box ends with its process.
   bool session = false;
+  // Equal environments make boxes that cannot be told apart (BoxPool keeps them ready by this).
+  friend bool operator==(const EnvironmentSpec&, const EnvironmentSpec&) = default;
 };
 
 // What runs in a sandbox (sandbox2's executor, crun's exec): one process tree, in a cgroup of its own below

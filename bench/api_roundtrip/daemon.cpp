@@ -23,10 +23,11 @@ namespace capsule::bench::api_roundtrip {
 
 using nlohmann::json;
 
-Daemon::Daemon(const std::string& binary, const std::string& dir)
+Daemon::Daemon(const std::string& binary, const std::string& dir, const std::vector<std::string>& extra)
     : socket_(dir + "/s.sock"), log_(dir + "/capsuled.log") {
-  const std::vector<std::string> args = {binary, "--socket", socket_, "--state-dir", dir + "/state",
-                                         "--max-concurrent", "16", "--max-queue", "4096"};
+  std::vector<std::string> args = {binary, "--socket", socket_, "--state-dir", dir + "/state",
+                                   "--max-concurrent", "16", "--max-queue", "4096"};
+  args.insert(args.end(), extra.begin(), extra.end());
   command_ = args;
   pid_ = fork();
   if (pid_ < 0) die(std::string("fork: ") + std::strerror(errno));

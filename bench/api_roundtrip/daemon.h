@@ -16,7 +16,8 @@ class Daemon {
  public:
   // Forks and execs `binary` with its socket and state dir below `dir`, output to <dir>/capsuled.log; the daemon
   // gets SIGTERM (and drains) if the benchmark dies.
-  Daemon(const std::string& binary, const std::string& dir);
+  // `extra` is appended to capsuled's arguments (e.g. --pool-boxes 0 for cold figures).
+  Daemon(const std::string& binary, const std::string& dir, const std::vector<std::string>& extra = {});
 
   // Polls GET /v1/health until it answers 200 and returns the ms that took; dies if the daemon exits or 30 s pass.
   double wait_healthy();

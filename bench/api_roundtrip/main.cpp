@@ -46,6 +46,7 @@ struct Options {
   std::string bwrap;     // empty: bwrap on PATH
   std::string tmp_parent = "/tmp";  // where the daemon's socket and state dir go (its file system matters)
   bool keep_tmp = false;
+  int pool_boxes = -1;  // -1: capsuled's default; 0: no pool (cold figures)
 };
 
 // The round-trip tables report nearest-rank percentiles; p50 is the median among them.
@@ -71,6 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--bwrap", o.bwrap, "bwrap binary (default: on PATH)");
   app.add_option("--tmp-parent", o.tmp_parent, "directory for the temporary socket + state dir")->capture_default_str();
   app.add_flag("--keep-tmp", o.keep_tmp, "keep the temporary state dir (and the daemon log)");
+  app.add_option("--pool-boxes", o.pool_boxes, "capsuled --pool-boxes (0: cold, no boxes made ahead; default: its own)")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
 
   if (o.capsuled.empty()) {
@@ -84,7 +87,9 @@ int main(int argc, char** argv) {
   if (mkdtemp(tmp.data()) == nullptr) die("mkdtemp in " + o.tmp_parent + ": " + std::strerror(errno));
   chmod(tmp.c_str(), 0711);  // sandboxes run as unprivileged ids and walk into <tmp>/state/scratch
 
-  Daemon daemon(o.capsuled, tmp);
+  std::vector<std::string> daemon_args;
+  if (o.pool_boxes >= 0) daemon_args = {"--pool-boxes", std::to_string(o.pool_boxes)};
+  Daemon daemon(o.capsuled, tmp, daemon_args);
   set_cleanup([&] {
     std::fprintf(stderr, "api_roundtrip: capsuled %s\n", daemon.stop().c_str());
     std::error_code ec;
@@ -126,6 +131,7 @@ int main(int argc, char** argv) {
 
   // 2. Round trips, one at a time, capsule and bwrap alternating (order swapped every round).
   std::vector<double> capsule_ms, bwrap_ms, record_wall_ms, outside_ms, queue_ms;
+  int pooled_runs = 0;  // measured runs whose box was made ahead (record.result.pooled)
   std::map<std::string, std::vector<double>> setup;
   for (int round = 0; round < o.warmup + o.rounds; ++round) {
     const bool measured = round >= o.warmup;
@@ -147,6 +153,7 @@ int main(int argc, char** argv) {
         outside_ms.push_back(ms - record.value("wall_ms", 0.0));
         queue_ms.push_back(static_cast<double>(row["times"].value("started", 0L) - row["times"].value("created", 0L)));
         for (const auto& [step, value] : record["setup_ms"].items()) setup[step].push_back(value.get<double>());
+        pooled_runs += record.value("pooled", false) ? 1 : 0;
       } else {
         const auto t0 = Clock::now();
         try {
@@ -169,6 +176,7 @@ int main(int argc, char** argv) {
               ratio <= kTargetLatencyRatio ? "MET" : "NOT MET", percentile(capsule_ms, 99) / percentile(bwrap_ms, 99));
   std::printf("  capsule medians (ms): result.wall_ms %.2f, client wall - result.wall_ms %.2f, queued->started %.0f\n",
               p50(record_wall_ms), p50(outside_ms), p50(queue_ms));
+  std::printf("  capsule runs that took a box made ahead (pool): %d of %zu\n", pooled_runs, capsule_ms.size());
   std::printf("  result.setup_ms medians:");
   for (const char* step : {"prepare", "clone", "maps", "mounts", "seccomp", "exec", "total"}) {
     std::printf(" %s %.2f", step, p50(setup[step]));

@@ -32,6 +32,15 @@ std::string format_metrics(const RunStats& stats, const std::map<std::string, st
   }
   out << "capsule_setup_seconds_sum " << stats.setup_sum_ms / 1000.0 << "\n"
       << "capsule_setup_seconds_count " << stats.setup_count << "\n";
+  out << "# HELP capsule_pool_boxes_total Boxes made ahead for runs (sandbox pool), by what became of them.\n"
+      << "# TYPE capsule_pool_boxes_total counter\n"
+      << "capsule_pool_boxes_total{event=\"made\"} " << stats.pool.made << "\n"
+      << "capsule_pool_boxes_total{event=\"taken\"} " << stats.pool.hits << "\n"
+      << "capsule_pool_boxes_total{event=\"failed\"} " << stats.pool.failed << "\n"
+      << "capsule_pool_boxes_total{event=\"expired\"} " << stats.pool.expired << "\n"
+      << "# HELP capsule_pool_misses_total Runs of a poolable environment that found no box ready.\n"
+      << "# TYPE capsule_pool_misses_total counter\n"
+      << "capsule_pool_misses_total " << stats.pool.misses << "\n";
   return out.str();
 }
 

@@ -141,13 +141,14 @@ RunStats RunManager::stats() const {
   copy.active = running_;
   copy.queued = queue_.size();
   copy.draining = draining_;
+  copy.pool = launcher_.pool_stats();
   return copy;
 }
 
 void RunManager::drain(std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
   draining_ = true;
-  auto idle = [&] { return live_.empty(); };
+  auto idle = [&] { return live_.empty() && tearing_down_ == 0; };
   if (!idle_.wait_for(lock, grace, idle)) {
     for (auto& [id, run] : live_) run->cancel_requested = true;
     wake();
@@ -236,7 +237,15 @@ void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::str
     ledger_.mark_finished(run->id, state, record, unix_ms());
     return;
   } catch (const std::exception& e) {
-    spdlog::error("run {}: recording it as {} failed: {}", run->id, state, e.what());
+    spdlog::error("run {}: recording it as {} failed: {}; releasing its box and trying again", run->id, state, e.what());
+  }
+  // A full disk (the box's own disk or its writes can be what filled it): what the box holds goes first.
+  release_box(run);
+  try {
+    ledger_.mark_finished(run->id, state, record, unix_ms());
+    return;
+  } catch (const std::exception& e) {
+    spdlog::error("run {}: recording it as {} failed again: {}", run->id, state, e.what());
     try {
       sandbox::Result none;
       none.wall_ms = record.contains("result") ? record["result"].value("wall_ms", 0.0) : 0.0;
@@ -246,6 +255,13 @@ void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::str
       spdlog::error("run {}: recording it as internal_error failed too: {}", run->id, again.what());
     }
   }
+}
+
+// The box (its processes, cgroups, rootfs scratch, maybe many files, its disk), then the run dir. Idempotent.
+void RunManager::release_box(const std::shared_ptr<Run>& run) {
+  run->sandbox.reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(run->run_dir, ignored);
 }
 
 void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
@@ -266,12 +282,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     state = "internal_error";
     record = failure_record(std::string("finishing the run failed: ") + e.what(), result);
   }
-  // After the record: a sandbox disk holds the cow upper the diff and JUnit read until the sandbox goes. Its
-  // release (the rootfs scratch, maybe many files, and the disk) happens here, not on the supervision loop.
-  run->sandbox.reset();
   record_finished(run, state, record);
-  std::error_code ignored;
-  std::filesystem::remove_all(run->run_dir, ignored);
 
   std::optional<RunRow> row;
   try {
@@ -285,6 +296,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.
     std::lock_guard lock(mutex_);
     live_.erase(run->id);
+    ++tearing_down_;
     if (run->started) --running_;
     ++stats_.finished_by_status[state];
     if (result.setup.total_ms > 0) {
@@ -301,8 +313,16 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
   } catch (const std::exception& e) {
     spdlog::error("run {}: sending \"finished\" failed: {}", run->id, e.what());
   }
-  idle_.notify_all();  // after the answers are on their way, so drain() does not return before them
-  wake();              // a free slot for the queue; a stopping loop may now end
+  wake();  // a free slot for the queue
+  // After the answer (the record above read the cow upper, which a sandbox disk holds until the box goes): the
+  // release happens here, on a finisher thread, and delays neither this run's answer nor the supervision loop.
+  release_box(run);
+  {
+    std::lock_guard lock(mutex_);
+    --tearing_down_;
+  }
+  idle_.notify_all();  // after the answers are on their way and the boxes gone, so drain() waits for both
+  wake();              // a stopping loop may now end
 }
 
 void RunManager::supervise_loop() {
@@ -323,7 +343,7 @@ bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
   std::vector<std::shared_ptr<Run>> cancelled_in_queue;
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ && live_.empty()) return false;
+    if (stopping_ && live_.empty() && tearing_down_ == 0) return false;
     for (auto it = queue_.begin(); it != queue_.end();) {
       if ((*it)->cancel_requested) {
         cancelled_in_queue.push_back(*it);

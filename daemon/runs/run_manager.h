@@ -53,6 +53,7 @@ struct RunStats {
   std::vector<std::uint64_t> setup_bucket_counts;  // cumulative, as Prometheus wants
   double setup_sum_ms = 0;
   std::uint64_t setup_count = 0;
+  sandbox::PoolStats pool;  // the launcher's boxes made ahead
 };
 
 class RunManager {
@@ -92,7 +93,9 @@ class RunManager {
   void finish_run(const std::shared_ptr<Run>& run, sandbox::Result result);
   // Finisher thread: record, ledger, run dir, stats, "finished". Never throws.
   void complete_run(const std::shared_ptr<Run>& run, sandbox::Result result);
+  // Writes the finished row; when that fails, releases the box first (a full disk) and tries again.
   void record_finished(const std::shared_ptr<Run>& run, const std::string& state, const nlohmann::json& record);
+  void release_box(const std::shared_ptr<Run>& run);
   void notify(const std::shared_ptr<Run>& run, const nlohmann::json& event);
   void wake();
 
@@ -106,6 +109,7 @@ class RunManager {
   std::deque<std::shared_ptr<Run>> queue_;
   std::map<std::string, std::shared_ptr<Run>> live_;  // queued or running, by id
   std::size_t running_ = 0;
+  std::size_t tearing_down_ = 0;  // finished runs whose box and run dir are still being removed (after the answer)
   bool draining_ = false;
   bool stopping_ = false;
   RunStats stats_;

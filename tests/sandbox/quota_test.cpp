@@ -40,6 +40,7 @@ class SandboxDiskTest : public ::testing::Test {
  protected:
   void TearDown() override {
     const std::string scratch = shared_launcher().options().scratch_dir;
+    shared_launcher().drain_teardown();  // run() leaves each box's teardown to the launcher's reaper
     EXPECT_TRUE(mount_points_below(scratch).empty()) << "a sandbox disk is still mounted";
     EXPECT_TRUE(mount_points_below(base_).empty()) << "a workspace bind is still mounted";
     // A loop device is released by the kernel just after its last user lets go: allow it a moment.

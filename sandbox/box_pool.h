@@ -1,0 +1,84 @@
+// BoxPool: boxes made ahead of demand for the environments one-shot runs asked for, each waiting (init ready,
+// its first exec's child already in its cgroup) to be taken by exactly one run; refilled by a thread of its own.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "sandbox/box_reaper.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/spec.h"
+
+namespace capsule::sandbox {
+
+struct PoolOptions {
+  std::size_t boxes_per_environment = 0;  // ready boxes kept for each wanted environment; 0: no pool
+  std::size_t environments = 4;           // environments kept ready at once; the least recently asked goes first
+  std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};  // one not asked for this long is let go
+  // Asked before each box is made; false: none is made now (e.g. the state disk is below its watermark, where
+  // new runs are refused too). Empty: always.
+  std::function<bool()> may_fill{};
+};
+
+// Whether boxes of `spec` may be made before their run: nothing in it belongs to one run or is read at creation
+// (no copy-on-write views or upper dir of its own, no writable binds, no listeners, no protected paths), and it
+// is no session.
+bool poolable(const EnvironmentSpec& spec);
+
+struct PoolStats {
+  std::uint64_t hits = 0;     // takes answered with a ready box
+  std::uint64_t misses = 0;   // takes of a poolable environment with none ready
+  std::uint64_t made = 0;     // boxes made ready
+  std::uint64_t failed = 0;   // boxes that could not be made or died waiting
+  std::uint64_t expired = 0;  // boxes let go unused (environment idle or dropped, pool stopped)
+};
+
+class BoxPool {
+ public:
+  using Create = std::function<std::unique_ptr<Sandbox>(const EnvironmentSpec&)>;
+  // Unused boxes go to `reaper`, which must outlive the pool.
+  BoxPool(Create create, BoxReaper& reaper, PoolOptions options);
+  ~BoxPool();  // stops making boxes; the waiting ones go to the reaper
+  BoxPool(const BoxPool&) = delete;
+  BoxPool& operator=(const BoxPool&) = delete;
+
+  // A ready box of exactly `spec`, never used, its times().taken set; nullptr when none is waiting (the caller
+  // makes one). Asking for a poolable environment makes it wanted: boxes of it are kept ready from then on.
+  std::unique_ptr<Sandbox> take(const EnvironmentSpec& spec);
+  std::size_t ready_count() const;
+  PoolStats stats() const;
+
+ private:
+  struct Wanted {
+    EnvironmentSpec environment;
+    std::deque<std::unique_ptr<Sandbox>> ready;
+    std::chrono::steady_clock::time_point asked;
+    std::chrono::steady_clock::time_point retry_after;  // after a failure, not before
+    std::chrono::milliseconds backoff{0};               // doubles with each failure in a row (a full disk)
+  };
+  void fill();
+  // Makes one box of `environment` and drives it until init is ready and the first exec prepared.
+  std::unique_ptr<Sandbox> make_ready(const EnvironmentSpec& environment);
+  // Moves the boxes of environments not asked for within the TTL to the reaper; the next expiry time.
+  std::chrono::steady_clock::time_point expire_locked(std::chrono::steady_clock::time_point now);
+
+  const Create create_;
+  BoxReaper& reaper_;
+  const PoolOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::list<Wanted> wanted_;  // most recently asked first
+  PoolStats stats_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace capsule::sandbox
