@@ -6,12 +6,14 @@
 # "finished" stamp, and the rest: CLI start, request, record write and the event's way back, CLI exit).
 # Usage: bench/shell_bench.sh [BUILD_DIR] [RUNS] [SUITE_RUNS]   (default build, 40, 20)
 # BASELINE_CLI=/path/to/another/capsule adds that CLI's rows (e.g. a build from before a change), same daemon.
+# ROUNDS=N (default 5): the runs are split into N interleaved rounds (see run_group).
 # JSON_DIR=DIR keeps hyperfine's --export-json files there (otherwise they go with the temp dir).
 set -eu
 cd "$(dirname "$0")/.."
 build="$(cd "${1:-build}" && pwd)"
 runs="${2:-40}"
 suite_runs="${3:-20}"
+rounds="${ROUNDS:-5}"
 capsule="$build/bin/capsule"
 [ -x "$capsule" ] || { echo "shell_bench: $capsule is not built" >&2; exit 1; }
 python=/usr/bin/python3  # the host image's interpreter: the same /usr inside the sandbox and out
@@ -60,10 +62,12 @@ bwrap_base="$bwrap_base --symlink usr/lib64 /lib64 --proc /proc --dev /dev"
 run_cmd() { echo "$1 --socket $socket run"; }
 in_suite="-e PYTHONDONTWRITEBYTECODE -- $python $pytest_args /workspace"
 
-# hyperfine -N (no shell in between: both sides are exec'd alike). Each group: NAME COMMAND pairs.
-bench_group() {  # GROUP WARMUP RUNS NAME COMMAND [NAME COMMAND]...
-  group="$1" warmup="$2" count="$3"
-  shift 3
+# hyperfine -N (no shell in between: both sides are exec'd alike). A group is NAME COMMAND pairs, run in ROUNDS
+# rounds of RUNS/ROUNDS each (group after group, round after round) so that a change in the machine's load
+# falls on every command alike; the p50 is over all rounds' times.
+define_group() {  # GROUP NAME COMMAND [NAME COMMAND]...
+  group="$1"
+  shift
   : >"$json_dir/$group.names"
   : >"$work/$group.commands"
   while [ $# -gt 0 ]; do
@@ -71,34 +75,48 @@ bench_group() {  # GROUP WARMUP RUNS NAME COMMAND [NAME COMMAND]...
     echo "$2" >>"$work/$group.commands"
     shift 2
   done
-  tr '\n' '\0' <"$work/$group.commands" | xargs -0 hyperfine -N --style basic --warmup "$warmup" --runs "$count" \
-    --export-json "$json_dir/$group.json" >"$work/$group.out" 2>&1 || { cat "$work/$group.out" >&2; exit 1; }
+}
+run_group() {  # GROUP ROUND WARMUP RUNS
+  tr '\n' '\0' <"$work/$1.commands" | xargs -0 hyperfine -N --style basic --warmup "$3" --runs "$4" \
+    --export-json "$json_dir/$1.$2.json" >"$work/$1.out" 2>&1 || { cat "$work/$1.out" >&2; exit 1; }
 }
 
 set -- capsule-run-true "$(run_cmd "$capsule") -- true"
 [ -z "${BASELINE_CLI:-}" ] || set -- "$@" baseline-cli-run-true "$(run_cmd "$BASELINE_CLI") -- true"
 set -- "$@" bwrap-true "$bwrap_base -- /usr/bin/true" cli-start-only "$capsule run --help"
-bench_group true 3 "$runs" "$@"
+define_group true "$@"
 
 set -- native-pytest "$python $pytest_args $suite"
 set -- "$@" bwrap-pytest "$bwrap_base --tmpfs /tmp --ro-bind $suite /workspace --chdir /workspace -- $python $pytest_args /workspace"
 set -- "$@" capsule-run-pytest-ro "$(run_cmd "$capsule") --workspace $suite --mode ro $in_suite"
 set -- "$@" capsule-run-pytest-cow "$(run_cmd "$capsule") --workspace $suite $in_suite"
 [ -z "${BASELINE_CLI:-}" ] || set -- "$@" baseline-cli-run-pytest-ro "$(run_cmd "$BASELINE_CLI") --workspace $suite --mode ro $in_suite"
-bench_group pytest 2 "$suite_runs" "$@"
+define_group pytest "$@"
+
+round=1
+while [ "$round" -le "$rounds" ]; do
+  warmup=1
+  [ "$round" -gt 1 ] || warmup=3
+  run_group true "$round" "$warmup" $(((runs + rounds - 1) / rounds))
+  run_group pytest "$round" "$warmup" $(((suite_runs + rounds - 1) / rounds))
+  round=$((round + 1))
+done
 
 echo "capsule run from the shell ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)); hyperfine -N p50"
 "$python" - "$json_dir" "$suite_runs" "$(run_cmd "$capsule") --json -- true" \
   "$(run_cmd "$capsule") --json --workspace $suite --mode ro $in_suite" <<'EOF'
-import json, statistics, subprocess, sys, time
+import glob, json, statistics, subprocess, sys, time
 
 json_dir, suite_runs = sys.argv[1], int(sys.argv[2])
 
 def show(group, title, baseline):
-    results = json.load(open(f"{json_dir}/{group}.json"))["results"]
     names = open(f"{json_dir}/{group}.names").read().split()
-    p50 = {name: r["median"] * 1000 for name, r in zip(names, results)}
-    print(f"{title} ({len(results[0]['times'])} runs each)")
+    times = {name: [] for name in names}
+    for path in glob.glob(f"{json_dir}/{group}.*.json"):
+        for name, result in zip(names, json.load(open(path))["results"]):
+            times[name] += result["times"]
+    p50 = {name: statistics.median(t) * 1000 for name, t in times.items()}
+    print(f"{title} ({len(times[baseline])} runs each in {len(glob.glob(f'{json_dir}/{group}.*.json'))} rounds)")
     for name, ms in p50.items():
         line = f"  {name:<28} p50 {ms:8.1f} ms"
         if name != baseline:
