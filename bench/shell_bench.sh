@@ -129,7 +129,7 @@ show("pytest", "30-test pytest suite", "native-pytest")
 print(f"where a capsule run's time goes (p50 of {suite_runs} --json runs, ms; the daemon's stamps are whole ms)")
 print(f"  {'':<16}{'total':>8}{'setup':>8}{'command':>9}{'finishing':>11}{'rest':>7}")
 for name, args in (("true", sys.argv[3]), ("pytest (ro)", sys.argv[4])):
-    rows = []
+    rows, parts = [], []
     for _ in range(suite_runs):
         begin = time.perf_counter()
         out = subprocess.run(args.split(), capture_output=True, check=True).stdout
@@ -140,6 +140,9 @@ for name, args in (("true", sys.argv[3]), ("pytest (ro)", sys.argv[4])):
         daemon = times["finished"] - times["created"]  # POST taken .. "finished" stamped
         finishing = times["finished"] - times["started"] - result["wall_ms"]  # exit .. stamp: teardown, record
         rows.append((total, setup, result["wall_ms"] - setup, finishing, total - daemon))
+        parts.append({k: v for k, v in result["setup_ms"].items() if k != "total"})
     p50 = [statistics.median(column) for column in zip(*rows)]
     print(f"  {name:<16}" + "".join(f"{v:{w}.1f}" for v, w in zip(p50, (8, 8, 9, 11, 7))))
+    print(f"  {'':<16}setup parts p50: " +
+          ", ".join(f"{k} {statistics.median(p[k] for p in parts):.1f}" for k in parts[0]))
 EOF
