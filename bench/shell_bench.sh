@@ -55,7 +55,8 @@ pytest_args="-m pytest -q -p no:cacheprovider"
 # No __pycache__ writes anywhere: every run compiles the same test files (a read-only workspace could not keep them).
 export PYTHONDONTWRITEBYTECODE=1
 # shellcheck disable=SC2086  # pytest_args is several words
-"$python" $pytest_args "$suite" | grep -q "30 passed" || { echo "shell_bench: the suite does not pass natively" >&2; exit 1; }
+"$python" $pytest_args "$suite" | grep -q "30 passed" ||
+  { echo "shell_bench: the suite does not pass natively" >&2; exit 1; }
 
 bwrap_base="bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib"
 bwrap_base="$bwrap_base --symlink usr/lib64 /lib64 --proc /proc --dev /dev"
@@ -87,10 +88,12 @@ set -- "$@" bwrap-true "$bwrap_base -- /usr/bin/true" cli-start-only "$capsule r
 define_group true "$@"
 
 set -- native-pytest "$python $pytest_args $suite"
-set -- "$@" bwrap-pytest "$bwrap_base --tmpfs /tmp --ro-bind $suite /workspace --chdir /workspace -- $python $pytest_args /workspace"
+in_bwrap_suite="--tmpfs /tmp --ro-bind $suite /workspace --chdir /workspace -- $python $pytest_args /workspace"
+set -- "$@" bwrap-pytest "$bwrap_base $in_bwrap_suite"
 set -- "$@" capsule-run-pytest-ro "$(run_cmd "$capsule") --workspace $suite --mode ro $in_suite"
 set -- "$@" capsule-run-pytest-cow "$(run_cmd "$capsule") --workspace $suite $in_suite"
-[ -z "${BASELINE_CLI:-}" ] || set -- "$@" baseline-cli-run-pytest-ro "$(run_cmd "$BASELINE_CLI") --workspace $suite --mode ro $in_suite"
+[ -z "${BASELINE_CLI:-}" ] ||
+  set -- "$@" baseline-cli-run-pytest-ro "$(run_cmd "$BASELINE_CLI") --workspace $suite --mode ro $in_suite"
 define_group pytest "$@"
 
 round=1
