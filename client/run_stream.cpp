@@ -2,11 +2,15 @@
 // are decoded and written without a JSON parse of their large string, anything else is parsed as JSON.
 #include "client/run_stream.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 
 #include "base/base64.h"
 #include "client/json_read.h"
@@ -52,12 +56,22 @@ InterruptWatcher::InterruptWatcher(std::string what, Stop stop) : what_(std::mov
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC) != 0) throw std::runtime_error("cannot make a pipe to stop the interrupt watcher");
+  wake_read_ = base::UniqueFd(wake[0]);
+  wake_write_ = base::UniqueFd(wake[1]);
   pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
+  signal_fd_ = base::UniqueFd(::signalfd(-1, &signals_, SFD_CLOEXEC));
+  if (!signal_fd_) {
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    throw std::runtime_error("cannot watch for interrupts: signalfd failed");
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
 InterruptWatcher::~InterruptWatcher() {
-  done_ = true;
+  const char byte = 0;
+  (void)!::write(wake_write_.get(), &byte, 1);
   thread_.join();
   const timespec zero{};
   while (sigtimedwait(&signals_, nullptr, &zero) > 0) {
@@ -73,9 +87,12 @@ void InterruptWatcher::set_id(const std::string& id) {
 
 void InterruptWatcher::loop() {
   int count = 0;
-  while (!done_) {
-    const timespec tick{0, 100'000'000};
-    if (sigtimedwait(&signals_, nullptr, &tick) < 0) continue;
+  for (;;) {
+    pollfd fds[2] = {{wake_read_.get(), POLLIN, 0}, {signal_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[0].revents != 0) return;
+    signalfd_siginfo info{};
+    if (::read(signal_fd_.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
     if (++count > 1) {
       std::lock_guard lock(mutex_);
       std::cerr << "capsule: not waiting for " << what_ << " " << id_ << " any longer\n";

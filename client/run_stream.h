@@ -5,7 +5,6 @@
 
 #include <signal.h>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -14,11 +13,14 @@
 #include <string_view>
 #include <thread>
 
+#include "base/unique_fd.h"
+
 namespace capsule::client {
 
 // While it lives, SIGINT/SIGTERM are taken by its thread: the first calls `stop(id)` once (as soon as the id is
 // known), the second exits this process with kExitStoppedWaiting without waiting. `what` names the run in
-// messages ("run", "exec").
+// messages ("run", "exec"). The thread sleeps in poll() on a signalfd and a wake pipe, so destruction (the run
+// is over) returns at once instead of waiting out a polling tick.
 class InterruptWatcher {
  public:
   using Stop = std::function<void(const std::string& id)>;
@@ -37,10 +39,11 @@ class InterruptWatcher {
   Stop stop_;
   sigset_t signals_{};
   sigset_t old_mask_{};
+  base::UniqueFd signal_fd_;
+  base::UniqueFd wake_read_, wake_write_;
   std::mutex mutex_;
   std::string id_;
   bool requested_ = false;
-  std::atomic<bool> done_{false};
   std::thread thread_;
 };
 

@@ -8,7 +8,8 @@ PACKAGES="build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
   bubblewrap util-linux e2fsprogs iproute2 debootstrap patchelf
-  openjdk-17-jdk-headless maven python3 python3-pip python3-venv"
+  openjdk-17-jdk-headless maven python3 python3-pip python3-venv python3-pytest
+  hyperfine"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
