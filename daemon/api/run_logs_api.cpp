@@ -94,7 +94,7 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
       if (run_finished) return end();
       // A closed log whose run is not yet marked finished (the manager closes logs just before): the stream
       // ends with the run, which is a moment away.
-      if (reader_ && reader_->finished()) delay = kRunEndRecheck;
+      if (reader_->finished()) delay = kRunEndRecheck;
     } catch (const std::exception& e) {
       spdlog::warn("logs of run {}: {}; the stream is cut", id_, e.what());
       return stop();  // without finish(): the client sees a truncated body, not a clean end
@@ -105,10 +105,7 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
     });
   }
 
-  std::string read_piece() {
-    if (!reader_ && ctx_.logs.exists(id_, stream_)) reader_ = ctx_.logs.open_reader(id_, stream_);
-    return reader_ ? read_after(*reader_, skip_) : std::string();
-  }
+  std::string read_piece() { return read_after(*reader_, skip_); }
 
   void end() {
     writer_->finish();
@@ -127,7 +124,7 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   const Stream stream_;
   const bool follow_;
   std::uint64_t skip_;  // bytes of the log still to drop before sending (?from=)
-  std::unique_ptr<LogReader> reader_;  // absent until the log file exists
+  std::unique_ptr<LogReader> reader_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::steady_timer timer_;
   std::shared_ptr<http::StreamWriter> writer_;
@@ -160,10 +157,8 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
   std::unique_ptr<LogReader> reader;
   std::string first;
   try {
-    if (ctx.logs.exists(id, stream)) {
-      reader = ctx.logs.open_reader(id, stream);
-      first = read_after(*reader, skip);
-    }
+    reader = ctx.logs.open_reader(id, stream);  // a log never written reads as empty
+    first = read_after(*reader, skip);
   } catch (const LogStoreError& e) {
     throw http::ApiError("log_unreadable", e.what());
   }
@@ -173,7 +168,7 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
     headers.emplace_back("X-Capsule-Log-Dropped-Bytes", std::to_string(cut->dropped_bytes));
     headers.emplace_back("X-Capsule-Log-Total-Bytes", std::to_string(cut->total_bytes));
   }
-  if (!follow && (!reader || reader->finished() || first.size() < kPieceBytes)) {
+  if (!follow && (reader->finished() || first.size() < kPieceBytes)) {
     responder.respond(http::Response{200, "text/plain", std::move(first), std::move(headers)});  // all in one piece
     return;
   }
