@@ -182,7 +182,7 @@ void LogWriter::close() {
 }
 
 void LogWriter::signal() {
-  if (watchers_) watchers_->signal(path_);
+  if (watchers_) watchers_->signal(path_, LogEvent::kWritten);
 }
 
 void LogWriter::deflate_and_write(std::string_view data, int flush) {
@@ -278,6 +278,16 @@ void LogStore::remove(const std::string& run_id) {
 std::unique_ptr<LogWatchers::Subscription> LogStore::watch(const std::string& run_id, Stream stream,
                                                            LogWatchers::Callback callback) {
   return watchers_->subscribe(path(run_id, stream), std::move(callback));
+}
+
+void LogStore::run_ended(const std::string& run_id) noexcept {
+  if (!valid_run_id(run_id)) return;
+  for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
+    try {
+      watchers_->signal(path(run_id, stream), LogEvent::kRunEnded);
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a callback only posts; nothing to undo
+    }
+  }
 }
 
 }  // namespace capsule::daemon

@@ -42,7 +42,7 @@ std::string truncation_marker(std::uint64_t dropped_bytes);
 class LogWriter {
  public:
   // The log at `path`, not created yet. cap_bytes 0: no cap. `watchers` (optional) are signalled under the
-  // key `path` after every append that reached the file, and at the close of a file.
+  // key `path` (LogEvent::kWritten) after every append that reached the file, and at the close of a file.
   LogWriter(std::string path, std::uint64_t cap_bytes = 0, std::shared_ptr<LogWatchers> watchers = nullptr);
   ~LogWriter();  // closes; errors at this point are dropped (call close() to see them)
   LogWriter(const LogWriter&) = delete;
@@ -115,9 +115,13 @@ class LogStore {
   // Removes both logs of a run and their notes; absent files are fine.
   void remove(const std::string& run_id);
 
-  // Calls `callback` (on the writer's thread) whenever the log's file grows or is closed.
+  // Calls `callback` (on the writer's thread) with kWritten whenever the log's file grows or is closed, and
+  // with kRunEnded (on the thread that recorded it) once the run is recorded as finished (run_ended()).
   std::unique_ptr<LogWatchers::Subscription> watch(const std::string& run_id, Stream stream,
                                                    LogWatchers::Callback callback);
+  // The run's final state is recorded, so its logs are whole (they are closed before): tells both streams'
+  // watchers (LogEvent::kRunEnded). An id that cannot name a log is ignored. Never throws.
+  void run_ended(const std::string& run_id) noexcept;
 
   const std::string& dir() const { return dir_; }
   const LogStoreOptions& options() const { return options_; }

@@ -190,8 +190,11 @@ TEST_F(LogReaderTest, ALogUnderTheCapOrJustPastItIsExact) {
 TEST_F(LogReaderTest, WritersSignalTheirLogsWatchers) {
   LogStore store(dir_, LogStoreOptions{4096});
   std::atomic<int> stdout_signals{0}, stderr_signals{0};
-  auto watch_out = store.watch("r", Stream::kStdout, [&] { ++stdout_signals; });
-  auto watch_err = store.watch("r", Stream::kStderr, [&] { ++stderr_signals; });
+  auto watch_out = store.watch("r", Stream::kStdout, [&](LogEvent event) {
+    EXPECT_EQ(event, LogEvent::kWritten);
+    ++stdout_signals;
+  });
+  auto watch_err = store.watch("r", Stream::kStderr, [&](LogEvent) { ++stderr_signals; });
   auto writer = store.open_writer("r", Stream::kStdout);
   EXPECT_EQ(stdout_signals, 0) << "opening writes nothing";
   writer->append("a");

@@ -173,5 +173,82 @@ TEST_F(CapsuledLogFollow, ASessionExecThatPrintsNothingLeavesNoLogFiles) {
   EXPECT_EQ(call("DELETE", "/v1/sessions/" + session).status, 200);
 }
 
+TEST_F(CapsuledLogFollow, AFollowerGetsEachLineAsItIsPrintedAndEndsWithTheRun) {
+  start();
+  const fs::path workspace = make_dir("gates");
+  // Each line waits for the test to have received the one before through the follower.
+  const std::string id = submit(in_workspace(
+      sh("for i in 1 2 3; do echo $i; while [ ! -e /workspace/go$i ]; do sleep 0.02; done; done"), workspace));
+  RawFollower follower(socket_, "/v1/runs/" + id + "/logs?follow=true");
+  EXPECT_TRUE(follower.head().starts_with("HTTP/1.1 200")) << follower.head();
+  std::string expected;
+  for (int i = 1; i <= 3; ++i) {
+    expected += std::to_string(i) + "\n";
+    EXPECT_EQ(follower.body_of_at_least(expected.size()), expected);
+    touch(workspace / ("go" + std::to_string(i)));
+  }
+  EXPECT_EQ(follower.body_to_end(), "1\n2\n3\n");
+  EXPECT_EQ(get_run(id)["state"], "succeeded") << "the followed log ends only when the run has ended";
+}
+
+TEST_F(CapsuledLogFollow, ManyFollowersOfASlowPrinterEachGetItAllInOrder) {
+  start();
+  const fs::path workspace = make_dir("many");
+  const std::string id = submit(in_workspace(
+      sh("while [ ! -e /workspace/go ]; do sleep 0.02; done; for i in 1 2 3; do echo $i; sleep 0.3; done; "
+         "echo done >&2"),
+      workspace));
+  std::vector<std::unique_ptr<RawFollower>> followers;
+  for (int i = 0; i < 12; ++i) {
+    const std::string stream = i % 3 == 2 ? "stderr" : "stdout";
+    const std::string target = "/v1/runs/" + id + "/logs?follow=true&stream=" + stream;
+    followers.push_back(std::make_unique<RawFollower>(socket_, target));
+    EXPECT_TRUE(followers.back()->head().starts_with("HTTP/1.1 200")) << followers.back()->head();
+  }
+  touch(workspace / "go");
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(followers[i]->body_to_end(), i % 3 == 2 ? "done\n" : "1\n2\n3\n") << "follower " << i;
+  }
+  EXPECT_EQ(get_run(id)["state"], "succeeded");
+}
+
+TEST_F(CapsuledLogFollow, AFollowerOfARunWithNoOutputEndsWithTheRun) {
+  start();
+  const fs::path workspace = make_dir("silent");
+  const std::string id =
+      submit(in_workspace(sh("while [ ! -e /workspace/go ]; do sleep 0.02; done"), workspace));
+  wait_running(id);
+  RawFollower out(socket_, "/v1/runs/" + id + "/logs?follow=true");
+  RawFollower err(socket_, "/v1/runs/" + id + "/logs?follow=true&stream=stderr");
+  EXPECT_TRUE(out.head().starts_with("HTTP/1.1 200")) << out.head();
+  EXPECT_TRUE(err.head().starts_with("HTTP/1.1 200")) << err.head();
+  touch(workspace / "go");
+  EXPECT_EQ(out.body_to_end(), "");
+  EXPECT_EQ(err.body_to_end(), "");
+  EXPECT_EQ(get_run(id)["state"], "succeeded") << "the followed log ends only when the run has ended";
+  EXPECT_FALSE(has_log(id, "stdout"));
+}
+
+TEST_F(CapsuledLogFollow, AFollowerOfASilentSessionExecEndsWithIt) {
+  start();
+  const fs::path workspace = make_dir("session");
+  // rw: a file the test makes later is seen at once (a cow workspace's overlay may have cached its absence).
+  const HttpResponse created =
+      call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace.string()}, {"mode", "rw"}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string session = body_json(created)["id"];
+  const HttpResponse accepted =
+      call("POST", "/v1/sessions/" + session + "/exec",
+           json{{"script", "while [ ! -e /workspace/go ]; do sleep 0.02; done"}, {"background", true}});
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string id = body_json(accepted)["id"];
+  RawFollower follower(socket_, "/v1/sessions/" + session + "/execs/" + id + "/stream");
+  EXPECT_TRUE(follower.head().starts_with("HTTP/1.1 200")) << follower.head();
+  touch(workspace / "go");
+  EXPECT_EQ(follower.body_to_end(), "");
+  EXPECT_EQ(get_run(id)["state"], "succeeded") << "the stream ends only when the exec has ended";
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + session).status, 200);
+}
+
 }  // namespace
 }  // namespace capsule::testing
