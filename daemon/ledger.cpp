@@ -391,13 +391,16 @@ void Ledger::mark_finished(const std::string& id, const std::string& state, cons
   if (is_unfinished(state) || std::find(states.begin(), states.end(), state) == states.end()) {
     base::throw_error("ledger", "", "run " + id + ": '" + state + "' is not a finished state");
   }
-  std::lock_guard lock(mutex_);
-  Statement update(db_,
-                   "UPDATE runs SET state = ?, record = ?, finished_ms = ?"
-                   " WHERE id = ? AND state IN ('queued', 'running')",
-                   "mark run " + id + " " + state);
-  update.bind(1, state).bind(2, dump(outcome)).bind(3, finished_ms).bind(4, id).run();
-  if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued or running");
+  {
+    std::lock_guard lock(mutex_);
+    Statement update(db_,
+                     "UPDATE runs SET state = ?, record = ?, finished_ms = ?"
+                     " WHERE id = ? AND state IN ('queued', 'running')",
+                     "mark run " + id + " " + state);
+    update.bind(1, state).bind(2, dump(outcome)).bind(3, finished_ms).bind(4, id).run();
+    if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued or running");
+  }
+  if (finished_observer_) finished_observer_(id);
 }
 
 std::vector<std::string> Ledger::mark_unfinished_interrupted(std::int64_t now_ms) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -108,8 +109,14 @@ class Ledger {
   void mark_running(const std::string& id, std::int64_t started_ms);
   // queued|running -> `state` (a terminal state). Throws base::Error if the run is unknown or finished.
   // `outcome`: {"result", "tests", "diff", "proxy", ...} (daemon/record/run_record.h).
+  // Then calls the finished observer, if any, with the id.
   void mark_finished(const std::string& id, const std::string& state, const nlohmann::json& outcome,
                      std::int64_t finished_ms);
+  // Hears of each run mark_finished recorded, on the caller's thread, once the row is final; must not throw
+  // or block. Set it before other threads use the ledger.
+  void set_finished_observer(std::function<void(const std::string& id)> observer) {
+    finished_observer_ = std::move(observer);
+  }
   // Restart recovery: every queued or running run becomes `interrupted`; returns their ids, oldest first.
   std::vector<std::string> mark_unfinished_interrupted(std::int64_t now_ms);
 
@@ -144,6 +151,7 @@ class Ledger {
   std::string path_;
   sqlite3* db_ = nullptr;
   mutable std::mutex mutex_;  // guards db_: one connection, one statement at a time
+  std::function<void(const std::string& id)> finished_observer_;
 };
 
 }  // namespace capsule::daemon

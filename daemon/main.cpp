@@ -151,6 +151,7 @@ int serve(daemon::DaemonConfig config) {
     spdlog::warn("session {} was lost with the daemon restart (its sandbox was removed)", id);
   }
   daemon::LogStore logs(state + "/logs", daemon::LogStoreOptions{config.log_cap_bytes});
+  ledger.set_finished_observer([&logs](const std::string& id) { logs.run_ended(id); });  // log followers end
   const daemon::RetentionPolicy retention{config.retention_max_age_days, config.retention_max_total_bytes,
                                           std::chrono::seconds(config.retention_interval_s)};
   try {

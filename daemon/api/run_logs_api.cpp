@@ -1,5 +1,5 @@
 // The routes over a run's stored output: GET /v1/runs/{id}/logs streamed with bounded memory (a LogSender
-// inflates 64 KiB at a time, following a live run on the writer's signal) and DELETE /v1/runs/{id}.
+// inflates 64 KiB at a time, following a live run on its writer's signals to its end) and DELETE /v1/runs/{id}.
 #include "daemon/api/api.h"
 
 #include <spdlog/spdlog.h>
@@ -16,8 +16,9 @@ namespace {
 
 using nlohmann::json;
 constexpr std::size_t kPieceBytes = 64 * 1024;
-constexpr auto kFollowFallback = std::chrono::milliseconds(1000);
-constexpr auto kRunEndRecheck = std::chrono::milliseconds(20);
+// How often a follower waiting for its run's next signal looks whether its client is still there (the log is
+// not read then): a client that leaves a silent run frees its follower within this.
+constexpr auto kClientCheckInterval = std::chrono::seconds(1);
 
 bool is_finished(const std::optional<RunRow>& row) {
   return !row || (row->state != "queued" && row->state != "running");
@@ -33,27 +34,37 @@ std::string read_after(LogReader& reader, std::uint64_t& skip) {
   return reader.read(kPieceBytes);
 }
 
-// Sends one log to one client. All steps run on `strand`; the drained callback and the writer's signal only
-// post a step there.
+// Sends one log to one client. All steps run on `strand`; the drained callback and the log's signals only
+// post a step there. Following, a step reads only what the log gained since the last (the reader keeps its
+// place), and nothing runs between signals but the client check.
 class LogSender : public std::enable_shared_from_this<LogSender> {
  public:
-  LogSender(ApiContext& ctx, std::string id, Stream stream, bool follow, std::unique_ptr<LogReader> reader,
-            std::uint64_t skip)
-      : ctx_(ctx), id_(std::move(id)), stream_(stream), follow_(follow), skip_(skip), reader_(std::move(reader)),
+  LogSender(ApiContext& ctx, std::string id, Stream stream, std::unique_ptr<LogReader> reader, std::uint64_t skip)
+      : ctx_(ctx), id_(std::move(id)), stream_(stream), skip_(skip), reader_(std::move(reader)),
         strand_(boost::asio::make_strand(ctx.io)), timer_(strand_) {}
+
+  // Makes the sender follow the live run to its end: subscribes to the log's signals, then reads the run's
+  // state once more (an end recorded before the subscription sent no signal here). Before start().
+  void follow() {
+    follow_ = true;
+    std::weak_ptr<LogSender> weak = weak_from_this();
+    subscription_ = ctx_.logs.watch(id_, stream_, [weak](LogEvent event) {
+      auto self = weak.lock();
+      if (!self) return;
+      if (event == LogEvent::kRunEnded) self->run_ended_ = true;
+      self->wake();
+    });
+    if (is_finished(ctx_.ledger.get(id_))) run_ended_ = true;
+  }
 
   // `first`: the piece read while answering (so a corrupt log is an error status, not a cut stream).
   void start(std::shared_ptr<http::StreamWriter> writer, std::string first) {
-    writer_ = std::move(writer);
-    if (follow_) {
-      std::weak_ptr<LogSender> weak = weak_from_this();
-      subscription_ = ctx_.logs.watch(id_, stream_, [weak] {
-        if (auto self = weak.lock()) self->wake();
-      });
-    }
-    boost::asio::post(strand_, [self = shared_from_this(), first = std::move(first)]() mutable {
+    auto begin = [self = shared_from_this(), writer = std::move(writer), first = std::move(first)]() mutable {
+      self->writer_ = std::move(writer);  // a signal's step before this one waits for it: send() steps
+      if (self->follow_) self->check_client_later();
       self->send(std::move(first));
-    });
+    };
+    boost::asio::post(strand_, std::move(begin));
   }
 
  private:
@@ -77,37 +88,30 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
     });
   }
 
-  // Reads and sends the next piece, or ends the stream, or waits for the log to grow.
+  // Reads and sends the next piece, or ends the stream, or (following) waits for the log's next signal.
   void step() {
-    if (done_ || awaiting_drain_) return;
+    if (done_ || awaiting_drain_ || !writer_) return;
     if (writer_->client_gone()) return stop();
-    std::chrono::milliseconds delay = kFollowFallback;
     try {
-      std::string piece = read_piece();
+      // The flag before the log: a run recorded as ended has closed its logs, so what this read finds is all.
+      const bool ended = run_ended_;
+      std::string piece = read_after(*reader_, skip_);
       if (!piece.empty()) return send(std::move(piece));
-      if (!follow_) return end();
-      // At the end of what is written so far. The run's state is read before reading again: a run the ledger
-      // calls finished has closed its logs, so what that second read finds is all there is.
-      const bool run_finished = is_finished(ctx_.ledger.get(id_));
-      piece = read_piece();
-      if (!piece.empty()) return send(std::move(piece));
-      if (run_finished) return end();
-      // A closed log whose run is not yet marked finished (the manager closes logs just before): the stream
-      // ends with the run, which is a moment away.
-      if (reader_ && reader_->finished()) delay = kRunEndRecheck;
+      if (!follow_ || ended) return end();
     } catch (const std::exception& e) {
       spdlog::warn("logs of run {}: {}; the stream is cut", id_, e.what());
       return stop();  // without finish(): the client sees a truncated body, not a clean end
     }
-    timer_.expires_after(delay);
-    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-      if (!ec) self->step();
-    });
   }
 
-  std::string read_piece() {
-    if (!reader_ && ctx_.logs.exists(id_, stream_)) reader_ = ctx_.logs.open_reader(id_, stream_);
-    return reader_ ? read_after(*reader_, skip_) : std::string();
+  // Holds the sender while it waits for signals, and lets it go once its client has.
+  void check_client_later() {
+    timer_.expires_after(kClientCheckInterval);
+    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec || self->done_) return;
+      if (self->writer_->client_gone()) return self->stop();
+      self->check_client_later();
+    });
   }
 
   void end() {
@@ -125,14 +129,15 @@ class LogSender : public std::enable_shared_from_this<LogSender> {
   ApiContext& ctx_;
   const std::string id_;
   const Stream stream_;
-  const bool follow_;
+  bool follow_ = false;
   std::uint64_t skip_;  // bytes of the log still to drop before sending (?from=)
-  std::unique_ptr<LogReader> reader_;  // absent until the log file exists
+  std::unique_ptr<LogReader> reader_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  boost::asio::steady_timer timer_;
+  boost::asio::steady_timer timer_;  // the client check
   std::shared_ptr<http::StreamWriter> writer_;
   std::unique_ptr<LogWatchers::Subscription> subscription_;
   std::atomic<bool> wake_posted_{false};
+  std::atomic<bool> run_ended_{false};  // set by the kRunEnded signal (any thread) or follow()
   bool awaiting_drain_ = false;
   bool done_ = false;
 };
@@ -160,10 +165,8 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
   std::unique_ptr<LogReader> reader;
   std::string first;
   try {
-    if (ctx.logs.exists(id, stream)) {
-      reader = ctx.logs.open_reader(id, stream);
-      first = read_after(*reader, skip);
-    }
+    reader = ctx.logs.open_reader(id, stream);  // a log never written reads as empty
+    first = read_after(*reader, skip);
   } catch (const LogStoreError& e) {
     throw http::ApiError("log_unreadable", e.what());
   }
@@ -173,11 +176,12 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
     headers.emplace_back("X-Capsule-Log-Dropped-Bytes", std::to_string(cut->dropped_bytes));
     headers.emplace_back("X-Capsule-Log-Total-Bytes", std::to_string(cut->total_bytes));
   }
-  if (!follow && (!reader || reader->finished() || first.size() < kPieceBytes)) {
+  if (!follow && (reader->finished() || first.size() < kPieceBytes)) {
     responder.respond(http::Response{200, "text/plain", std::move(first), std::move(headers)});  // all in one piece
     return;
   }
-  auto sender = std::make_shared<LogSender>(ctx, id, stream, follow, std::move(reader), skip);
+  auto sender = std::make_shared<LogSender>(ctx, id, stream, std::move(reader), skip);
+  if (follow) sender->follow();
   sender->start(responder.start_stream(200, "text/plain", std::move(headers)), std::move(first));
 }
 

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/unique_fd.h"
 #include "daemon/logs/log_store.h"
 
 namespace capsule::daemon {
@@ -20,24 +21,29 @@ constexpr std::size_t kMaxPiece = 16u << 20;  // bounds one read() whatever the 
 
 }  // namespace
 
-LogReader::LogReader(std::string path)
-    : path_(std::move(path)), zs_(std::make_unique<z_stream>()), input_(new unsigned char[kInputBytes]) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd_ < 0) throw LogStoreError(path_, std::string("open for reading: ") + std::strerror(errno));
-  if (inflateInit2(zs_.get(), kAutoDetectWindowBits) != Z_OK) {
-    ::close(fd_);
-    throw LogStoreError(path_, "inflateInit2 failed");
-  }
-}
+LogReader::LogReader(std::string path) : path_(std::move(path)) { open_file(); }
 
 LogReader::~LogReader() {
+  if (fd_ < 0) return;
   inflateEnd(zs_.get());
   ::close(fd_);
 }
 
+bool LogReader::open_file() {
+  base::UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd && errno == ENOENT) return false;
+  if (!fd) throw LogStoreError(path_, std::string("open for reading: ") + std::strerror(errno));
+  auto zs = std::make_unique<z_stream>();
+  if (inflateInit2(zs.get(), kAutoDetectWindowBits) != Z_OK) throw LogStoreError(path_, "inflateInit2 failed");
+  zs_ = std::move(zs);
+  input_.reset(new unsigned char[kInputBytes]);
+  fd_ = fd.release();
+  return true;
+}
+
 std::string LogReader::read(std::size_t max_bytes) {
   std::string out;
-  if (finished_ || max_bytes == 0) return out;
+  if (finished_ || max_bytes == 0 || (fd_ < 0 && !open_file())) return out;
   out.resize(std::min(max_bytes, kMaxPiece));
   std::size_t produced = 0;
   while (produced < out.size()) {

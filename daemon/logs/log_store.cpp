@@ -14,6 +14,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/unique_fd.h"
+
 namespace capsule::daemon {
 namespace {
 
@@ -65,18 +67,28 @@ std::string truncation_marker(std::uint64_t dropped_bytes) {
          " bytes dropped here; the first and the last bytes are kept]\n";
 }
 
-LogWriter::LogWriter(int fd, std::string path, std::uint64_t cap_bytes, std::shared_ptr<LogWatchers> watchers)
-    : fd_(fd), path_(std::move(path)), zs_(std::make_unique<z_stream>()), watchers_(std::move(watchers)) {
+LogWriter::LogWriter(std::string path, std::uint64_t cap_bytes, std::shared_ptr<LogWatchers> watchers)
+    : path_(std::move(path)), watchers_(std::move(watchers)) {
   if (cap_bytes > 0) {
     ring_bytes_ = std::max<std::uint64_t>(cap_bytes / 2, 1);
     head_bytes_ = std::max<std::uint64_t>(cap_bytes - cap_bytes / 2, 1);
   }
+}
+
+// O_TRUNC and fchmod: whatever is at the path (open_writer removed the earlier log, but a file may have been
+// put there since) starts empty and private.
+void LogWriter::create_file() {
+  base::UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) throw LogStoreError(path_, "open for writing: " + errno_text());
+  if (::fchmod(fd.get(), 0600) != 0) throw LogStoreError(path_, "chmod 0600: " + errno_text());
+  auto zs = std::make_unique<z_stream>();
   // The fastest level: this runs on the supervision thread for every chunk of output (level 6 took ~30% of
   // the daemon's CPU while relaying; level 1 still shrinks repetitive build output many times over).
-  if (deflateInit2(zs_.get(), Z_BEST_SPEED, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    ::close(fd_);
+  if (deflateInit2(zs.get(), Z_BEST_SPEED, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     throw LogStoreError(path_, "deflateInit2 failed");
   }
+  zs_ = std::move(zs);
+  fd_ = fd.release();
 }
 
 LogWriter::~LogWriter() {
@@ -90,6 +102,7 @@ LogWriter::~LogWriter() {
 void LogWriter::append(std::string_view data) {
   if (!open_) throw LogStoreError(path_, "append after close");
   if (data.empty()) return;
+  if (fd_ < 0) create_file();  // the head takes the first byte, so the file comes before any ring
   std::string_view stored = data;
   if (head_bytes_ > 0) {
     const std::uint64_t room = appended_ < head_bytes_ ? head_bytes_ - appended_ : 0;
@@ -148,6 +161,7 @@ void LogWriter::write_ring_tail() {
 void LogWriter::close() {
   if (!open_) return;
   open_ = false;
+  if (fd_ < 0) return;  // nothing was written: no file, nothing to finish
   std::optional<LogStoreError> first;  // every step runs; the first failure is the one reported
   try {
     if (ring_fd_ >= 0) write_ring_tail();
@@ -168,7 +182,7 @@ void LogWriter::close() {
 }
 
 void LogWriter::signal() {
-  if (watchers_) watchers_->signal(path_);
+  if (watchers_) watchers_->signal(path_, LogEvent::kWritten);
 }
 
 void LogWriter::deflate_and_write(std::string_view data, int flush) {
@@ -210,17 +224,10 @@ std::string LogStore::path(const std::string& run_id, Stream stream) const {
 
 std::unique_ptr<LogWriter> LogStore::open_writer(const std::string& run_id, Stream stream) {
   std::string file = path(run_id, stream);
-  ::unlink((file + kTruncationSuffix).c_str());  // a note from an earlier writer no longer applies
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) throw LogStoreError(file, "open for writing: " + errno_text());
-  if (::fchmod(fd, 0600) != 0) {  // an existing file keeps its mode through O_CREAT
-    const LogStoreError error(file, "chmod 0600: " + errno_text());
-    ::close(fd);
-    throw error;
+  for (const std::string& name : {file, file + kTruncationSuffix}) {  // they no longer apply
+    if (::unlink(name.c_str()) != 0 && errno != ENOENT) throw LogStoreError(name, "unlink: " + errno_text());
   }
-  auto writer = std::make_unique<LogWriter>(fd, file, options_.cap_bytes, watchers_);
-  watchers_->signal(file);
-  return writer;
+  return std::make_unique<LogWriter>(std::move(file), options_.cap_bytes, watchers_);
 }
 
 std::unique_ptr<LogReader> LogStore::open_reader(const std::string& run_id, Stream stream) const {
@@ -271,6 +278,16 @@ void LogStore::remove(const std::string& run_id) {
 std::unique_ptr<LogWatchers::Subscription> LogStore::watch(const std::string& run_id, Stream stream,
                                                            LogWatchers::Callback callback) {
   return watchers_->subscribe(path(run_id, stream), std::move(callback));
+}
+
+void LogStore::run_ended(const std::string& run_id) noexcept {
+  if (!valid_run_id(run_id)) return;
+  for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
+    try {
+      watchers_->signal(path(run_id, stream), LogEvent::kRunEnded);
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): a callback only posts; nothing to undo
+    }
+  }
 }
 
 }  // namespace capsule::daemon

@@ -17,14 +17,14 @@ std::unique_ptr<LogWatchers::Subscription> LogWatchers::subscribe(const std::str
   return std::make_unique<Subscription>(weak_from_this(), id);
 }
 
-void LogWatchers::signal(const std::string& key) {
+void LogWatchers::signal(const std::string& key, LogEvent event) {
   std::vector<Callback> due;
   {
     std::lock_guard lock(mutex_);
     const auto [first, last] = callbacks_.equal_range(key);
     for (auto it = first; it != last; ++it) due.push_back(it->second.second);
   }
-  for (const auto& callback : due) callback();
+  for (const auto& callback : due) callback(event);
 }
 
 std::size_t LogWatchers::size() const {
