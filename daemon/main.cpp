@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -92,16 +93,41 @@ void remove_leftovers(capsule::sandbox::Launcher& launcher, const std::string& s
   }
 }
 
+// Boxes' scratch dirs (mount points, a few dirs each) are made and removed for every run: on a tmpfs that costs
+// next to nothing, where on the state disk each inode allocation scans for recently deleted ones (ext4) and each
+// removal may wait for a discard. Nothing a sandbox writes lands here (data_dir). Unmounted when capsuled ends,
+// however it ends; one left by a killed capsuled goes with its leftovers.
+class ScratchTmpfs {
+ public:
+  ScratchTmpfs() = default;
+  ~ScratchTmpfs() {
+    if (!path_.empty()) umount2(path_.c_str(), MNT_DETACH);
+  }
+  ScratchTmpfs(const ScratchTmpfs&) = delete;
+  ScratchTmpfs& operator=(const ScratchTmpfs&) = delete;
+
+  void mount_at(const std::string& path, std::uint32_t group) {
+    const std::string options = "mode=0710,uid=0,gid=" + std::to_string(group) + ",size=64m,nr_inodes=262144";
+    if (mount("capsule-scratch", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0) {
+      throw std::runtime_error("cannot mount a tmpfs at " + path + ": " + std::strerror(errno));
+    }
+    path_ = path;
+  }
+
+ private:
+  std::string path_;
+};
+
 // Each sandbox's writable layers get a disk of their own (sandbox/quota.h). One is made now, so a host where
 // that cannot work says so at start, loudly; runs with a disk limit (the default) then fail their setup.
-void probe_sandbox_disks(const std::string& scratch, std::uint32_t owner) {
+void probe_sandbox_disks(const std::string& scratch, const std::string& images, std::uint32_t owner) {
   const std::string dir = scratch + "/disk-probe";
   std::error_code ignored;
   fs::remove_all(dir, ignored);
   try {
     fs::create_directories(dir);
     capsule::sandbox::SandboxDisk probe(dir, {capsule::sandbox::kMinDiskBytes, capsule::sandbox::kMinDiskInodes},
-                                        owner);
+                                        owner, images);
     spdlog::info("sandbox disk limits: per-sandbox ext4 disks work ({})", probe.root());
   } catch (const std::exception& e) {
     spdlog::critical("SANDBOX DISK LIMITS ARE UNAVAILABLE: {}. Every run with a disk limit (the default) will "
@@ -121,21 +147,25 @@ int serve(daemon::DaemonConfig config) {
   const int lock_fd = lock_state_dir(state);
 
   capsule::sandbox::LauncherOptions launcher_options;
-  launcher_options.scratch_dir = state + "/scratch";
+  launcher_options.scratch_dir = state + "/scratch";  // a tmpfs (mount_scratch): boxes' dirs and mount points
+  launcher_options.data_dir = state + "/disks";       // what sandboxes write: their disk images, on the disk
   launcher_options.host_id_base = config.host_id_base;
   launcher_options.cgroup.parent = config.cgroup_parent;
   launcher_options.pool = {config.pool_boxes, config.pool_environments, std::chrono::seconds(config.pool_idle_ttl_s),
                            [state, watermark = config.storage] { return !daemon::storage_shortage(state, watermark); }};
+  ScratchTmpfs scratch_tmpfs;  // goes after the launcher, whose reaper may still be removing boxes' dirs
   capsule::sandbox::Launcher launcher(launcher_options);
   remove_leftovers(launcher, state);
 
   // Traversed by the sandboxes' mapped ids at setup: search only, for them only. The rest: root only.
   make_private_dir(state + "/scratch", 0710, config.host_id_base);
+  scratch_tmpfs.mount_at(state + "/scratch", config.host_id_base);
+  make_private_dir(state + "/disks", 0710, config.host_id_base);
   make_private_dir(state + "/runs", 0710, config.host_id_base);
   make_private_dir(state + "/sessions", 0710, config.host_id_base);
   for (const char* sub : {"/logs", "/images", "/store"}) make_private_dir(state + sub, 0700);
   if (fs::exists(state + "/proxy-cache")) make_private_dir(state + "/proxy-cache", 0700);
-  probe_sandbox_disks(state + "/scratch", config.host_id_base);
+  probe_sandbox_disks(state + "/scratch", state + "/disks", config.host_id_base);
   if (auto shortage = daemon::storage_shortage(state, config.storage)) {
     spdlog::warn("{}: new runs are refused until space is freed", *shortage);
   }

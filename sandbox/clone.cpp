@@ -56,12 +56,15 @@ constexpr int kExitExec = 123;
 
 }  // namespace
 
-ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[]) {
+ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[],
+                                std::uint64_t extra_flags) {
   int pidfd = -1;
   clone_args args{};
-  args.flags = kNamespaceFlags | CLONE_PIDFD | CLONE_CLEAR_SIGHAND;
+  args.flags = kNamespaceFlags | CLONE_PIDFD | CLONE_CLEAR_SIGHAND | extra_flags;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-  args.exit_signal = 0;  // reaped only through the pidfd, never by a stray waitpid(-1)
+  // Reaped only through the pidfd, never by a stray waitpid(-1). With CLONE_PARENT the kernel gives the child the
+  // caller's own exit signal instead: the spawner is started with 0 for that reason.
+  args.exit_signal = 0;
   long pid = syscall(SYS_clone3, &args, sizeof args);
   if (pid < 0) throw_errno("clone", "", "clone3");
   if (pid == 0) child_main(fds, argv, envp);

@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 namespace capsule::sandbox {
 
 // Descriptors the child keeps; everything else is closed before execve.
@@ -26,7 +28,9 @@ struct ClonedChild {
 // The child blocks until one byte arrives on go_fd (after the parent wrote its id maps and queued the
 // config on the control channel, so the child's wake-up does not preempt that work), then
 // becomes root of its user namespace and executes capsule-init. Throws SandboxError (step "clone").
-ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[]);
+// `extra_flags`: CLONE_PARENT from the spawner (sandbox/spawner.h), so that the daemon is the child's parent.
+ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[],
+                                std::uint64_t extra_flags = 0);
 
 // Explains an exit code of the child that never reached capsule-init, or nullptr.
 const char* describe_child_exit(int code);

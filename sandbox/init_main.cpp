@@ -1,5 +1,6 @@
 // capsule-init: PID 1 of every sandbox. Receives its InitConfig over the control channel (fd 3), builds the
 // filesystem, protects what is to be protected, then serves exec requests until the box ends (init_serve.h).
+// With --spawner it is instead the launcher's small helper that clones those sandboxes (spawner.h).
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include "sandbox/init_config.h"
 #include "sandbox/mounts.h"
 #include "sandbox/net.h"
+#include "sandbox/spawner.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -101,4 +103,8 @@ int init_main() {
 }  // namespace
 }  // namespace capsule::sandbox
 
-int main() { return capsule::sandbox::init_main(); }
+// capsule-init --spawner: the launcher's helper that clones sandbox children (sandbox/spawner.h).
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--spawner") capsule::sandbox::serve_spawn_requests();
+  return capsule::sandbox::init_main();
+}

@@ -29,6 +29,7 @@
 #include "sandbox/pipes.h"
 #include "sandbox/scratch.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/spawner.h"
 #include "sandbox/supervisor.h"
 #include "base/unique_fd.h"
 #include "sandbox/userns.h"
@@ -39,6 +40,7 @@ struct Launcher::State {
   LauncherOptions options;
   std::unique_ptr<CgroupManager> cgroups;
   base::UniqueFd init_exe;
+  std::unique_ptr<Spawner> spawner;  // clones every box's init; needs init_exe
   std::mutex cache_mutex;
   std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
   std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
@@ -178,6 +180,7 @@ Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) 
   if (options.init_binary.empty()) options.init_binary = default_init_binary();
   state_->init_exe.reset(open(options.init_binary.c_str(), O_RDONLY | O_CLOEXEC));
   if (!state_->init_exe) throw_errno("launcher", options.init_binary, "open capsule-init");
+  state_->spawner = std::make_unique<Spawner>(state_->init_exe.get());
   state_->cgroups = detect_cgroups(options.cgroup);
   state_->options = std::move(options);
   if (state_->options.pool.boxes_per_environment > 0) {
@@ -196,13 +199,17 @@ std::size_t Launcher::remove_leftovers() {
   }
   // Disks (and their binds) of dead sandboxes: detached first, so nothing below is walked through a mount.
   detach_mounts_below(state_->options.scratch_dir);
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(state_->options.scratch_dir, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with(".")) ids.insert(name);  // .disk-templates is no sandbox
-    std::error_code ignored;
-    std::filesystem::remove_all(it->path(), ignored);
+  for (const std::string& dir : {state_->options.scratch_dir, state_->options.data_dir}) {
+    if (dir.empty()) continue;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      // .disk-templates is no sandbox; a disk image (unlinked once attached) can only be a half-made disk's.
+      if (!name.starts_with(".") && !name.ends_with(".img")) ids.insert(name);
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path(), ignored);
+    }
   }
   return ids.size();
 }
@@ -251,7 +258,8 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
     prepare_overlay_dirs(overlay, root_id);
   }
   box->scratch_ = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
-                                               root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes});
+                                               root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes},
+                                               state_->options.data_dir);
   const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_, root_id);
   for (const auto& overlay : overlays) {
     if (!overlay.seed_dir.empty()) copy_tree_contents(overlay.seed_dir, overlay.upper_dir);
@@ -267,13 +275,10 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   Pipe go = make_pipe();
   times.prepared = monotonic_ns();
 
-  char init_name[] = "capsule-init";
-  char* init_argv[] = {init_name, nullptr};
-  char* init_envp[] = {nullptr};
   // Init's own stdio is /dev/null: each exec brings its own pipes over the control channel.
   ChildFds child_fds{null_fd.get(), null_fd.get(), null_fd.get(), control_for_child.get(), state_->init_exe.get(),
                      go.read_end.get()};
-  ClonedChild child = clone_sandbox_child(child_fds, init_argv, init_envp);
+  ClonedChild child = state_->spawner->spawn(child_fds);
   box->init_pid_ = child.pid;
   box->pidfd_ = child.pidfd;
   box->init_alive_ = true;

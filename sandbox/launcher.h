@@ -22,6 +22,9 @@ namespace capsule::sandbox {
 struct LauncherOptions {
   std::string init_binary;                            // empty: capsule-init next to this executable
   std::string scratch_dir = "/var/lib/capsule/scratch";  // per-sandbox upper/work/mount points
+  // Non-empty when scratch_dir is a tmpfs (cheap to create and remove dirs in): where what sandboxes write goes
+  // instead, on a disk (their disk images, or upper/work without a disk limit).
+  std::string data_dir;
   std::uint32_t host_id_base = 100000;                // sandbox id 0 maps to this host id
   std::uint32_t host_id_count = 65536;
   CgroupConfig cgroup;

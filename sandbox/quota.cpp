@@ -149,8 +149,10 @@ std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& 
 
 }  // namespace
 
-SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner)
-    : dir_(dir), image_(dir + "/disk.img"), root_(dir + "/disk") {
+SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir)
+    : dir_(dir),
+      image_(images_dir.empty() ? dir + "/disk.img" : images_dir + "/" + dir.substr(dir.rfind('/') + 1) + ".img"),
+      root_(dir + "/disk") {
   if (limits.bytes < kMinDiskBytes || limits.bytes > kMaxDiskBytes) throw_error("disk", dir, "limit outside 16 MiB to 1 PiB");
   if (limits.inodes == 0) {
     limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
@@ -161,8 +163,8 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
   if (!image) throw_errno("disk", image_, "create image");
   try {
     if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", image_, "ftruncate");
-    const std::string parent = dir.substr(0, dir.rfind('/'));
-    copy_data(template_for(parent + "/.disk-templates", limits, owner), image.get(), image_);
+    const std::string templates = images_dir.empty() ? dir.substr(0, dir.rfind('/')) : images_dir;
+    copy_data(template_for(templates + "/.disk-templates", limits, owner), image.get(), image_);
     base::UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
     const std::string device = attach_loop(image.get(), image_, held);
     image_fd_ = std::move(image);  // for its size at release
@@ -194,7 +196,8 @@ SandboxDisk::~SandboxDisk() {
   if (!root_fd_) return;
   struct stat image {};
   struct statvfs host {};
-  const bool measured = fstat(image_fd_.get(), &image) == 0 && statvfs(dir_.c_str(), &host) == 0;
+  const std::string image_dir = image_.substr(0, image_.rfind('/'));  // the filesystem whose space comes back
+  const bool measured = fstat(image_fd_.get(), &image) == 0 && statvfs(image_dir.c_str(), &host) == 0;
   const std::uint64_t in_image = measured ? static_cast<std::uint64_t>(image.st_blocks) * 512 : 0;
   const std::uint64_t free = measured ? static_cast<std::uint64_t>(host.f_bavail) * host.f_frsize : 0;
   image_fd_.reset();

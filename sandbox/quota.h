@@ -24,9 +24,11 @@ constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
 
 class SandboxDisk {
  public:
-  // Creates <dir>/disk.img, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by
-  // `owner` (the sandbox's root id). Throws SandboxError (step "disk") naming what failed.
-  SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner);
+  // Creates the image, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by `owner` (the
+  // sandbox's root id). The image (unlinked once attached) and its template go to `images_dir`, which must be on
+  // a disk (the scratch dir may be a tmpfs); empty: <dir>/disk.img, templates beside <dir>. Throws SandboxError
+  // (step "disk") naming what failed.
+  SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir = {});
   // Detaches the mount and any bind of it made with bind_to. The filesystem's shutdown (the loop device and
   // the image's space) follows on a thread, or before returning when the host filesystem is short of space.
   ~SandboxDisk();

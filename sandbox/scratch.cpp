@@ -32,8 +32,11 @@ std::string new_sandbox_id() {
 }
 
 ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size_t layers,
-                       const std::string& upper, std::uint32_t owner, DiskLimits disk)
-    : path_(root + "/" + id), upper_(upper.empty() ? path_ + "/upper" : upper), work_(path_ + "/work") {
+                       const std::string& upper, std::uint32_t owner, DiskLimits disk, const std::string& data_root)
+    : path_(root + "/" + id),
+      data_path_(data_root.empty() || disk.bytes != 0 ? std::string() : data_root + "/" + id),
+      upper_(upper.empty() ? (data_path_.empty() ? path_ : data_path_) + "/upper" : upper),
+      work_((data_path_.empty() ? path_ : data_path_) + "/work") {
   if (disk.bytes != 0 && !upper.empty()) {
     throw_error("scratch", upper, "a kept upper dir cannot be combined with a disk limit");
   }
@@ -48,8 +51,11 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
     make_dir(path_ + "/root", 0755, owner, true);
     make_dir(path_ + "/lower", 0711, owner, false);
     for (std::size_t i = 0; i < layers; ++i) make_dir(lower(i), 0755, owner, false);
+    if (!data_path_.empty() && (mkdir(data_path_.c_str(), 0710) != 0 || chown(data_path_.c_str(), 0, owner) != 0)) {
+      throw_errno("scratch", data_path_, "mkdir");
+    }
     if (disk.bytes != 0) {
-      disk_ = std::make_unique<SandboxDisk>(path_, disk, owner);
+      disk_ = std::make_unique<SandboxDisk>(path_, disk, owner, data_root);
       upper_ = disk_->make_dir("upper", owner);
       work_ = disk_->make_dir("work", owner);
     } else {
@@ -59,6 +65,7 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
   } catch (...) {
     disk_.reset();
     std::filesystem::remove_all(path_, ec);
+    if (!data_path_.empty()) std::filesystem::remove_all(data_path_, ec);
     throw;
   }
 }
@@ -67,6 +74,7 @@ ScratchDir::~ScratchDir() {
   disk_.reset();
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+  if (!data_path_.empty()) std::filesystem::remove_all(data_path_, ec);
 }
 
 }  // namespace capsule::sandbox

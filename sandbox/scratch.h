@@ -17,8 +17,10 @@ class ScratchDir {
   // dir (it is created if missing and kept afterwards). With `disk.bytes`, upper and work live on a disk
   // of the sandbox's own (SandboxDisk), which a kept `upper` cannot. <root> and <root>/<id> are searchable
   // only by root and the sandbox's ids (group `owner`). Throws SandboxError (step "scratch" or "disk").
+  // `data_root` (non-empty when <root> is a tmpfs): where what the sandbox writes goes instead, on a disk: the
+  // disk's image, or without one <data_root>/<id>/{upper,work}.
   ScratchDir(const std::string& root, const std::string& id, std::size_t layers, const std::string& upper,
-             std::uint32_t owner, DiskLimits disk = {});
+             std::uint32_t owner, DiskLimits disk = {}, const std::string& data_root = {});
   ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
@@ -33,6 +35,7 @@ class ScratchDir {
 
  private:
   std::string path_;
+  std::string data_path_;  // <data_root>/<id> when upper and work live there; removed with the rest
   std::string upper_;
   std::string work_;
   std::unique_ptr<SandboxDisk> disk_;  // destroyed (unmounted) before the directory is removed

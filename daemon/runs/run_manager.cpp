@@ -186,7 +186,6 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
   try {
     ledger_.mark_running(run->id, unix_ms());
     notify(run, {{"event", "started"}, {"id", run->id}});
-    std::filesystem::create_directories(run->run_dir);
     run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
     run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
     sandbox::RunHooks hooks;

@@ -230,8 +230,9 @@ TEST(BoxPool, WaitingBoxesEndWhenTheirLauncherDies) {
     left = live_processes();
   }
   EXPECT_EQ(left, 0u) << "a waiting box outlived its launcher";
-  Launcher next(LauncherOptions{options.init_binary, options.scratch_dir, options.host_id_base, options.host_id_count,
-                                options.cgroup, PoolOptions{}});
+  LauncherOptions unpooled = options;
+  unpooled.pool = PoolOptions{};
+  Launcher next(unpooled);
   EXPECT_GE(next.remove_leftovers(), 2u);
   next.remove_cgroup_parent();
   std::error_code ec;
