@@ -184,8 +184,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     return;
   }
   try {
-    ledger_.mark_running(run->id, unix_ms());
-    notify(run, {{"event", "started"}, {"id", run->id}});
+    const std::int64_t started_ms = unix_ms();
     run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
     run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
     sandbox::RunHooks hooks;
@@ -214,6 +213,10 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
       run->proxy = std::make_unique<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *cutoff,
                                               run->sandbox->take_listeners());
     }
+    // Once the command is on its way (its row is not on the start's path); always before its end is seen, which
+    // this thread does next.
+    ledger_.mark_running(run->id, started_ms);
+    notify(run, {{"event", "started"}, {"id", run->id}});
   } catch (const sandbox::SandboxError& e) {
     run->sandbox.reset();
     finish_run(run, sandbox::Launcher::setup_failure(e));
