@@ -17,20 +17,8 @@ for tool in curl bwrap; do
     curl bubblewrap >/dev/null
 done
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/capsule-relay-bench.XXXXXX")"
-chmod 0711 "$work"
-socket="$work/capsule.sock"
-daemon=""
-cleanup() {
-  [ -z "$daemon" ] || { kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null || true; }
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$build/bin/capsuled" --socket "$socket" --state-dir "$work/state" --max-concurrent 9 >"$work/capsuled.log" 2>&1 &
-daemon=$!
-until [ -S "$socket" ]; do sleep 0.1; done
+. bench/support/bench_daemon.sh
+bench_daemon relay-bench "$build" --max-concurrent 9
 
 now() { date +%s.%N; }
 # rate NAME SECONDS BYTES: one line, MB/s (10^6 bytes per second).

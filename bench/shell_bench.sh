@@ -23,25 +23,10 @@ if ! command -v hyperfine >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 
     >/dev/null
 fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/capsule-shell-bench.XXXXXX")"
-chmod 0711 "$work"
-socket="$work/capsule.sock"
+. bench/support/bench_daemon.sh
+bench_daemon shell-bench "$build"
 json_dir="${JSON_DIR:-$work}"
 mkdir -p "$json_dir"
-daemon=""
-cleanup() {
-  [ -z "$daemon" ] || { kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null || true; }
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-"$build/bin/capsuled" --socket "$socket" --state-dir "$work/state" >"$work/capsuled.log" 2>&1 &
-daemon=$!
-until [ -S "$socket" ]; do
-  kill -0 "$daemon" 2>/dev/null || { cat "$work/capsuled.log" >&2; exit 1; }
-  sleep 0.1
-done
 
 # The suite: 6 modules of 5 trivial tests each, readable by the sandbox's user.
 suite="$work/suite"

@@ -4,6 +4,7 @@
 #include "sandbox/box_pool.h"
 
 #include <poll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -30,6 +31,24 @@ bool healthy(const Sandbox& box) { return box.ready() && !box.ended() && !box.se
 
 }  // namespace
 
+BoxPool::Sources BoxPool::sources_of(const EnvironmentSpec& spec) {
+  Sources sources;
+  auto add = [&](const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) st = {};  // gone: matches no box made while it was there
+    sources.emplace_back(static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
+  };
+  for (const auto& layer : spec.rootfs_layers) add(layer);
+  for (const auto& bind : spec.mounts) add(bind.source);
+  return sources;
+}
+
+void BoxPool::let_go_locked(Wanted& wanted) {
+  stats_.expired += wanted.ready.size();
+  for (auto& ready : wanted.ready) reaper_.adopt(std::move(ready.box));
+  wanted.ready.clear();
+}
+
 bool poolable(const EnvironmentSpec& spec) {
   const bool writable_bind = std::any_of(spec.mounts.begin(), spec.mounts.end(), [](const BindMount& m) { return !m.read_only; });
   return !spec.session && spec.overlays.empty() && spec.upper_dir.empty() && spec.loopback_listeners.empty() &&
@@ -48,16 +67,14 @@ BoxPool::~BoxPool() {
   }
   wake_.notify_all();
   thread_.join();
-  for (auto& wanted : wanted_) {
-    stats_.expired += wanted.ready.size();
-    for (auto& box : wanted.ready) reaper_.adopt(std::move(box));
-  }
+  for (auto& wanted : wanted_) let_go_locked(wanted);
 }
 
 std::unique_ptr<Sandbox> BoxPool::take(const EnvironmentSpec& spec) {
   if (options_.boxes_per_environment == 0 || !poolable(spec)) return nullptr;
+  const Sources now = sources_of(spec);
   for (;;) {
-    std::unique_ptr<Sandbox> box;
+    Ready ready;
     {
       std::lock_guard lock(mutex_);
       auto it = std::find_if(wanted_.begin(), wanted_.end(), [&](const Wanted& w) { return w.environment == spec; });
@@ -65,8 +82,7 @@ std::unique_ptr<Sandbox> BoxPool::take(const EnvironmentSpec& spec) {
         ++stats_.misses;
         wanted_.push_front(Wanted{spec, {}, Clock::now(), {}});
         while (wanted_.size() > std::max<std::size_t>(1, options_.environments)) {
-          stats_.expired += wanted_.back().ready.size();
-          for (auto& dropped : wanted_.back().ready) reaper_.adopt(std::move(dropped));
+          let_go_locked(wanted_.back());
           wanted_.pop_back();
         }
         wake_.notify_all();
@@ -78,22 +94,23 @@ std::unique_ptr<Sandbox> BoxPool::take(const EnvironmentSpec& spec) {
         ++stats_.misses;
         return nullptr;
       }
-      box = std::move(it->ready.front());
+      ready = std::move(it->ready.front());
       it->ready.pop_front();
       wake_.notify_all();  // one to make again
     }
-    catch_up(*box);
-    if (healthy(*box)) {
+    const bool same_sources = ready.sources == now;
+    if (same_sources) catch_up(*ready.box);
+    if (same_sources && healthy(*ready.box)) {
       std::lock_guard lock(mutex_);
       ++stats_.hits;
-      box->times_.taken = monotonic_ns();
-      return box;
+      ready.box->times_.taken = monotonic_ns();
+      return std::move(ready.box);
     }
     {
       std::lock_guard lock(mutex_);
-      ++stats_.failed;
+      ++(same_sources ? stats_.failed : stats_.stale);
     }
-    reaper_.adopt(std::move(box));
+    reaper_.adopt(std::move(ready.box));
   }
 }
 
@@ -138,8 +155,7 @@ Clock::time_point BoxPool::expire_locked(Clock::time_point now) {
   Clock::time_point next = Clock::time_point::max();
   for (auto it = wanted_.begin(); it != wanted_.end();) {
     if (now - it->asked >= options_.idle_ttl) {
-      stats_.expired += it->ready.size();
-      for (auto& box : it->ready) reaper_.adopt(std::move(box));
+      let_go_locked(*it);
       it = wanted_.erase(it);
       continue;
     }
@@ -172,6 +188,7 @@ void BoxPool::fill() {
     const EnvironmentSpec environment = short_of->environment;
     lock.unlock();
     const bool may_fill = !options_.may_fill || options_.may_fill();
+    const Sources sources = sources_of(environment);  // before: a path replaced while the box is made shows then
     std::unique_ptr<Sandbox> box = may_fill ? make_ready(environment) : nullptr;
     lock.lock();
     auto it = std::find_if(wanted_.begin(), wanted_.end(), [&](const Wanted& w) { return w.environment == environment; });
@@ -190,7 +207,7 @@ void BoxPool::fill() {
       reaper_.adopt(std::move(box));
       continue;
     }
-    it->ready.push_back(std::move(box));
+    it->ready.push_back(Ready{std::move(box), sources});
   }
 }
 

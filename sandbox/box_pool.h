@@ -12,6 +12,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sandbox/box_reaper.h"
 #include "sandbox/sandbox.h"
@@ -39,6 +41,7 @@ struct PoolStats {
   std::uint64_t made = 0;     // boxes made ready
   std::uint64_t failed = 0;   // boxes that could not be made or died waiting
   std::uint64_t expired = 0;  // boxes let go unused (environment idle or dropped, pool stopped)
+  std::uint64_t stale = 0;    // boxes let go because a path they bind now names another directory
 };
 
 class BoxPool {
@@ -57,9 +60,17 @@ class BoxPool {
   PoolStats stats() const;
 
  private:
+  // Device and inode of every rootfs layer and bind source, in order: a box binds what a path named when it was
+  // made, so one made before the path was replaced (a workspace removed and cloned again) must not be used.
+  using Sources = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  static Sources sources_of(const EnvironmentSpec& spec);
+  struct Ready {
+    std::unique_ptr<Sandbox> box;
+    Sources sources;
+  };
   struct Wanted {
     EnvironmentSpec environment;
-    std::deque<std::unique_ptr<Sandbox>> ready;
+    std::deque<Ready> ready;
     std::chrono::steady_clock::time_point asked;
     std::chrono::steady_clock::time_point retry_after;  // after a failure, not before
     std::chrono::milliseconds backoff{0};               // doubles with each failure in a row (a full disk)
@@ -67,6 +78,8 @@ class BoxPool {
   void fill();
   // Makes one box of `environment` and drives it until init is ready and the first exec prepared.
   std::unique_ptr<Sandbox> make_ready(const EnvironmentSpec& environment);
+  // Hands every box of `wanted` to the reaper, counting them as expired.
+  void let_go_locked(Wanted& wanted);
   // Moves the boxes of environments not asked for within the TTL to the reaper; the next expiry time.
   std::chrono::steady_clock::time_point expire_locked(std::chrono::steady_clock::time_point now);
 

@@ -319,8 +319,19 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
     std::lock_guard lock(state_->pool_mutex);
     if (state_->pool) started->box_ = state_->pool->take(environment);
   }
-  if (!started->box_) started->box_ = create(environment);
-  started->exec_ = started->box_->exec(process_of(spec), hooks);
+  const ProcessSpec process = process_of(spec);
+  if (started->box_) {
+    try {
+      started->exec_ = started->box_->exec(process, hooks);
+    } catch (const SandboxError&) {
+      // The pooled box ended between its last check and this exec: the run gets a box made for it instead.
+      state_->reaper.adopt(std::move(started->box_));
+    }
+  }
+  if (!started->box_) {
+    started->box_ = create(environment);
+    started->exec_ = started->box_->exec(process, hooks);
+  }
   started->supervisor_ = std::make_unique<Supervisor>(*started->box_, *started->exec_);
   return started;
 }

@@ -90,9 +90,10 @@ void Spawner::start_locked() {
 }
 
 void Spawner::stop_locked() {
-  if (channel_ >= 0) close(channel_);  // the helper reads EOF and exits
+  if (channel_ >= 0) close(channel_);  // the helper reads EOF and exits; killed all the same (it may be stopped)
   channel_ = -1;
   if (helper_pidfd_ >= 0) {
+    syscall(SYS_pidfd_send_signal, helper_pidfd_, SIGKILL, nullptr, 0);
     siginfo_t info{};
     waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(helper_pidfd_), &info, WEXITED | __WALL);
     close(helper_pidfd_);
@@ -102,17 +103,26 @@ void Spawner::stop_locked() {
 }
 
 std::optional<ClonedChild> Spawner::request_locked(const ChildFds& fds) {
-  std::optional<std::string> answer;
   try {
     send_message(channel_, "spawn");
     for (int fd : {fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.init_exe_fd, fds.go_fd}) {
       send_fd(channel_, fd);
     }
+  } catch (const SandboxError&) {
+    return std::nullopt;  // the helper was gone before it had the request: asking a new one is safe
+  }
+  // From here the helper may have cloned: a retry would start a second child on the same go pipe. The caller
+  // fails this box instead (closing the go pipe ends such a child before it has done anything).
+  std::optional<std::string> answer;
+  try {
     answer = receive_message(channel_);
   } catch (const SandboxError&) {
-    return std::nullopt;  // the channel broke: the helper is gone
+    answer.reset();
   }
-  if (!answer) return std::nullopt;
+  if (!answer) {
+    stop_locked();
+    throw_error("clone", "", "the spawner exited before answering");
+  }
   if (answer->rfind("error ", 0) == 0) {
     errno = std::atoi(answer->c_str() + 6);
     throw_errno("clone", "", "clone3 (in the spawner)");
@@ -126,7 +136,8 @@ std::optional<ClonedChild> Spawner::request_locked(const ChildFds& fds) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, __WALL);
     }
-    return std::nullopt;
+    stop_locked();
+    throw_error("clone", "", "the spawner's answer came without the child's pidfd");
   }
   return ClonedChild{pid, pidfd};
 }
@@ -135,7 +146,7 @@ ClonedChild Spawner::spawn(const ChildFds& fds) {
   std::lock_guard lock(mutex_);
   if (channel_ < 0) start_locked();
   if (std::optional<ClonedChild> child = request_locked(fds)) return *child;
-  // The helper is gone (killed, or its channel broke mid-request): once more with a new one.
+  // The helper was gone before it had the request (killed): once more with a new one.
   stop_locked();
   start_locked();
   if (std::optional<ClonedChild> child = request_locked(fds)) return *child;

@@ -21,14 +21,15 @@ class Spawner {
   Spawner& operator=(const Spawner&) = delete;
 
   // What clone_sandbox_child does, done by the helper with CLONE_PARENT: the child is this process's child, its
-  // exit signal 0, its pidfd ours. Thread-safe (one request at a time). A helper that died is started again once.
+  // exit signal 0, its pidfd ours. Thread-safe (one request at a time). A helper found dead is started again once.
   // Throws SandboxError (step "clone").
   ClonedChild spawn(const ChildFds& fds);
 
  private:
   void start_locked();
   void stop_locked();
-  // std::nullopt: the helper is gone. Throws SandboxError when its clone failed.
+  // std::nullopt: the helper was gone before it had the request. Throws SandboxError when its clone failed or
+  // it went away after the request (the helper is then stopped; the next spawn starts a new one).
   std::optional<ClonedChild> request_locked(const ChildFds& fds);
 
   const int init_exe_fd_;

@@ -38,6 +38,7 @@ std::string format_metrics(const RunStats& stats, const std::map<std::string, st
       << "capsule_pool_boxes_total{event=\"taken\"} " << stats.pool.hits << "\n"
       << "capsule_pool_boxes_total{event=\"failed\"} " << stats.pool.failed << "\n"
       << "capsule_pool_boxes_total{event=\"expired\"} " << stats.pool.expired << "\n"
+      << "capsule_pool_boxes_total{event=\"stale\"} " << stats.pool.stale << "\n"
       << "# HELP capsule_pool_misses_total Runs of a poolable environment that found no box ready.\n"
       << "# TYPE capsule_pool_misses_total counter\n"
       << "capsule_pool_misses_total " << stats.pool.misses << "\n";

@@ -136,12 +136,15 @@ bool RunManager::subscribe(const std::string& id, Listener listener) {
 }
 
 RunStats RunManager::stats() const {
-  std::lock_guard lock(mutex_);
-  RunStats copy = stats_;
-  copy.active = running_;
-  copy.queued = queue_.size();
-  copy.draining = draining_;
-  copy.pool = launcher_.pool_stats();
+  RunStats copy;
+  {
+    std::lock_guard lock(mutex_);
+    copy = stats_;
+    copy.active = running_;
+    copy.queued = queue_.size();
+    copy.draining = draining_;
+  }
+  copy.pool = launcher_.pool_stats();  // not under mutex_: the pool's lock may be held while it stops
   return copy;
 }
 
@@ -183,8 +186,19 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     finish_run(run, result);
     return;
   }
+  const std::int64_t started_ms = unix_ms();
+  // Every run that leaves the queue goes queued -> running -> finished, a setup failure too. The running row is
+  // written once the command is on its way (off the start's path), always before its end is seen, which this
+  // thread does next. A ledger that cannot take it is logged; the finished row is written all the same.
+  auto mark_started = [&] {
+    try {
+      ledger_.mark_running(run->id, started_ms);
+      notify(run, {{"event", "started"}, {"id", run->id}});
+    } catch (const std::exception& e) {
+      spdlog::error("run {}: recording it as running failed: {}", run->id, e.what());
+    }
+  };
   try {
-    const std::int64_t started_ms = unix_ms();
     run->stdout_log = logs_.open_writer(run->id, Stream::kStdout);
     run->stderr_log = logs_.open_writer(run->id, Stream::kStderr);
     sandbox::RunHooks hooks;
@@ -213,20 +227,21 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
       run->proxy = std::make_unique<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *cutoff,
                                               run->sandbox->take_listeners());
     }
-    // Once the command is on its way (its row is not on the start's path); always before its end is seen, which
-    // this thread does next.
-    ledger_.mark_running(run->id, started_ms);
-    notify(run, {{"event", "started"}, {"id", run->id}});
   } catch (const sandbox::SandboxError& e) {
     run->sandbox.reset();
+    mark_started();
     finish_run(run, sandbox::Launcher::setup_failure(e));
+    return;
   } catch (const std::exception& e) {
     run->sandbox.reset();
+    mark_started();
     sandbox::Result result;
     result.status = sandbox::Status::kInternalError;
     result.reason = std::string("starting the run failed: ") + e.what();
     finish_run(run, result);
+    return;
   }
+  mark_started();
 }
 
 void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {

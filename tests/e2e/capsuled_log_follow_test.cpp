@@ -22,16 +22,8 @@ namespace {
 class RawFollower {
  public:
   RawFollower(const std::string& socket_path, const std::string& target) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    socket_path.copy(address.sun_path, sizeof address.sun_path - 1);
-    timeval timeout{60, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      ADD_FAILURE() << "connect " << socket_path << ": " << std::strerror(errno);
-      return;
-    }
+    fd_ = connect_to(socket_path, 60);
+    if (fd_ < 0) return;
     const std::string request = "GET " + target + " HTTP/1.1\r\nHost: capsuled\r\nConnection: close\r\n\r\n";
     EXPECT_EQ(::send(fd_, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
   }

@@ -151,6 +151,33 @@ TEST(BoxPool, OnlyEnvironmentsWithoutPerRunPartsArePooled) {
   EXPECT_EQ(launcher->pool_stats().misses, 0u) << "not even counted as wanted";
 }
 
+// A harness removes its workspace and clones it again at the same path between two runs: a box made before
+// binds the old directory, so it is let go and the run gets one that binds the new one.
+TEST(BoxPool, ABoxBindingAReplacedDirectoryIsNotUsed) {
+  PooledLauncher launcher("stale");
+  const fs::path workspace = fs::path(launcher.options().scratch_dir + "-ws");
+  fs::create_directories(workspace);
+  std::ofstream(workspace / "version") << "first\n";
+  SandboxSpec spec = sh("cat /workspace/version");
+  spec.mounts.push_back(BindMount{workspace.string(), "/workspace", true, true});
+  Result first = launcher->run(spec);
+  ASSERT_EQ(first.status, Status::kSucceeded) << describe(first);
+  ASSERT_TRUE(launcher.await_made(1));
+  fs::remove_all(workspace);
+  fs::create_directories(workspace);
+  std::ofstream(workspace / "version") << "second\n";
+  Result second = launcher->run(spec);
+  ASSERT_EQ(second.status, Status::kSucceeded) << describe(second);
+  EXPECT_EQ(second.stdout_capture.head, "second\n");
+  EXPECT_FALSE(second.setup.pooled);
+  EXPECT_EQ(launcher->pool_stats().stale, 1u);
+  ASSERT_TRUE(launcher.await_made(2));
+  Result third = launcher->run(spec);
+  EXPECT_TRUE(third.setup.pooled) << "a box made after the change is used";
+  EXPECT_EQ(third.stdout_capture.head, "second\n");
+  fs::remove_all(workspace);
+}
+
 // Subdirectories: boxes' cgroups below a parent, boxes' scratch dirs.
 std::size_t subdirectories(const std::string& dir) {
   std::error_code ec;

@@ -180,19 +180,25 @@ void expect_error(const HttpResponse& response, int status, const std::string& c
   expect_error_body(response.body, code, part);
 }
 
-RawResponse raw_request(const std::string& socket_path, const std::string& bytes) {
-  RawResponse out;
+int connect_to(const std::string& socket_path, int timeout_s) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   socket_path.copy(address.sun_path, sizeof address.sun_path - 1);
-  timeval timeout{30, 0};
+  timeval timeout{timeout_s, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     ADD_FAILURE() << "connect " << socket_path << ": " << std::strerror(errno);
     ::close(fd);
-    return out;
+    return -1;
   }
+  return fd;
+}
+
+RawResponse raw_request(const std::string& socket_path, const std::string& bytes) {
+  RawResponse out;
+  const int fd = connect_to(socket_path, 30);
+  if (fd < 0) return out;
   EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   std::string text;
   char buffer[4096];

@@ -66,6 +66,9 @@ struct RawResponse {
 // Sends exact bytes (what HttpClient cannot send, e.g. a body that is not JSON) and reads until the daemon
 // closes the connection (so send "Connection: close").
 RawResponse raw_request(const std::string& socket_path, const std::string& bytes);
+// A connection of its own to the daemon's socket, reads timing out after `timeout_s`; -1 (and a test failure)
+// when it cannot connect. The caller closes it.
+int connect_to(const std::string& socket_path, int timeout_s);
 
 // Polls `predicate` every 20 ms until it holds or `limit` passes; its last value.
 template <typename Predicate>
