@@ -1,5 +1,5 @@
-// BoxPool: boxes made ahead of demand for the environments one-shot runs asked for, each waiting (init ready,
-// its first exec's child already in its cgroup) to be taken by exactly one run; refilled by a thread of its own.
+// BoxPool: boxes made ahead of demand for the environments runs and sessions asked for, each waiting (init ready,
+// its first exec's child already in its cgroup) to be taken by exactly one of them; refilled by its own thread.
 #pragma once
 
 #include <chrono>
@@ -30,9 +30,9 @@ struct PoolOptions {
   std::function<bool()> may_fill{};
 };
 
-// Whether boxes of `spec` may be made before their run: nothing in it belongs to one run or is read at creation
-// (no copy-on-write views or upper dir of its own, no writable binds, no listeners, no protected paths), and it
-// is no session.
+// Whether boxes of `spec` may be made before their run or session: nothing in it belongs to one run or is read
+// at creation (no copy-on-write views or upper dir of its own, no writable binds, no listeners, no protected
+// paths). Sessions' boxes and one-shot boxes are different environments (EnvironmentSpec::session).
 bool poolable(const EnvironmentSpec& spec);
 
 struct PoolStats {

@@ -311,27 +311,32 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   return box;
 }
 
+std::unique_ptr<Sandbox> Launcher::take_or_create(const EnvironmentSpec& spec) {
+  {
+    std::lock_guard lock(state_->pool_mutex);
+    if (state_->pool) {
+      if (std::unique_ptr<Sandbox> box = state_->pool->take(spec)) return box;
+    }
+  }
+  return create(spec);
+}
+
 std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const RunHooks& hooks) {
   validate_spec(spec, state_->options.host_id_count);
   std::unique_ptr<StartedSandbox> started(new StartedSandbox());
   const EnvironmentSpec environment = environment_of(spec);
-  {
-    std::lock_guard lock(state_->pool_mutex);
-    if (state_->pool) started->box_ = state_->pool->take(environment);
-  }
+  started->box_ = take_or_create(environment);
   const ProcessSpec process = process_of(spec);
-  if (started->box_) {
+  if (started->box_->times().taken != 0) {
     try {
       started->exec_ = started->box_->exec(process, hooks);
     } catch (const SandboxError&) {
       // The pooled box ended between its last check and this exec: the run gets a box made for it instead.
       state_->reaper.adopt(std::move(started->box_));
+      started->box_ = create(environment);
     }
   }
-  if (!started->box_) {
-    started->box_ = create(environment);
-    started->exec_ = started->box_->exec(process, hooks);
-  }
+  if (!started->exec_) started->exec_ = started->box_->exec(process, hooks);
   started->supervisor_ = std::make_unique<Supervisor>(*started->box_, *started->exec_);
   return started;
 }

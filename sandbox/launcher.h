@@ -28,7 +28,7 @@ struct LauncherOptions {
   std::uint32_t host_id_base = 100000;                // sandbox id 0 maps to this host id
   std::uint32_t host_id_count = 65536;
   CgroupConfig cgroup;
-  // Boxes made ahead for the environments one-shot runs ask for (start() takes one when it is there).
+  // Boxes made ahead for the environments runs and sessions ask for (take_or_create, start).
   PoolOptions pool;
 };
 
@@ -47,6 +47,10 @@ class Launcher {
   // A live box: its init is running and has been sent the environment; it serves execs once ready().
   // Throws SandboxError when it cannot be made.
   std::unique_ptr<Sandbox> create(const EnvironmentSpec& spec);
+
+  // A box of `spec` made ahead (LauncherOptions.pool: ready, never used, times().taken set) when one is waiting,
+  // else create(spec). Throws SandboxError when it cannot be made.
+  std::unique_ptr<Sandbox> take_or_create(const EnvironmentSpec& spec);
 
   // For event loops: creates the sandbox and returns it running, to be driven through its supervisor()
   // until finished, then finish()ed. Throws SandboxError when it cannot be started (a setup_failed Result

@@ -244,7 +244,7 @@ void SessionManager::create_box(const std::shared_ptr<Session>& session) {
       if (overlay.target == "/workspace") overlay.seed_dir = session->workspace_seed;
     }
     session->workspace_seed.clear();
-    session->box = launcher_.create(environment);
+    session->box = launcher_.take_or_create(environment);  // one made ahead when the pool has it
     std::shared_ptr<RunProxy> proxy;
     if (session->cutoff) {
       proxy = std::make_shared<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *session->cutoff,
