@@ -2,21 +2,47 @@
 // Scratch and image cache live under /tmp so tests never touch a real daemon's state.
 #include "tests/support/test_support.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "images/host_image.h"
 
 namespace capsule::testing {
 
-sandbox::Launcher& shared_launcher() {
-  static sandbox::Launcher launcher([] {
+namespace {
+
+// The launcher with a scratch dir of this process's own: test binaries run side by side (ctest -j), and a test
+// that checks what is left below its scratch dir must not see another process's sandboxes. Removed at exit,
+// after the launcher (whose reaper may still be removing boxes).
+class SharedLauncher {
+ public:
+  SharedLauncher() : scratch_("/tmp/capsule-test/scratch-" + std::to_string(::getpid())) {
     sandbox::LauncherOptions options;
-    options.scratch_dir = "/tmp/capsule-test/scratch";
+    options.scratch_dir = scratch_;
     options.cgroup.parent = "capsule-test";
-    return options;
-  }());
-  return launcher;
+    launcher_.emplace(options);
+  }
+  ~SharedLauncher() {
+    launcher_.reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_, ignored);
+  }
+  sandbox::Launcher& get() { return *launcher_; }
+
+ private:
+  std::string scratch_;
+  std::optional<sandbox::Launcher> launcher_;
+};
+
+}  // namespace
+
+sandbox::Launcher& shared_launcher() {
+  static SharedLauncher shared;
+  return shared.get();
 }
 
 const std::string& default_seccomp_profile() {
