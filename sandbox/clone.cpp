@@ -37,24 +37,28 @@ constexpr int kExitExec = 123;
     _exit(kExitIds);
   }
 
-  // Move the kept descriptors above everything, then down to 0..4, then close the rest.
-  const int wanted[5] = {fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.init_exe_fd};
-  int high[5];
-  for (int i = 0; i < 5; ++i) {
-    high[i] = fcntl(wanted[i], F_DUPFD, 1024);
-    if (high[i] < 0) _exit(kExitFds);
+  if (!keep_only_descriptors({fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.init_exe_fd})) {
+    _exit(kExitFds);
   }
-  for (int i = 0; i < 5; ++i) {
-    if (dup2(high[i], i) != i) _exit(kExitFds);
-  }
-  if (syscall(SYS_close_range, 5, ~0U, 0) != 0) _exit(kExitFds);
-  fcntl(4, F_SETFD, FD_CLOEXEC);
-
   syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
   _exit(kExitExec);
 }
 
 }  // namespace
+
+bool keep_only_descriptors(const std::array<int, 5>& wanted) {
+  // Above everything first, so that moving one down never overwrites another still to be moved.
+  int high[5];
+  for (int i = 0; i < 5; ++i) {
+    high[i] = fcntl(wanted[i], F_DUPFD, 1024);
+    if (high[i] < 0) return false;
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (dup2(high[i], i) != i) return false;
+  }
+  if (syscall(SYS_close_range, 5, ~0U, 0) != 0) return false;
+  return fcntl(4, F_SETFD, FD_CLOEXEC) == 0;
+}
 
 ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[],
                                 std::uint64_t extra_flags) {

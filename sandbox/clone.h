@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 
 namespace capsule::sandbox {
@@ -31,6 +32,10 @@ struct ClonedChild {
 // `extra_flags`: CLONE_PARENT from the spawner (sandbox/spawner.h), so that the daemon is the child's parent.
 ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[],
                                 std::uint64_t extra_flags = 0);
+
+// Between clone and execveat (raw syscalls only): `wanted` becomes descriptors 0..4, everything else is closed,
+// and 4 (the executable, for execveat) is close-on-exec. False when a step failed.
+bool keep_only_descriptors(const std::array<int, 5>& wanted);
 
 // Explains an exit code of the child that never reached capsule-init, or nullptr.
 const char* describe_child_exit(int code);

@@ -29,17 +29,7 @@ constexpr int kRequestFds = 6;  // ChildFds, in declaration order
 
 // In the helper's child before execveat (the daemon is multi-threaded): raw syscalls only.
 [[noreturn]] void exec_helper(int null_fd, int channel, int init_exe) {
-  const int wanted[5] = {null_fd, null_fd, null_fd, channel, init_exe};
-  int high[5];
-  for (int i = 0; i < 5; ++i) {
-    high[i] = fcntl(wanted[i], F_DUPFD, 1024);
-    if (high[i] < 0) _exit(126);
-  }
-  for (int i = 0; i < 5; ++i) {
-    if (dup2(high[i], i) != i) _exit(126);
-  }
-  if (syscall(SYS_close_range, 5, ~0U, 0) != 0) _exit(126);
-  fcntl(kHelperExeFd, F_SETFD, FD_CLOEXEC);
+  if (!keep_only_descriptors({null_fd, null_fd, null_fd, channel, init_exe})) _exit(126);
   char name[] = "capsule-init";
   char role[] = "--spawner";
   char* argv[] = {name, role, nullptr};
