@@ -46,6 +46,16 @@ class Cgroup {
   virtual void freeze(bool frozen) = 0;
 };
 
+// One cgroup filesystem to mount read-only inside a box at /sys/fs/cgroup/<name> (the box's cgroup namespace
+// makes its own cgroup the root), so runtimes such as the JVM read their limits there as in a container.
+struct CgroupViewMount {
+  std::string fstype;                // "cgroup" (v1 hierarchy) or "cgroup2"
+  std::string options;               // v1: the hierarchy's controllers, e.g. "cpu,cpuacct"; v2: empty
+  std::string name;                  // directory under /sys/fs/cgroup; empty: /sys/fs/cgroup itself (v2)
+  std::vector<std::string> aliases;  // symlinks to name, one per co-mounted controller ("cpu" -> "cpu,cpuacct")
+  bool operator==(const CgroupViewMount&) const = default;
+};
+
 class CgroupManager {
  public:
   virtual ~CgroupManager() = default;
@@ -59,6 +69,8 @@ class CgroupManager {
   // Removes the parent directory in every hierarchy when no sandbox cgroup is left in it (a daemon's clean
   // shutdown); levels above the last one of `parent` are shared and stay.
   virtual void remove_parent() = 0;
+  // What a box's cgroup view mounts: the hierarchies its cgroup has a directory in.
+  virtual std::vector<CgroupViewMount> view_mounts() const = 0;
 };
 
 struct CgroupConfig {

@@ -1,5 +1,6 @@
 // cgroup v1 back end: one directory <hierarchy>/<parent>/<name> in each of the memory, pids, cpu, cpuacct and
-// freezer hierarchies (found in /proc/self/mountinfo, so co-mounted "cpu,cpuacct" hierarchies work too).
+// freezer hierarchies (found in /proc/self/mountinfo, so co-mounted "cpu,cpuacct" hierarchies work too), and in
+// cpuset where it is mounted, so the box's cgroup view holds the cpuset that runtimes such as the JVM require.
 //
 // Swap: memory.memsw.limit_in_bytes is set to the memory limit. Without swap accounting (swapaccount=0 or no
 // CONFIG_MEMCG_SWAP) that file is missing; memory.swappiness is then set to 0 and the limit binds RAM only.
@@ -20,6 +21,10 @@ namespace {
 
 constexpr std::uint64_t kCpuPeriodUs = 100'000;
 const std::vector<std::string> kControllers{"memory", "pids", "cpu", "cpuacct", "freezer"};
+// Where it is mounted, the box (not its exec leaves) also gets a directory here, inheriting its parent's cpus.
+const std::string kOptionalController = "cpuset";
+// The hierarchies a box's view mounts (cgroup.h CgroupViewMount): what the JVM and tools read limits from.
+const std::vector<std::string> kViewControllers{"memory", "pids", "cpu", "cpuacct", "cpuset"};
 
 // Where each controller's directory for one cgroup lives; co-mounted controllers share one directory.
 struct Layout {
@@ -28,20 +33,22 @@ struct Layout {
 
   static Layout under(const std::map<std::string, std::string>& mounts, const std::string& relative) {
     Layout layout;
-    for (const std::string& controller : kControllers) {
-      const std::string dir = join_path(mounts.at(controller), relative);
-      layout.dir_of[controller] = dir;
-      if (std::find(layout.dirs.begin(), layout.dirs.end(), dir) == layout.dirs.end()) layout.dirs.push_back(dir);
-    }
+    for (const std::string& controller : kControllers) layout.add(controller, join_path(mounts.at(controller), relative));
+    if (auto cpuset = mounts.find(kOptionalController); cpuset != mounts.end())
+      layout.add(kOptionalController, join_path(cpuset->second, relative));
     return layout;
+  }
+  void add(const std::string& controller, const std::string& dir) {
+    dir_of[controller] = dir;
+    if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
   }
   std::string file(const std::string& controller, const std::string& name) const {
     return join_path(dir_of.at(controller), name);
   }
+  // An exec's leaf: in the required hierarchies only (a cpuset leaf would need its cpus and mems set).
   Layout child(const std::string& name) const {
     Layout layout;
-    for (const auto& [controller, dir] : dir_of) layout.dir_of[controller] = join_path(dir, name);
-    for (const std::string& dir : dirs) layout.dirs.push_back(join_path(dir, name));
+    for (const std::string& controller : kControllers) layout.add(controller, join_path(dir_of.at(controller), name));
     return layout;
   }
 };
@@ -246,6 +253,26 @@ class CgroupV1Manager final : public CgroupManager {
 
   void remove_parent() override {
     for (const std::string& dir : Layout::under(mounts_, config_.parent).dirs) (void)fs_->remove_dir(dir);
+  }
+
+  // One mount per hierarchy, named like the host's mount point, with its co-mounted controllers as aliases.
+  std::vector<CgroupViewMount> view_mounts() const override {
+    std::vector<CgroupViewMount> views;
+    for (const std::string& controller : kViewControllers) {
+      auto found = mounts_.find(controller);
+      if (found == mounts_.end()) continue;
+      const std::string& mount_point = found->second;
+      const std::string name = mount_point.substr(mount_point.rfind('/') + 1);
+      if (std::any_of(views.begin(), views.end(), [&](const CgroupViewMount& v) { return v.name == name; })) continue;
+      CgroupViewMount view{"cgroup", "", name, {}};
+      for (const auto& [other, other_mount] : mounts_) {
+        if (other_mount != mount_point) continue;
+        view.options += (view.options.empty() ? "" : ",") + other;
+        if (other != name) view.aliases.push_back(other);
+      }
+      views.push_back(std::move(view));
+    }
+    return views;
   }
 
  private:

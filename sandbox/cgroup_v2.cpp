@@ -173,6 +173,8 @@ class CgroupV2Manager final : public CgroupManager {
 
   std::vector<std::string> list() const override { return fs_->list_dirs(parent_dir_); }
 
+  std::vector<CgroupViewMount> view_mounts() const override { return {CgroupViewMount{"cgroup2", "", "", {}}}; }
+
   std::unique_ptr<Cgroup> open(const std::string& name) override {
     check_cgroup_name(name, "sandbox cgroup");
     const std::string dir = join_path(parent_dir_, name);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/cgroup.h"
 #include "sandbox/spec.h"
 
 namespace capsule::sandbox {
@@ -40,6 +41,7 @@ struct InitConfig {
   std::vector<std::string> protect;        // EnvironmentSpec::protect, globs inside the new root
   std::string protect_base = "/";
   bool session = false;                    // EnvironmentSpec::session
+  std::vector<CgroupViewMount> cgroup_views;  // mounted read-only under /sys/fs/cgroup (cgroup_view.h)
 };
 
 std::string encode_init_config(const InitConfig& config);

@@ -22,6 +22,7 @@
 #include "sandbox/clone.h"
 #include "sandbox/command.h"
 #include "sandbox/copy_tree.h"
+#include "sandbox/cpu_affinity.h"
 #include "sandbox/error.h"
 #include "sandbox/init_config.h"
 #include "sandbox/net.h"
@@ -289,6 +290,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
 
   write_id_maps(child.pid, IdRange{root_id, state_->options.host_id_count});
   box->cgroup_->add_process(child.pid);
+  confine_to_cpus(child.pid, spec.limits.cpus);
   box->listeners_ = listen_in_network_namespace(child.pid, spec.loopback_listeners);
   base::UniqueFd userns(open_user_namespace(child.pid));
   std::vector<base::UniqueFd> mounts;
@@ -301,6 +303,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
                                     : state_->writable_bind(bind));
   }
   InitConfig init_config = make_init_config(spec, overlays, *box->scratch_, program_hex);
+  init_config.cgroup_views = state_->cgroups->view_mounts();
   send_message(control.get(), encode_init_config(init_config));
   for (const auto& fd : mounts) send_fd(control.get(), fd.get());
   mounts.clear();

@@ -1,5 +1,5 @@
 // Filesystem set-up inside the sandbox's mount namespace (runs in capsule-init, as namespace root).
-// Order: private propagation, layers, overlay, binds, /proc, /dev, /tmp, /sys, masks, pivot_root.
+// Order: private propagation, layers, overlay, binds, /proc, /dev, /tmp, /sys (+ the cgroup view), masks, pivot_root.
 #include "sandbox/mounts.h"
 
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <string>
 
+#include "sandbox/cgroup_view.h"
 #include "sandbox/error.h"
 #include "sandbox/protect.h"
 
@@ -166,6 +167,7 @@ void build_filesystem(const InitConfig& config, const std::vector<int>& layer_fd
            "mode=1777,size=" + std::to_string(config.tmp_size_bytes));
   make_dir(root + "/sys");
   do_mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  mount_cgroup_view(root, config.cgroup_views);
 
   for (const char* path : kMaskedPaths) mask_path(root, path);
   for (const char* path : kReadOnlyPaths) make_read_only(root + path);

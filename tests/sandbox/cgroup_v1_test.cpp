@@ -93,7 +93,9 @@ class CgroupV1Test : public ::testing::Test {
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
     ::prctl(PR_SET_CHILD_SUBREAPER, 0);
-    for (const std::string& controller : kHierarchies) {
+    std::vector<std::string> hierarchies = kHierarchies;
+    hierarchies.push_back("cpuset");  // boxes get a directory there too when it is mounted
+    for (const std::string& controller : hierarchies) {
       if (!mounts_.count(controller)) continue;
       const std::string parent = mounts_[controller] + "/" + config_.parent;
       ::rmdir(parent.c_str());
@@ -125,6 +127,18 @@ TEST_F(CgroupV1Test, CreateWritesLimitsToEveryHierarchy) {
   EXPECT_EQ(slurp(file("cpu", "run", "cpu.cfs_period_us")), "100000\n");
   EXPECT_EQ(slurp(file("cpu", "run", "cpu.cfs_quota_us")), "50000\n");
   EXPECT_EQ(manager_->list(), std::vector<std::string>{"run"});
+}
+
+TEST_F(CgroupV1Test, TheBoxJoinsCpusetWithItsParentsCpusButItsExecLeavesDoNot) {
+  if (!mounts_.count("cpuset")) GTEST_SKIP() << "no cpuset hierarchy on this host";
+  auto group = manager_->create("run", {});
+  const std::string cpus = slurp(mounts_["cpuset"] + "/cpuset.cpus");
+  EXPECT_EQ(slurp(file("cpuset", "run", "cpuset.cpus")), cpus);
+  auto leaf = group->create_child("exec-1");
+  EXPECT_TRUE(exists(dir("memory", "run/exec-1")));
+  EXPECT_FALSE(exists(dir("cpuset", "run/exec-1")));
+  group->remove();
+  EXPECT_FALSE(exists(dir("cpuset", "run")));
 }
 
 TEST_F(CgroupV1Test, LimitTheKernelRefusesLeavesNothing) {

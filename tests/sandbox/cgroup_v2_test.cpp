@@ -72,6 +72,10 @@ TEST_F(CgroupV2Test, CreateWritesLimitsInKernelFormat) {
   EXPECT_EQ(manager_->list(), std::vector<std::string>{"run-1"});
 }
 
+TEST_F(CgroupV2Test, TheBoxViewIsTheUnifiedHierarchyItself) {
+  EXPECT_EQ(manager_->view_mounts(), (std::vector<CgroupViewMount>{{"cgroup2", "", "", {}}}));
+}
+
 TEST_F(CgroupV2Test, UnlimitedKeepsKernelDefaultsAndLeavesCpuAlone) {
   auto group = manager_->create("run", {});
   EXPECT_EQ(contents("capsule/run/memory.max"), "max\n");
