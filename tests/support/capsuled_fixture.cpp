@@ -90,8 +90,9 @@ bool cgroup_v1() { return fs::exists("/sys/fs/cgroup/memory/cgroup.procs"); }
 std::vector<fs::path> cgroup_parent_dirs(const std::string& parent) {
   if (!cgroup_v1()) return {fs::path("/sys/fs/cgroup") / parent};
   std::vector<fs::path> dirs;
-  for (const char* controller : {"memory", "pids", "cpu", "cpuacct", "freezer"}) {
-    dirs.push_back(fs::path("/sys/fs/cgroup") / controller / parent);
+  for (const char* controller : {"memory", "pids", "cpu", "cpuacct", "freezer", "cpuset"}) {
+    if (fs::exists(fs::path("/sys/fs/cgroup") / controller / "cgroup.procs"))
+      dirs.push_back(fs::path("/sys/fs/cgroup") / controller / parent);
   }
   return dirs;
 }
