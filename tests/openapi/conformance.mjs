@@ -1,22 +1,16 @@
 // Checks that a real capsuled answers as docs/openapi.yaml says: starts one (its own temp state dir and socket), calls
 // every route, and validates each answer's status, content type and JSON body against the document's schema for it.
-// Usage: node conformance.mjs docs/openapi.yaml build/bin/capsuled (as root). Registered in ctest as openapi_conformance.
+// Usage (as root): node conformance.mjs docs/openapi.yaml build/bin/capsuled. Registered in ctest as
+// openapi_conformance.
 import { spawn } from "node:child_process";
-import { mkdtempSync, chmodSync, mkdirSync, writeFileSync, readFileSync, rmSync, openSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
-import Ajv2020 from "ajv/dist/2020.js";
-import { parse } from "yaml";
+import { localRefs, readDocument, schemaValidator } from "./document.mjs";
 
 const [docPath, capsuled] = process.argv.slice(2);
-const doc = parse(readFileSync(docPath, "utf8"));
-const ajv = new Ajv2020({ strict: false, allErrors: true });
-// "#/components/schemas/X" refs point at the component registered as "X" (as validate.mjs does).
-const localRefs = (schema) =>
-  JSON.parse(JSON.stringify(schema), (key, value) =>
-    key === "$ref" && typeof value === "string" && value.startsWith("#/components/schemas/")
-      ? value.slice("#/components/schemas/".length).replace(/^([^/]+)(\/.*)?$/, (_, name, rest) => name + (rest ? "#" + rest : ""))
-      : value);
-for (const [name, schema] of Object.entries(doc.components.schemas)) ajv.addSchema(localRefs(schema), name);
+const { doc } = readDocument(docPath);
+const problems = [];
+const ajv = schemaValidator(doc, { strict: false }, problems);
 const response = (answer) => (answer.$ref ? doc.components.responses[answer.$ref.split("/").pop()] : answer);
 
 const dir = mkdtempSync("/tmp/capsule-openapi-");
@@ -45,7 +39,6 @@ function call(method, path, body, headers = {}) {
   });
 }
 
-const problems = [];
 let checked = 0;
 // Calls `method path` and checks the answer against the operation `method template`; returns the parsed JSON (if any).
 async function check(method, template, path, body, headers) {
@@ -58,11 +51,12 @@ async function check(method, template, path, body, headers) {
   if (!type) return void problems.push(`${where}: content type ${answer.type} not documented`);
   checked++;
   if (type !== "application/json" && type !== "application/x-ndjson") return undefined;
-  const values = type === "application/json" ? [JSON.parse(answer.text)]
-                                             : answer.text.split("\n").filter(Boolean).map((line) => JSON.parse(line));
+  const lines = type === "application/json" ? [answer.text] : answer.text.split("\n").filter(Boolean);
+  const values = lines.map((line) => JSON.parse(line));
   const validate = ajv.compile(localRefs(content[type].schema));
   for (const value of values) {
-    if (!validate(value)) problems.push(`${where}: ${ajv.errorsText(validate.errors)}\n    ${JSON.stringify(value).slice(0, 300)}`);
+    if (validate(value)) continue;
+    problems.push(`${where}: ${ajv.errorsText(validate.errors)}\n    ${JSON.stringify(value).slice(0, 300)}`);
   }
   return values[0];
 }
@@ -104,15 +98,19 @@ async function exercise() {
     await check("GET", "/v1/toolchains/resolve", "/v1/toolchains/resolve");
   }
 
-  const session = await check("POST", "/v1/sessions", "/v1/sessions", { workspace: { path: workspace, mode: "cow" }, labels: { s: "1" } });
+  const sessionSpec = { workspace: { path: workspace, mode: "cow" }, labels: { s: "1" } };
+  const session = await check("POST", "/v1/sessions", "/v1/sessions", sessionSpec);
   const at = `/v1/sessions/${session.id}`;
   await check("GET", "/v1/sessions", "/v1/sessions");
   await check("GET", "/v1/sessions/{id}", at);
-  const exec = await check("POST", "/v1/sessions/{id}/exec", `${at}/exec`, { script: "echo hello > /workspace/new.txt; echo done" });
-  await check("POST", "/v1/sessions/{id}/exec", `${at}/exec`, { argv: ["echo", "x"] }, { accept: "application/x-ndjson" });
-  const background = await check("POST", "/v1/sessions/{id}/exec", `${at}/exec`, { argv: ["sleep", "60"], background: true, stdin_open: true });
+  const execRoute = "/v1/sessions/{id}/exec";
+  const exec = await check("POST", execRoute, `${at}/exec`, { script: "echo hello > /workspace/new.txt; echo done" });
+  await check("POST", execRoute, `${at}/exec`, { argv: ["echo", "x"] }, { accept: "application/x-ndjson" });
+  const sleeper = { argv: ["sleep", "60"], background: true, stdin_open: true };
+  const background = await check("POST", execRoute, `${at}/exec`, sleeper);
   const running = `${at}/execs/${background.id}`;
-  await check("POST", "/v1/sessions/{id}/execs/{exec_id}/stdin", `${running}/stdin`, "abc", { "content-type": "application/octet-stream" });
+  const bytes = { "content-type": "application/octet-stream" };
+  await check("POST", "/v1/sessions/{id}/execs/{exec_id}/stdin", `${running}/stdin`, "abc", bytes);
   await check("POST", "/v1/sessions/{id}/execs/{exec_id}/resize", `${running}/resize`, { rows: 10, cols: 10 });
   await check("POST", "/v1/sessions/{id}/execs/{exec_id}/signal", `${running}/signal`, { signal: "NONE" });
   await check("POST", "/v1/sessions/{id}/execs/{exec_id}/signal", `${running}/signal`, { signal: "KILL" });
@@ -120,8 +118,9 @@ async function exercise() {
   await check("GET", "/v1/sessions/{id}/execs/{exec_id}", `${at}/execs/${exec.id}`);
   await check("GET", "/v1/sessions/{id}/execs/{exec_id}", `${at}/execs/absent`);
   await check("GET", "/v1/sessions/{id}/execs/{exec_id}/stream", `${at}/execs/${exec.id}/stream`);
-  await check("PUT", "/v1/sessions/{id}/files", `${at}/files?path=/workspace/f.txt`, "data", { "content-type": "application/octet-stream" });
-  await check("PUT", "/v1/sessions/{id}/files", `${at}/files?path=/workspace/seed`, { source: `${workspace}/seed.txt` });
+  await check("PUT", "/v1/sessions/{id}/files", `${at}/files?path=/workspace/f.txt`, "data", bytes);
+  const hostFile = { source: `${workspace}/seed.txt` };
+  await check("PUT", "/v1/sessions/{id}/files", `${at}/files?path=/workspace/seed`, hostFile);
   await check("GET", "/v1/sessions/{id}/files", `${at}/files?path=/workspace/f.txt`);
   await check("GET", "/v1/sessions/{id}/files", `${at}/files?path=/workspace`);
   await check("GET", "/v1/sessions/{id}/files", `${at}/files?path=/absent`);
@@ -154,15 +153,18 @@ try {
 } catch (e) {
   problems.push(`stopped: ${e.stack}`);
 }
-const exited = daemon.exitCode !== null ? Promise.resolve(daemon.exitCode) : new Promise((resolve) => daemon.on("exit", resolve));
+const exited = daemon.exitCode !== null ? Promise.resolve(daemon.exitCode)
+                                         : new Promise((resolve) => daemon.on("exit", resolve));
 daemon.kill("SIGTERM");
 const code = await exited;
 if (code !== 0) problems.push(`capsuled exited with ${code}`);
-const mounts = readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((line) => line.split(" ")[4]).filter((m) => m?.startsWith(dir));
+const mounts = readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((line) => line.split(" ")[4])
+  .filter((point) => point?.startsWith(dir));
 for (const mount of mounts) problems.push(`left mounted: ${mount}`);
 if (problems.length > 0) {
   failed = true;
-  console.error(`${problems.length} problem(s):\n- ${problems.join("\n- ")}\n---- capsuled log ----\n${readFileSync(`${dir}/capsuled.log`, "utf8")}`);
+  console.error(`${problems.length} problem(s):\n- ${problems.join("\n- ")}`);
+  console.error(`---- capsuled log ----\n${readFileSync(`${dir}/capsuled.log`, "utf8")}`);
 }
 if (mounts.length === 0) rmSync(dir, { recursive: true, force: true });
 console.log(`${checked} answers checked against ${docPath}: ${failed ? "FAILED" : "all as documented"}`);

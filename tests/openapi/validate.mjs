@@ -1,16 +1,13 @@
 // Validates docs/openapi.yaml: against the official OpenAPI 3.1 schema (@seriousme/openapi-schema-validator, which
-// also resolves every $ref), each Schema Object against JSON Schema 2020-12 (Ajv, strict), and the rules those leave out.
+// also resolves every $ref), each Schema Object against JSON Schema 2020-12 (Ajv, strict), and rules those leave out.
 // Usage: node validate.mjs docs/openapi.yaml. Registered in ctest as openapi_validate; scripts/install-deps.sh installs
 // the packages (npm: no Debian package validates OpenAPI 3.1 — the openapi-specification and JSON::Validator
 // packages of bookworm know 3.0 only).
-import { readFileSync } from "node:fs";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import Ajv2020 from "ajv/dist/2020.js";
-import { parse } from "yaml";
+import { localRefs, readDocument, schemaValidator } from "./document.mjs";
 
 const file = process.argv[2];
-const text = readFileSync(file, "utf8");
-const doc = parse(text, { uniqueKeys: true, strict: true });
+const { text, doc } = readDocument(file);
 const problems = [];
 const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 
@@ -19,15 +16,9 @@ const result = await new Validator().validate(structuredClone(doc));
 if (!result.valid) problems.push(`OpenAPI 3.1 schema: ${JSON.stringify(result.errors, null, 1)}`);
 
 // 2. Schema Objects are JSON Schema 2020-12 (the 3.1 dialect): each must compile, strictly (a misspelt keyword or type
-// fails), with "#/components/schemas/X" refs pointing at the component registered as "X".
-// strictRequired is off: ExecSpec's oneOf [{required: [argv]}, {required: [script]}] names properties defined beside it.
-const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true });
-ajv.addVocabulary(["discriminator", "xml", "externalDocs", "example"]);
-const localRefs = (schema) =>
-  JSON.parse(JSON.stringify(schema), (key, value) =>
-    key === "$ref" && typeof value === "string" && value.startsWith("#/components/schemas/")
-      ? value.slice("#/components/schemas/".length).replace(/^([^/]+)(\/.*)?$/, (_, name, rest) => name + (rest ? "#" + rest : ""))
-      : value);
+// fails). strictRequired is off: ExecSpec's oneOf [{required: [argv]}, {required: [script]}] names properties
+// defined beside it.
+const ajv = schemaValidator(doc, { strict: true, strictRequired: false }, problems);
 const components = doc.components?.schemas ?? {};
 const compile = (where, schema) => {
   try {
@@ -36,24 +27,12 @@ const compile = (where, schema) => {
     problems.push(`${where}: ${e.message}`);
   }
 };
-for (const [name, schema] of Object.entries(components)) {
-  try {
-    ajv.addSchema(localRefs(schema), name);
-  } catch (e) {
-    problems.push(`components.schemas.${name}: ${e.message}`);
-  }
-}
-for (const name of Object.keys(components)) {
-  try {
-    ajv.getSchema(name);
-  } catch (e) {
-    problems.push(`components.schemas.${name}: ${e.message}`);
-  }
-}
 const schemasOf = (where, node) => {
   if (node === null || typeof node !== "object") return;
   if (node.schema && typeof node.schema === "object") compile(`${where}.schema`, node.schema);
-  for (const [key, child] of Object.entries(node)) if (key !== "schema" && key !== "schemas") schemasOf(`${where}.${key}`, child);
+  for (const [key, child] of Object.entries(node)) {
+    if (key !== "schema" && key !== "schemas") schemasOf(`${where}.${key}`, child);
+  }
 };
 schemasOf("paths", doc.paths);
 schemasOf("components", { ...doc.components, schemas: undefined });
@@ -65,16 +44,23 @@ for (const [path, item] of Object.entries(doc.paths ?? {})) {
   const templated = new Set([...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]));
   for (const method of methods.filter((m) => item[m])) {
     const op = item[method];
-    const inPath = new Set([...(item.parameters ?? []), ...(op.parameters ?? [])].map(deref).filter((p) => p.in === "path").map((p) => p.name));
-    for (const name of templated) if (!inPath.has(name)) problems.push(`${method.toUpperCase()} ${path}: path parameter {${name}} is not declared`);
-    for (const name of inPath) if (!templated.has(name)) problems.push(`${method.toUpperCase()} ${path}: parameter ${name} is not in the path`);
+    const declared = [...(item.parameters ?? []), ...(op.parameters ?? [])].map(deref);
+    const inPath = new Set(declared.filter((p) => p.in === "path").map((p) => p.name));
+    const route = `${method.toUpperCase()} ${path}`;
+    for (const name of templated) {
+      if (!inPath.has(name)) problems.push(`${route}: path parameter {${name}} is not declared`);
+    }
+    for (const name of inPath) {
+      if (!templated.has(name)) problems.push(`${route}: parameter ${name} is not in the path`);
+    }
     if (operationIds.has(op.operationId)) problems.push(`operationId ${op.operationId} is used twice`);
     operationIds.set(op.operationId, path);
   }
 }
 
 // 4. The layout tests/daemon/openapi_routes_test.cpp reads without a YAML parser: paths at two spaces, methods at four.
-const parsed = new Set(Object.entries(doc.paths ?? {}).flatMap(([path, item]) => methods.filter((m) => item[m]).map((m) => `${m} ${path}`)));
+const operationsOf = ([path, item]) => methods.filter((m) => item[m]).map((m) => `${m} ${path}`);
+const parsed = new Set(Object.entries(doc.paths ?? {}).flatMap(operationsOf));
 const read = new Set();
 let inPaths = false, current = null;
 for (const line of text.split("\n")) {
@@ -84,7 +70,9 @@ for (const line of text.split("\n")) {
   const methodLine = inPaths && current && line.match(/^    ([a-z]+):/);
   if (methodLine && methods.includes(methodLine[1])) read.add(`${methodLine[1]} ${current}`);
 }
-for (const route of parsed) if (!read.has(route)) problems.push(`${route}: not in block style (paths at two spaces, methods at four)`);
+for (const route of parsed) {
+  if (!read.has(route)) problems.push(`${route}: not in block style (paths at two spaces, methods at four)`);
+}
 // ...and each ErrorNNN schema's codes on one `enum: [...]` line below its name.
 let errorSchema = null;
 const enumLines = new Set();
@@ -105,5 +93,5 @@ if (problems.length > 0) {
   console.error(`${file}: ${problems.length} problem(s)\n- ${problems.join("\n- ")}`);
   process.exit(1);
 }
-console.log(`${file}: valid OpenAPI ${doc.openapi}: ${parsed.size} operations on ${Object.keys(doc.paths).length} paths, ` +
-            `${Object.keys(components).length} schemas`);
+const [paths, schemas] = [Object.keys(doc.paths).length, Object.keys(components).length];
+console.log(`${file}: valid OpenAPI ${doc.openapi}: ${parsed.size} operations on ${paths} paths, ${schemas} schemas`);
