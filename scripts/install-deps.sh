@@ -21,3 +21,17 @@ if [ -n "$missing" ]; then
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing
 fi
+
+# The OpenAPI 3.1 validator that ctest's openapi_validate runs (tests/openapi/validate.mjs): packages from the npm
+# registry, since no Debian package validates OpenAPI 3.1. Pinned by tests/openapi/package-lock.json; installed
+# again only when that file changes.
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install-deps: installing: nodejs npm"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+openapi_dir="$(dirname "$0")/../tests/openapi"
+if [ ! "$openapi_dir/node_modules/.package-lock.json" -nt "$openapi_dir/package-lock.json" ]; then
+  echo "install-deps: npm ci in tests/openapi"
+  npm ci --prefix "$openapi_dir" --no-audit --no-fund
+fi

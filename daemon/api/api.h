@@ -1,5 +1,5 @@
 // The capsuled API: what its handler files share (the context, request helpers, run visibility) and the
-// registration of every resource's routes. docs/api.md documents each route (a test checks it).
+// registration of every resource's routes. docs/openapi.yaml describes each route (a test checks it).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
