@@ -44,6 +44,14 @@ class Cgroup {
   virtual std::vector<std::string> procs_files() const = 0;
   // Stops (true) or resumes (false) every process in the group; returns once the kernel reports it.
   virtual void freeze(bool frozen) = 0;
+  // v2: the cgroup.procs of the leaf "init" that the box's init moves itself into once it has entered its
+  // cgroup namespace, so that the box can hand its limits down to its children; empty on v1 (init stays).
+  virtual std::string init_leaf_procs_file() const = 0;
+  // v2, after init has left the box's own directory: enables the box's controllers for its children and gives
+  // every exec leaf (made so far and later) the box's limits, so a runtime that reads only its own cgroup (the
+  // JVM before JDK-8322420) sees them. A no-op on v1 (the JVM falls back to hierarchical_memory_limit there)
+  // and without limits. Throws SandboxError naming the file that refused.
+  virtual void hand_limits_to_children() = 0;
 };
 
 // One cgroup filesystem to mount read-only inside a box at /sys/fs/cgroup/<name> (the box's cgroup namespace

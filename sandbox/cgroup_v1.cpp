@@ -149,6 +149,9 @@ class CgroupV1 final : public Cgroup {
     return std::make_unique<CgroupV1>(fs_, join_path(name_, name), std::move(child), timeout_);
   }
 
+  std::string init_leaf_procs_file() const override { return {}; }
+  void hand_limits_to_children() override {}
+
   std::vector<std::string> procs_files() const override {
     std::vector<std::string> files;
     for (const std::string& dir : layout_.dirs) files.push_back(join_path(dir, "cgroup.procs"));

@@ -17,11 +17,35 @@ namespace capsule::sandbox {
 namespace {
 
 constexpr std::uint64_t kCpuPeriodUs = 100'000;
+constexpr const char* kInitLeaf = "init";
+
+bool limited(const CgroupLimits& limits) { return limits.memory_bytes > 0 || limits.pids > 0 || limits.cpus > 0; }
+
+// The controllers a group with these limits needs: memory and pids always, cpu for a cpu limit.
+std::vector<std::string> controllers_for(const CgroupLimits& limits) {
+  std::vector<std::string> controllers{"memory", "pids"};
+  if (limits.cpus > 0) controllers.push_back("cpu");
+  return controllers;
+}
+
+void write_limits(CgroupFs& fs, const std::string& dir, const CgroupLimits& limits) {
+  if (limits.memory_bytes > 0) {
+    fs.write(join_path(dir, "memory.max"), std::to_string(limits.memory_bytes));
+    const std::string swap = join_path(dir, "memory.swap.max");
+    if (fs.exists(swap)) fs.write(swap, "0");
+  }
+  if (limits.pids > 0) fs.write(join_path(dir, "pids.max"), std::to_string(limits.pids));
+  if (limits.cpus > 0) {
+    const auto quota = static_cast<std::uint64_t>(std::llround(limits.cpus * kCpuPeriodUs));
+    fs.write(join_path(dir, "cpu.max"), std::to_string(quota) + " " + std::to_string(kCpuPeriodUs));
+  }
+}
 
 class CgroupV2 final : public Cgroup {
  public:
-  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string name, std::string dir, std::chrono::milliseconds timeout)
-      : fs_(std::move(fs)), name_(std::move(name)), dir_(std::move(dir)), timeout_(timeout) {}
+  CgroupV2(std::shared_ptr<CgroupFs> fs, std::string name, std::string dir, std::chrono::milliseconds timeout,
+           CgroupLimits limits = {})
+      : fs_(std::move(fs)), name_(std::move(name)), dir_(std::move(dir)), timeout_(timeout), limits_(limits) {}
   // Also the rollback of a failed create(). Errors cannot leave a destructor; call remove() to see them.
   ~CgroupV2() override {
     try {
@@ -82,8 +106,8 @@ class CgroupV2 final : public Cgroup {
     removed_ = true;
   }
 
-  // No controllers are enabled below a sandbox's group, so it may hold processes (its init) and children
-  // alike; a child still has cpu.stat, cgroup.kill and cgroup.freeze, which is all an exec needs.
+  // Until hand_limits_to_children() no controllers are enabled below a sandbox's group, so it may hold
+  // processes (its init) and children alike; a child still has cpu.stat, cgroup.kill and cgroup.freeze.
   std::unique_ptr<Cgroup> create_child(const std::string& name) override {
     check_cgroup_name(name, "child cgroup");
     const std::string dir = join_path(dir_, name);
@@ -91,7 +115,23 @@ class CgroupV2 final : public Cgroup {
       errno = err;
       throw_errno("cgroup", dir, "creating a child cgroup");
     }
-    return std::make_unique<CgroupV2>(fs_, join_path(name_, name), dir, timeout_);
+    auto child = std::make_unique<CgroupV2>(fs_, join_path(name_, name), dir, timeout_);
+    if (children_limited_) write_limits(*fs_, dir, limits_);
+    return child;
+  }
+
+  std::string init_leaf_procs_file() const override {
+    return limited(limits_) ? join_path(file(kInitLeaf), "cgroup.procs") : std::string();
+  }
+
+  void hand_limits_to_children() override {
+    if (children_limited_ || !limited(limits_)) return;
+    std::string enable;
+    for (const std::string& controller : controllers_for(limits_)) enable += (enable.empty() ? "+" : " +") + controller;
+    fs_->write(file("cgroup.subtree_control"), enable);
+    children_limited_ = true;
+    for (const std::string& child : fs_->list_dirs(dir_))
+      if (child != kInitLeaf) write_limits(*fs_, join_path(dir_, child), limits_);
   }
 
   std::vector<std::string> procs_files() const override { return {file("cgroup.procs")}; }
@@ -130,6 +170,8 @@ class CgroupV2 final : public Cgroup {
   std::string name_;
   std::string dir_;
   std::chrono::milliseconds timeout_;
+  CgroupLimits limits_;            // a box's own; its children's once handed down
+  bool children_limited_ = false;
   bool removed_ = false;
 };
 
@@ -147,9 +189,7 @@ class CgroupV2Manager final : public CgroupManager {
   std::unique_ptr<Cgroup> create(const std::string& name, const CgroupLimits& limits) override {
     check_cgroup_name(name, "sandbox cgroup");
     check_cgroup_limits(limits);
-    std::vector<std::string> controllers{"memory", "pids"};
-    if (limits.cpus > 0) controllers.push_back("cpu");
-    prepare_parent(controllers);
+    prepare_parent(controllers_for(limits));
 
     const std::string dir = join_path(parent_dir_, name);
     if (int err = fs_->make_dir(dir); err != 0) {
@@ -157,17 +197,9 @@ class CgroupV2Manager final : public CgroupManager {
       throw_errno("cgroup", dir, "creating the sandbox cgroup");
     }
     // From here on a throw destroys the group, which removes the directory again.
-    auto group = std::make_unique<CgroupV2>(fs_, name, dir, config_.kill_timeout);
-    if (limits.memory_bytes > 0) {
-      fs_->write(join_path(dir, "memory.max"), std::to_string(limits.memory_bytes));
-      const std::string swap = join_path(dir, "memory.swap.max");
-      if (fs_->exists(swap)) fs_->write(swap, "0");
-    }
-    if (limits.pids > 0) fs_->write(join_path(dir, "pids.max"), std::to_string(limits.pids));
-    if (limits.cpus > 0) {
-      const auto quota = static_cast<std::uint64_t>(std::llround(limits.cpus * kCpuPeriodUs));
-      fs_->write(join_path(dir, "cpu.max"), std::to_string(quota) + " " + std::to_string(kCpuPeriodUs));
-    }
+    auto group = std::make_unique<CgroupV2>(fs_, name, dir, config_.kill_timeout, limits);
+    write_limits(*fs_, dir, limits);
+    if (limited(limits)) ensure_dir(*fs_, join_path(dir, kInitLeaf));
     return group;
   }
 

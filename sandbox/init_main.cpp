@@ -46,9 +46,15 @@ InitConfig set_up_sandbox() {
   InitConfig config = decode_init_config(*message);
   std::vector<int> layer_fds = receive_fds(config.layers.size());
   std::vector<int> bind_fds = receive_fds(config.binds.size());
+  const int init_leaf_fd = config.join_init_leaf ? receive_fd(kInitControlFd) : -1;
 
   // The launcher has placed us in our cgroup by now; make it the root of what we can see.
   if (unshare(CLONE_NEWCGROUP) != 0) throw_errno("cgroupns", "", "unshare(CLONE_NEWCGROUP)");
+  if (init_leaf_fd >= 0) {
+    // v2: leave the box's own directory (staying its namespace's root) so it can hand its limits down.
+    if (write(init_leaf_fd, "0", 1) != 1) throw_errno("cgroupns", "init", "joining the box's init leaf");
+    close(init_leaf_fd);
+  }
   build_filesystem(config, layer_fds, bind_fds);  // protect_paths() included, before pivot_root
   for (int fd : layer_fds) close(fd);
   for (int fd : bind_fds) close(fd);

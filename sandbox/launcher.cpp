@@ -293,20 +293,26 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   confine_to_cpus(child.pid, spec.limits.cpus);
   box->listeners_ = listen_in_network_namespace(child.pid, spec.loopback_listeners);
   base::UniqueFd userns(open_user_namespace(child.pid));
-  std::vector<base::UniqueFd> mounts;
+  // What init receives after its config, in order: layer mounts, bind mounts, its v2 cgroup leaf.
+  std::vector<base::UniqueFd> passed;
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    mounts.push_back(layer_owners[i] ? state_->owner_mapped_layer(layers[i], *layer_owners[i])
+    passed.push_back(layer_owners[i] ? state_->owner_mapped_layer(layers[i], *layer_owners[i])
                                      : base::UniqueFd(make_detached_mount(layers[i], userns.get(), true, true, false)));
   }
   for (const auto& bind : spec.mounts) {
-    mounts.push_back(bind.read_only ? base::UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
+    passed.push_back(bind.read_only ? base::UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));
   }
   InitConfig init_config = make_init_config(spec, overlays, *box->scratch_, program_hex);
   init_config.cgroup_views = state_->cgroups->view_mounts();
+  if (const std::string leaf = box->cgroup_->init_leaf_procs_file(); !leaf.empty()) {
+    passed.emplace_back(open(leaf.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!passed.back()) throw_errno("cgroup", leaf, "open");
+    init_config.join_init_leaf = true;
+  }
   send_message(control.get(), encode_init_config(init_config));
-  for (const auto& fd : mounts) send_fd(control.get(), fd.get());
-  mounts.clear();
+  for (const auto& fd : passed) send_fd(control.get(), fd.get());
+  passed.clear();
   if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");
   go.write_end.reset();
   box->control_ = control.release();

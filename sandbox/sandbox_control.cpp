@@ -64,6 +64,12 @@ void Sandbox::route_event(const std::string& message) {
   const std::string name = event.value("event", "");
   const std::uint64_t id = event.value("id", std::uint64_t{0});
   if (name == init_event::kReady) {
+    // Init has left the box's own cgroup directory by now (v2): the exec leaves can carry the box's limits.
+    try {
+      cgroup_->hand_limits_to_children();
+    } catch (const SandboxError& e) {
+      if (!setup_error_) setup_error_ = e.cause();
+    }
     times_.ready = event.value("t_ns", std::int64_t{0});
     return;
   }

@@ -76,6 +76,42 @@ TEST_F(CgroupV2Test, TheBoxViewIsTheUnifiedHierarchyItself) {
   EXPECT_EQ(manager_->view_mounts(), (std::vector<CgroupViewMount>{{"cgroup2", "", "", {}}}));
 }
 
+// A limited box's init moves itself into the "init" leaf (after entering its cgroup namespace); the box then
+// enables its controllers below itself and every exec leaf, made before or after, carries the box's limits.
+TEST_F(CgroupV2Test, ALimitedBoxHandsItsLimitsToEachExecLeafOnceInitHasLeft) {
+  fs_->spawn(101, kRoot);
+  auto group = manager_->create("run", {64 * kMiB, 100, 1.5});
+  EXPECT_EQ(group->init_leaf_procs_file(), path("capsule/run/init/cgroup.procs"));
+  group->add_process(101);
+  auto early = group->create_child("exec-1");
+  EXPECT_FALSE(fs_->exists(path("capsule/run/exec-1/memory.max")));  // nothing enabled below the box yet
+  // Init still in the box's own directory: the kernel refuses controllers below it.
+  EXPECT_EQ(error_of([&] { group->hand_limits_to_children(); }).path, path("capsule/run/cgroup.subtree_control"));
+  fs_->write(group->init_leaf_procs_file(), "101");
+  group->hand_limits_to_children();
+  EXPECT_EQ(contents("capsule/run/cgroup.subtree_control"), "cpu memory pids\n");
+  auto late = group->create_child("exec-2");
+  for (const char* leaf : {"exec-1", "exec-2"}) {
+    const std::string dir = std::string("capsule/run/") + leaf + "/";
+    EXPECT_EQ(contents(dir + "memory.max"), "67108864\n") << leaf;
+    EXPECT_EQ(contents(dir + "memory.swap.max"), "0\n") << leaf;
+    EXPECT_EQ(contents(dir + "pids.max"), "100\n") << leaf;
+    EXPECT_EQ(contents(dir + "cpu.max"), "150000 100000\n") << leaf;
+  }
+  EXPECT_EQ(contents("capsule/run/init/memory.max"), "max\n");  // init's leaf keeps no limits of its own
+  group->hand_limits_to_children();                                // idempotent
+  group->remove();
+  EXPECT_FALSE(fs_->exists(path("capsule/run")));
+}
+
+TEST_F(CgroupV2Test, AnUnlimitedBoxKeepsItsInitAndHandsNothingDown) {
+  auto group = manager_->create("run", {});
+  EXPECT_EQ(group->init_leaf_procs_file(), "");
+  EXPECT_FALSE(fs_->exists(path("capsule/run/init")));
+  group->hand_limits_to_children();
+  EXPECT_EQ(contents("capsule/run/cgroup.subtree_control"), "");
+}
+
 TEST_F(CgroupV2Test, UnlimitedKeepsKernelDefaultsAndLeavesCpuAlone) {
   auto group = manager_->create("run", {});
   EXPECT_EQ(contents("capsule/run/memory.max"), "max\n");
