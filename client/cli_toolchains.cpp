@@ -2,6 +2,7 @@
 // "name  value" lines, or as JSON with --json.
 #include "client/cli_toolchains.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "client/cli_args.h"

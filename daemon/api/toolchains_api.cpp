@@ -1,6 +1,11 @@
 // The /v1/toolchains routes: what is installed per toolchain (the image store's org.capsule.toolchain.* labels)
 // and a dry run of a run's `toolchains` + `as_of`, answered by the very code that pins a submitted run.
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "daemon/api/api.h"
 #include "images/image_stack.h"
@@ -77,12 +82,11 @@ json resolve_toolchains(const ApiContext& ctx, const http::Request& request) {
   // The image half of the run's `pinned`: what its record would show.
   const json pinned = spec::to_json(run.pinned);
   json answer = {{"toolchains", toolchains},
-                 {"pinned", {{"image_digests", pinned["image_digests"]},
-                             {"image_choice", pinned["image_choice"]},
-                             {"toolchains", pinned["toolchains"]}}}};
+                 {"pinned", {{"image_digests", pinned.at("image_digests")},
+                             {"image_choice", pinned.at("image_choice")},
+                             {"toolchains", pinned.at("toolchains")}}}};
   if (run.spec.as_of) answer["as_of"] = *run.spec.as_of;
-  const json& chosen = run.pinned.image_choice["images"];
-  answer["image"] = chosen.back();
+  answer["image"] = run.pinned.image_choice.at("images").back();  // the chosen image; a layer's base precedes it
   if (run.pinned.image_choice.contains("python_auto") && ctx.images.python_releases != nullptr) {
     answer["python_release"] = python_release(*ctx.images.python_releases, run.pinned.toolchains.at("python"));
   }
