@@ -11,6 +11,7 @@
 #include "client/cli_run.h"
 #include "client/cli_runs.h"
 #include "client/cli_session.h"
+#include "client/cli_toolchains.h"
 #include "client/run_view.h"
 
 using namespace capsule::client;
@@ -89,6 +90,9 @@ int main(int argc, char** argv) {
   save->add_option("--output,-o", out, "OUT.tar or a new directory")->required();
   CLI::App* gc = images->add_subcommand("gc", "remove blobs and layers no image uses");
 
+  ToolchainCommands toolchains;
+  add_toolchain_commands(app, toolchains);
+
   CLI::App* proxy = app.add_subcommand("proxy", "the date-masked package proxy for PyPI and Maven");
   proxy->require_subcommand(1);
   ProxyServeOptions serve_options;
@@ -142,6 +146,7 @@ int main(int argc, char** argv) {
     if (rm->parsed()) return cmd_images_rm(socket, ref);
     if (save->parsed()) return cmd_images_save(socket, ref, out);
     if (gc->parsed()) return cmd_images_gc(socket);
+    if (toolchains.group->parsed()) return cmd_toolchains(socket, toolchains);
     if (serve->parsed()) return cmd_proxy_serve(serve_options);
     if (version->parsed()) return cmd_version(socket);
     if (daemon->parsed()) return cmd_daemon(socket, state_dir);

@@ -6,6 +6,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -67,6 +69,7 @@ int cmd_proxy_serve(const ProxyServeOptions& options) {
     throw std::invalid_argument("--listen: bad port in " + options.listen);
   }
 
+  spdlog::set_default_logger(spdlog::stderr_color_mt("capsule proxy"));  // stdout: only the "listening on" line
   boost::asio::io_context io;  // declared first: the proxy's workers answer through it until the proxy is gone
   proxy::PackageProxy package_proxy(proxy::parse_proxy_options(proxy_options_json(options), default_cache_dir()));
   auto router = std::make_shared<http::Router>();

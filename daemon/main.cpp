@@ -221,6 +221,7 @@ int serve(daemon::DaemonConfig config) {
 
   capsule::http::Router router;
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}, sessions};
+  context.images = run_options.images;
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
     if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");

@@ -66,7 +66,8 @@ void pin_from_names(Submission& run, const ImageCatalog& catalog) {
   } catch (const images::ToolchainError& e) {
     if (e.code() == "no_matching_image") throw http::ApiError("no_matching_image", std::string("toolchains: ") + e.what());
     if (e.code() == "invalid_release_data") throw http::ApiError("invalid_release_data", e.what());
-    invalid(e.code() == "release_data_outdated" ? "as_of" : "toolchains", e.what());
+    if (e.code() == "release_data_outdated") throw http::ApiError("release_data_outdated", std::string("as_of: ") + e.what());
+    invalid("toolchains", e.what());
   } catch (const base::Error& e) {
     throw http::ApiError("image_not_found", "image: '" + spec.image + "' is not installed (" + e.what() + ")");
   }

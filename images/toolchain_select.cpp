@@ -167,6 +167,7 @@ PythonReleases PythonReleases::parse(std::string_view text, const std::string& o
   if (!doc.contains("schema") || doc["schema"] != 1) bad_data(origin, "\"schema\" must be 1");
 
   PythonReleases out;
+  out.origin_ = origin;
   if (!doc.contains("source") || !doc["source"].is_string() || doc["source"].get<std::string>().empty()) {
     bad_data(origin, "\"source\" (where the dates come from) must be a non-empty string");
   }
@@ -253,10 +254,13 @@ const PythonRelease* PythonReleases::find(std::string_view version) const {
 
 PythonForDate python_for_date(const PythonReleases& table, Date as_of) {
   if (as_of > table.complete_through()) {
+    const std::string last = base::format_date(table.complete_through());
     throw ToolchainError("release_data_outdated",
-                         "as_of " + base::format_date(as_of) + " is after " + base::format_date(table.complete_through()) +
-                             ", the last day the Python release table (images/data/python-releases.json) covers; "
-                             "add the CPython releases since then and move complete_through forward");
+                         "as_of " + base::format_date(as_of) + " is after " + last + ", the last day the Python release "
+                         "table " + table.origin() + " covers (a newer release could be the answer); use an as_of "
+                         "on or before " + last + ", or refresh the table from a clone of "
+                         "https://github.com/python/peps with scripts/refresh-python-releases.py PEPS_CLONE (docs/api.md, "
+                         "Toolchains) and restart capsuled");
   }
   const Date cutoff = one_year_before(as_of);
   constexpr std::array<unsigned, 3> kFloor{3, 6, 0};

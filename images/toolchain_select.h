@@ -55,12 +55,14 @@ class PythonReleases {
   const std::vector<PythonRelease>& releases() const { return releases_; }  // ascending by version
   Date complete_through() const { return complete_through_; }  // every release up to this day is listed
   const std::string& source() const { return source_; }
+  const std::string& origin() const { return origin_; }  // the file it was read from, as errors name it
   const PythonRelease* find(std::string_view version) const;
 
  private:
   std::vector<PythonRelease> releases_;
   Date complete_through_{};
   std::string source_;
+  std::string origin_;
 };
 
 // The date rule used by date-controlled Python benchmarks.
@@ -74,7 +76,8 @@ struct PythonForDate {
 // Given as_of D: the newest minor X.Y (>= 3.6) whose X.Y.0 date is <= D minus one year, then that minor's
 // newest non-recalled patch dated <= D. When no minor qualifies (D before 3.6.0 + 1 year) the floor 3.6 is
 // used; when D precedes 3.6.0 itself, 3.6.0. ToolchainError("release_data_outdated") when D is later than
-// complete_through (the answer could be a release the table does not know).
+// complete_through (the answer could be a release the table does not know): the message names the table's
+// file, its last day and how to refresh it (scripts/refresh-python-releases.py).
 PythonForDate python_for_date(const PythonReleases& releases, Date as_of);
 
 inline constexpr std::string_view kToolchainLabelPrefix = "org.capsule.toolchain.";

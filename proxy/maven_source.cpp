@@ -5,9 +5,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <sstream>
 
+#include "base/dates.h"
 #include "base/error.h"
 #include "http/error_status.h"
 #include "proxy/error.h"
@@ -35,6 +38,37 @@ MavenSource::MavenSource(const ProxyOptions& options, std::unique_ptr<MavenUpstr
       path_index_dir_(std::move(path_index_dir)) {
   std::filesystem::create_directories(path_index_dir_);
   remove_abandoned_index_temporaries();
+  report_publish_times_file();
+}
+
+// A version's time is recorded the first time a request needs it and never changes afterwards (a cutoff keeps
+// its answers), so an edit of the file counts only for versions not recorded yet: said at start, and each
+// entry the edit made disagree with the recorded time is named (the first kMaxNamed; then a count).
+void MavenSource::report_publish_times_file() {
+  if (!options_.maven_publish_times) return;
+  constexpr std::size_t kMaxNamed = 20;
+  const auto listed = upstream_->listed_publish_times();
+  std::size_t recorded = 0, differing = 0;
+  for (const auto& [coordinate, at] : listed) {
+    const auto stored = times_.get(coordinate);
+    if (!stored) continue;
+    ++recorded;
+    if (*stored == at) continue;
+    if (++differing <= kMaxNamed) {
+      spdlog::warn("maven publish times: {} says {} for {}, but {} was recorded for it (in {}); the recorded time "
+                   "stays, so this edit is ignored",
+                   options_.maven_publish_times->string(), base::format_rfc3339(at), coordinate,
+                   base::format_rfc3339(*stored), times_.path());
+    }
+  }
+  if (differing > kMaxNamed) {
+    spdlog::warn("maven publish times: {} more entries of {} differ from their recorded times and are ignored",
+                 differing - kMaxNamed, options_.maven_publish_times->string());
+  }
+  spdlog::info("maven publish times: {} lists {} versions, {} of them already recorded in {} ({} differently). A "
+               "version's time is recorded the first time it is asked and never changes, so edits of the file "
+               "apply only to versions not recorded yet; use a new cache_dir to start over",
+               options_.maven_publish_times->string(), listed.size(), recorded, times_.path(), differing);
 }
 
 // Index entries are written as <name>.tmp.<pid>.<n> and renamed; one whose writer process is gone was left by

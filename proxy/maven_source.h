@@ -24,7 +24,9 @@ namespace capsule::proxy {
 
 class MavenSource {
  public:
-  // `upstream` is never called when options.offline is set.
+  // `upstream` is never called when options.offline is set. With a publish-times file, logs the rule it follows
+  // (its times count only for versions not recorded yet) and warns for each entry that differs from the
+  // recorded time (report_publish_times_file).
   MavenSource(const ProxyOptions& options, std::unique_ptr<MavenUpstream> upstream, PublishTimes& times,
               PageCache& pages, store::BlobStore& blobs, std::filesystem::path path_index_dir);
 
@@ -45,6 +47,7 @@ class MavenSource {
 
  private:
   void remove_abandoned_index_temporaries();
+  void report_publish_times_file();
   struct Document {
     std::shared_ptr<const std::string> body;  // null: the upstream has none
     std::chrono::steady_clock::time_point checked;

@@ -257,6 +257,28 @@ struct PackageProxy::State {
                 metadata ? "text/plain; charset=utf-8" : "application/octet-stream");
   }
 
+  // An artifact file's .md5/.sha1/.sha256/.sha512: the upstream's own when it has one, else computed from the
+  // file's bytes. Local trees such as Debian's maven-repo carry none: Maven warns for every file without one,
+  // and `mvn -C` (strict checksums) fails. Offline, a sidecar not cached is computed from the cached file.
+  http::Response artifact_checksum(const http::Request& request, const Listener& listener,
+                                   const maven::RepositoryPath& path, maven::ChecksumAlgorithm algorithm) {
+    std::optional<CachedBlob> own;
+    try {
+      own = maven->artifact(path.path);
+    } catch (const ProxyError& error) {
+      if (error.code() != "offline_miss") throw;
+    }
+    if (own) return blob(request, listener, *own, "text/plain");
+    const std::string main_path = path.main_path();
+    const auto file = maven->artifact(main_path);
+    if (!file) throw ProxyError("not_found", "maven", main_path, "not in " + maven->describe());
+    const std::string name(maven::sidecar_for_checksum(algorithm));
+    const auto sidecar = view("checksum\n" + name + "\n" + file->digest.hex(), [&] {
+      return maven::checksum_hex(algorithm, blobs->read(file->digest, kMaxServedFile));
+    });
+    return document(request, listener, *sidecar, "text/plain", file->fetched, false);
+  }
+
   http::Response maven_path(const http::Request& request, const Listener& listener) {
     const Cutoff cutoff = cutoff_for(request, listener);
     const auto& raw = request.params.at("path");
@@ -269,6 +291,9 @@ struct PackageProxy::State {
         throw ProxyError("not_found", "maven", gav,
                          published ? "published " + base::format_rfc3339(*published) + ", not before " + cutoff.text
                                    : "its publish time is unknown");
+      }
+      if (const auto algorithm = maven::checksum_for_sidecar(path->sidecar)) {
+        return artifact_checksum(request, listener, *path, *algorithm);
       }
       const auto cached = maven->artifact(path->path);
       if (!cached) throw ProxyError("not_found", "maven", path->path, "not in " + maven->describe());

@@ -181,6 +181,13 @@ class Client:
     def get_session(self, session_id):
         return Session(self, self._json("GET", Session.path_of(session_id)))
 
+    # --- toolchains ---------------------------------------------------------------------------------------
+    def resolve_toolchains(self, toolchains, as_of=None):
+        """Dry run of a run's toolchains ({"python": "auto"}) and as_of: the image, versions and reasons a run
+        would be pinned to; raises CapsuleError with the error such a run would get."""
+        query = dict(toolchains, **({"as_of": as_of} if as_of else {}))
+        return self._json("GET", "/v1/toolchains/resolve?" + urllib.parse.urlencode(query))
+
     # --- daemon -------------------------------------------------------------------------------------------
     def version(self):
         return self._json("GET", "/v1/version")

@@ -25,6 +25,7 @@ struct ApiContext {
   int cgroup_version = 0;
   AccessPolicy access;  // who sees every run (auth.h)
   SessionManager& sessions;
+  ImageCatalog images{};  // the runs' catalog (resolve.h), for the toolchain routes; empty: no image store
   // Worker threads for what an io thread must not wait on (blocking_calls.h), joined when the context goes (declare
   // it after the managers). At shutdown: transfers.stop() before sessions.stop() (a transfer gives up at its next
   // piece, before its box goes), session_calls.stop() after it (their waits on the session thread end then).
@@ -39,6 +40,7 @@ void register_runs_api(http::Router& router, ApiContext& context);      // runs_
 void register_run_logs_api(http::Router& router, ApiContext& context);  // run_logs_api.cpp
 void register_sessions_api(http::Router& router, ApiContext& context);  // sessions_api.cpp
 void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
+void register_toolchains_api(http::Router& router, ApiContext& context);     // toolchains_api.cpp
 
 // Request helpers every handler file uses.
 std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on

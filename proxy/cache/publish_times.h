@@ -28,6 +28,7 @@ class PublishTimes {
   // Stores `at` unless the coordinate already has a time; returns the stored time (the existing one wins).
   // `source` says where the time came from ("last-modified https://...", "publish-times file", ...).
   Micros put_once(const std::string& coordinate, Micros at, const std::string& source);
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

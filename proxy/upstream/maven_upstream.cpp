@@ -289,6 +289,8 @@ class LocalMavenMirror final : public MavenUpstream {
     return std::vector<std::string>(versions.begin(), versions.end());
   }
 
+  std::map<std::string, Micros> listed_publish_times() const override { return times_; }
+
   std::string describe() const override {
     std::string text = "mirror";
     for (const auto& root : roots_) text += " " + root.string();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,9 @@ class MavenUpstream {
   virtual std::optional<std::vector<std::string>> list_versions(const std::string& group_id,
                                                                 const std::string& artifact_id) = 0;
   virtual std::string describe() const = 0;
+  // The publish-times file's entries, "g:a:v" -> time (empty without one, and for HTTP), so that the caller can
+  // compare them with the times it has already recorded.
+  virtual std::map<std::string, Micros> listed_publish_times() const { return {}; }
 };
 
 std::unique_ptr<MavenUpstream> make_http_maven_upstream(

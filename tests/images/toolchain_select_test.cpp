@@ -211,8 +211,25 @@ TEST(PythonDateRule, RefusesDatesBeyondTheTable) {
   std::string code;
   const auto msg = error_of([] { python_for_date(table(), one_year_before(d("2100-01-01"))); }, &code);
   EXPECT_EQ(code, "release_data_outdated");
-  EXPECT_NE(msg.find("as_of 2099-01-01 is after " + base::format_date(table().complete_through())), std::string::npos) << msg;
+  const std::string last = base::format_date(table().complete_through());
+  EXPECT_NE(msg.find("as_of 2099-01-01 is after " + last + ", the last day the Python release table " + kTable +
+                     " covers"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("use an as_of on or before " + last), std::string::npos) << msg;
+  EXPECT_NE(msg.find("scripts/refresh-python-releases.py"), std::string::npos) << msg;
   EXPECT_NO_THROW(python_for_date(table(), table().complete_through()));
+}
+
+// The table as scripts/refresh-python-releases.py last generated it, from the PEPs repository's release record:
+// dates after the old end (2025-08-06) resolve, 3.14 included.
+TEST(PythonDateRule, TheRefreshedTableReachesAugust2026) {
+  EXPECT_GE(table().complete_through(), d("2026-08-06"));
+  EXPECT_EQ(rule("2026-06-01"), "3.13.13");  // 3.13.0 (2024-10-07) <= 2025-06-01; 3.13.13 on 2026-04-07
+  EXPECT_EQ(rule("2026-08-06"), "3.13.15");
+  ASSERT_NE(table().find("3.14.0"), nullptr);
+  EXPECT_EQ(base::format_date(table().find("3.14.0")->date), "2025-10-07");
+  EXPECT_TRUE(table().find("3.9.8")->recalled);
+  EXPECT_NE(table().source().find("github.com/python/peps"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------------------
