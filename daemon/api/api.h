@@ -52,7 +52,7 @@ std::size_t query_limit(const http::Request& request, std::size_t fallback);
 // message an unknown id gets, so other users' run ids are not revealed.
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id);
 
-// A run's stored stdout or stderr (?stream=, ?from=OFFSET, ?follow=true), streamed (run_logs_api.cpp).
+// A run's stored stdout or stderr (?stream=, ?from=OFFSET or ?tail=N lines, ?follow=true), streamed (run_logs_api.cpp).
 void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request, http::Responder responder);
 
 // 404 with the answer an unknown id gets unless the caller may see the session (its own; root and admins all).
