@@ -29,7 +29,7 @@ struct ApiContext {
   // it after the managers). At shutdown: transfers.stop() before sessions.stop() (a transfer gives up at its next
   // piece, before its box goes), session_calls.stop() after it (their waits on the session thread end then).
   BlockingCalls session_calls{"session calls", 4, 60};  // create, delete, reset, checkpoint
-  BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs: at most 8 at once
+  BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs, log tails: at most 8 at once
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
