@@ -27,7 +27,6 @@ int main(int argc, char** argv) {
   const std::vector<std::string> after_separator(argv + std::min(cut + 1, argc), argv + argc);
 
   CLI::App app{"capsule: run commands in hermetic Linux sandboxes through capsuled"};
-  app.footer(kExitCodeHelp);
   app.set_version_flag("--version", client_version());
   app.require_subcommand(1);
   app.fallthrough();  // --socket works before or after the subcommand
@@ -54,8 +53,11 @@ int main(int argc, char** argv) {
   ls->add_flag("--json", json, "print the API's JSON instead of a table");
   CLI::App* show = runs->add_subcommand("show", "print one run object as JSON");
   show->add_option("id", id, "run id")->required();
-  CLI::App* logs = runs->add_subcommand("logs", "print a run's full output");
+  CLI::App* logs = runs->add_subcommand("logs", "print a run's full output (or its last lines)");
   logs->add_option("id", id, "run id")->required();
+  std::optional<int> tail;
+  logs->add_option("--tail,-n", tail, "only the last N lines (1 to 10000, at most 1 MiB of them), as the daemon "
+                   "cuts them");
   logs->add_flag("--stderr", stderr_stream, "print stderr instead of stdout");
   logs->add_flag("--follow,-f", follow, "keep printing until the run ends");
   CLI::App* cancel = runs->add_subcommand("cancel", "cancel a queued or running run");
@@ -77,7 +79,9 @@ int main(int argc, char** argv) {
   import->add_option("--format", import_options.format, "layout, archive or rootfs (default: guessed)")
       ->check(CLI::IsMember({"layout", "archive", "rootfs"}));
   import->add_option("--label", import_options.labels, "K=V label of a rootfs import, e.g. "
-                     "org.capsule.toolchain.python=3.11.2");
+                     "org.capsule.toolchain.python=3.11.2 (wins over --labels-file)");
+  import->add_option("--labels-file", import_options.labels_file, "JSON object of string labels of a rootfs import, "
+                     "e.g. the labels.json an images/recipes script writes");
   import->add_flag("--quiet,-q", import_options.quiet, "no progress line");
   CLI::App* images_ls = images->add_subcommand("ls", "list images");
   images_ls->add_flag("--json", json, "print the API's JSON instead of a table");
@@ -113,8 +117,13 @@ int main(int argc, char** argv) {
 
   CLI::App* version = app.add_subcommand("version", "print the client and daemon versions");
   CLI::App* daemon = app.add_subcommand("daemon", "run capsuled in the foreground");
-  std::string state_dir = default_state_dir();
-  daemon->add_option("--state-dir", state_dir, "capsuled's state directory")->capture_default_str();
+  std::string state_dir;
+  CLI::Option* state_dir_option = daemon->add_option(
+      "--state-dir", state_dir, "capsuled's state directory (default: " + default_state_dir() +
+                                    ", only with the default socket or $CAPSULE_STATE_DIR)");
+
+  // After every subcommand was added: CLI11 copies a parent's footer into the subcommands made after it is set.
+  app.footer(kOtherExitCodesHelp);
 
   try {
     app.parse(cut, argv);
@@ -137,7 +146,7 @@ int main(int argc, char** argv) {
     }
     if (ls->parsed()) return cmd_runs_ls(socket, state, label, limit, after, json);
     if (show->parsed()) return cmd_runs_show(socket, id);
-    if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow);
+    if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow, tail);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
     if (import->parsed()) return cmd_images_import(socket, import_options);
@@ -149,7 +158,11 @@ int main(int argc, char** argv) {
     if (toolchains.group->parsed()) return cmd_toolchains(socket, toolchains);
     if (serve->parsed()) return cmd_proxy_serve(serve_options);
     if (version->parsed()) return cmd_version(socket);
-    if (daemon->parsed()) return cmd_daemon(socket, state_dir);
+    if (daemon->parsed()) {
+      if (state_dir_option->count() == 0) state_dir = state_dir_for(socket);
+      if (state_dir.empty()) throw std::runtime_error(unknown_state_dir_message(socket));
+      return cmd_daemon(socket, state_dir);
+    }
   } catch (const std::exception& e) {
     std::cerr << "capsule: " << e.what() << "\n";
     return run->parsed() ? kExitCapsuleFailed : 1;

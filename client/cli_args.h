@@ -27,6 +27,7 @@ struct RunOptions {
   std::string mode;                     // cow | ro | rw
   std::string timeout;                  // limits.wall_time
   std::string cpu_time;                 // limits.cpu_time
+  std::string kill_grace;               // limits.kill_grace
   std::string memory;                   // limits.memory
   std::optional<double> cpus;           // limits.cpus
   std::optional<std::int64_t> pids;     // limits.pids
@@ -41,7 +42,7 @@ struct RunOptions {
 // One row each of the flag table (names, letters and help live in cli_args.cpp). Letters: -W workspace,
 // -w workdir (as docker's), -m memory, -e env, -l label, -t toolchain, -i interactive, -d detach.
 enum class RunFlag {
-  kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
+  kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kKillGrace, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
   kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach
 };
 

@@ -51,12 +51,16 @@ std::vector<std::string> capsuled_args(const std::string& binary, const std::str
 
 // Starts capsuled detached (own session, stdio to a log in its state dir) and waits until it answers.
 void start_daemon(const http::HttpClient& client) {
+  const std::string state_dir = state_dir_for(client.socket_path());
+  if (state_dir.empty()) {
+    throw std::runtime_error("no daemon answers at " + client.socket_path() + ", and " +
+                             unknown_state_dir_message(client.socket_path()));
+  }
   const std::string binary = capsuled_path();
   if (::access(binary.c_str(), X_OK) != 0) {
     throw std::runtime_error("no daemon answers at " + client.socket_path() + " and capsuled cannot be started: " +
                              binary + ": " + std::strerror(errno));
   }
-  const std::string state_dir = default_state_dir();
   fs::create_directories(state_dir);
   make_parent_dir(client.socket_path());
   const std::string log = state_dir + "/capsuled.log";
@@ -132,6 +136,21 @@ std::string default_state_dir() {
   const char* home = std::getenv("HOME");
   if (home && *home) return std::string(home) + "/.local/state/capsule";
   return "/tmp/capsule-" + std::to_string(::geteuid()) + "/state";
+}
+
+std::string state_dir_for(const std::string& socket) {
+  const auto same_path = [](const std::string& a, const std::string& b) {
+    return fs::absolute(a).lexically_normal() == fs::absolute(b).lexically_normal();
+  };
+  const char* configured = std::getenv("CAPSULE_STATE_DIR");
+  if ((configured && *configured) || same_path(socket, default_socket_path())) return default_state_dir();
+  return {};
+}
+
+std::string unknown_state_dir_message(const std::string& socket) {
+  return "the state directory of a capsuled on " + socket + " is not known: capsule uses " + default_state_dir() +
+         " only with the default socket (" + default_socket_path() + ") or $CAPSULE_STATE_DIR set. Start one with "
+         "`capsule --socket " + socket + " daemon --state-dir DIR`, or set CAPSULE_STATE_DIR=DIR";
 }
 
 std::string capsuled_path() { return (fs::read_symlink("/proc/self/exe").parent_path() / "capsuled").string(); }

@@ -18,8 +18,16 @@ std::string default_state_dir();
 // capsuled next to the running capsule binary.
 std::string capsuled_path();
 
+// The state dir of a capsuled that `capsule` may start for `socket`: default_state_dir() for the default socket or
+// when $CAPSULE_STATE_DIR names one (the pair the user chose); else empty, since the state dir of a daemon for any
+// other socket is not known (capsuled keeps socket and state apart) and the default one may be another daemon's.
+std::string state_dir_for(const std::string& socket);
+// Why no state dir belongs to `socket` (state_dir_for() is empty) and how to start a daemon for it.
+std::string unknown_state_dir_message(const std::string& socket);
+
 // Returns once capsuled answers on the client's socket: at once when it already listens, else after starting
-// capsuled detached (own session, output to capsuled.log in its state dir). Throws when it cannot.
+// capsuled detached (own session, output to capsuled.log in its state dir, state_dir_for() the socket). Throws,
+// touching nothing, when no state dir belongs to the socket or the daemon cannot be started.
 void ensure_daemon(const http::HttpClient& client);
 
 // "capsule VERSION" and the daemon's version, API, kernel, cgroup and features.

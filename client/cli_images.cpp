@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -64,6 +65,32 @@ class ProgressLine {
   std::thread thread_;
 };
 
+// The labels of a --labels-file: a JSON object whose values are all strings, at most kMaxLabelsFileBytes.
+json labels_from_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error("--labels-file " + path + ": cannot be read");
+  std::string content(kMaxLabelsFileBytes + 1, '\0');
+  file.read(content.data(), static_cast<std::streamsize>(content.size()));
+  content.resize(static_cast<std::size_t>(file.gcount()));
+  if (file.bad()) throw std::runtime_error("--labels-file " + path + ": cannot be read");
+  if (content.size() > kMaxLabelsFileBytes) {
+    throw std::invalid_argument("--labels-file " + path + ": larger than " + std::to_string(kMaxLabelsFileBytes) +
+                                " bytes");
+  }
+  const json labels = json::parse(content, nullptr, false);
+  if (labels.is_discarded()) throw std::invalid_argument("--labels-file " + path + ": not valid JSON");
+  if (!labels.is_object()) {
+    throw std::invalid_argument("--labels-file " + path + ": expected a JSON object {\"K\": \"V\"}");
+  }
+  for (const auto& [key, value] : labels.items()) {
+    if (key.empty()) throw std::invalid_argument("--labels-file " + path + ": a label has an empty name");
+    if (!value.is_string()) {
+      throw std::invalid_argument("--labels-file " + path + ": label " + key + " is not a string");
+    }
+  }
+  return labels;
+}
+
 }  // namespace
 
 std::string guess_import_format(const std::string& source) {
@@ -79,14 +106,12 @@ json build_import_body(const ImageImportOptions& options) {
   json body = {{"source", fs::absolute(options.source).lexically_normal().string()},
                {"format", options.format.empty() ? guess_import_format(options.source) : options.format},
                {"ref", options.ref}};
-  if (!options.labels.empty()) {
-    json labels = json::object();
-    for (const std::string& item : options.labels) {
-      const auto [key, value] = split_pair(item, "--label");
-      labels[key] = value;
-    }
-    body["labels"] = labels;
+  json labels = options.labels_file.empty() ? json::object() : labels_from_file(options.labels_file);
+  for (const std::string& item : options.labels) {
+    const auto [key, value] = split_pair(item, "--label");
+    labels[key] = value;
   }
+  if (!labels.empty()) body["labels"] = labels;
   return body;
 }
 

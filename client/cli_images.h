@@ -3,9 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace capsule::client {
 
@@ -13,7 +15,8 @@ struct ImageImportOptions {
   std::string source;   // host path (made absolute)
   std::string format;   // layout | archive | rootfs; empty: guessed from the source
   std::string ref;      // name[:tag]
-  std::vector<std::string> labels;  // K=V, rootfs only
+  std::vector<std::string> labels;  // K=V, rootfs only; win over the labels file's
+  std::string labels_file;          // a JSON object of string labels (the labels.json the recipes write)
   bool quiet = false;   // no progress line
 };
 
@@ -21,7 +24,10 @@ struct ImageImportOptions {
 // when named *.oci.tar, *.oci.tar.gz or *.oci-archive, else "rootfs" (a tarball of a root filesystem).
 // --format overrides the guess.
 std::string guess_import_format(const std::string& source);
-// The POST /v1/images body for these options. Throws std::invalid_argument for malformed labels.
+// The POST /v1/images body for these options: labels from the labels file, then the --label items over them.
+// Throws std::invalid_argument for malformed labels or a labels file that is not a JSON object of strings (or
+// larger than kMaxLabelsFileBytes), std::runtime_error for one that cannot be read.
+inline constexpr std::size_t kMaxLabelsFileBytes = 64 * 1024;
 nlohmann::json build_import_body(const ImageImportOptions& options);
 // REF  DIGEST(12)  SIZE  TOOLCHAINS, one image per line.
 std::string format_images_table(const nlohmann::json& images);

@@ -45,6 +45,7 @@ json build_run_body(const RunOptions& o) {
   json limits = json::object();
   if (!o.timeout.empty()) limits["wall_time"] = o.timeout;
   if (!o.cpu_time.empty()) limits["cpu_time"] = o.cpu_time;
+  if (!o.kill_grace.empty()) limits["kill_grace"] = o.kill_grace;
   if (!o.memory.empty()) limits["memory"] = o.memory;
   if (o.cpus) limits["cpus"] = *o.cpus;
   if (o.pids) limits["pids"] = *o.pids;

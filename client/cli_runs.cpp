@@ -49,9 +49,10 @@ int cmd_runs_show(const std::string& socket, const std::string& id) {
   return 0;
 }
 
-int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow) {
-  const std::string target =
-      run_path(id) + "/logs?stream=" + (stderr_stream ? "stderr" : "stdout") + (follow ? "&follow=true" : "");
+int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow,
+                  std::optional<int> tail) {
+  const std::string target = run_path(id) + "/logs?stream=" + (stderr_stream ? "stderr" : "stdout") +
+                             (tail ? "&tail=" + std::to_string(*tail) : "") + (follow ? "&follow=true" : "");
   const http::HttpResponse response = http::HttpClient(socket).stream(
       "GET", target, nullptr, {}, [](std::string_view data) { relay_output(STDOUT_FILENO, data); });
   http::throw_if_error(response);

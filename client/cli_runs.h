@@ -16,7 +16,9 @@ std::string run_path(const std::string& id);
 int cmd_runs_ls(const std::string& socket, const std::string& state, const std::string& label,
                 std::optional<int> limit, const std::string& after, bool json);
 int cmd_runs_show(const std::string& socket, const std::string& id);
-int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow);
+// `tail`: only the last N lines (?tail=N; the daemon checks N), then with `follow` what the run writes next.
+int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow,
+                  std::optional<int> tail);
 int cmd_runs_cancel(const std::string& socket, const std::string& id);
 // DELETE /v1/runs/{id} for each id (finished runs: record and logs); prints each removed id, reports each
 // failure on stderr and then exits 1.

@@ -200,8 +200,9 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.create = c.session->add_subcommand("create", "create a session: capsule session create [IMAGE] [FLAGS]");
   add_run_flags(*c.create, o.run,
                 {RunFlag::kImage, RunFlag::kWorkspace, RunFlag::kMode, RunFlag::kWorkdir, RunFlag::kTimeout,
-                 RunFlag::kCpuTime, RunFlag::kMemory, RunFlag::kCpus, RunFlag::kPids, RunFlag::kEnv, RunFlag::kLabel,
-                 RunFlag::kToolchain, RunFlag::kAsOf, RunFlag::kNetwork, RunFlag::kPolicy});
+                 RunFlag::kCpuTime, RunFlag::kKillGrace, RunFlag::kMemory, RunFlag::kCpus, RunFlag::kPids,
+                 RunFlag::kEnv, RunFlag::kLabel, RunFlag::kToolchain, RunFlag::kAsOf, RunFlag::kNetwork,
+                 RunFlag::kPolicy});
   c.create->add_option("--layer", o.layers, "image ref stacked on the base (repeatable, in order)")
       ->allow_extra_args(false);
   c.create->add_option("--disk", o.disk, "space the session's changes may take, e.g. 2g (then ENOSPC)");
@@ -232,6 +233,8 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.exec->add_option("id", e.id, "session id")->required();
   c.exec->add_option("--timeout", e.timeout, "wall-clock limit of this exec, e.g. 90s, 10m");
   c.exec->add_option("--idle-timeout", e.idle_timeout, "end the exec after this long without output, e.g. 5m");
+  c.exec->add_option("--kill-grace", e.kill_grace, "time between SIGTERM and SIGKILL when a limit ends this exec or "
+                     "it is killed, e.g. 10s (default: the session's)");
   c.exec->add_option("--cwd,-w", e.cwd, "working directory inside the session");
   c.exec->add_option("--env,-e", e.env, "environment variable K=V added to the session's (K alone copies it "
                      "from here)")->allow_extra_args(false);
@@ -328,6 +331,7 @@ json build_exec_body(const ExecOptions& o) {
   else if (!o.stdin_file.empty()) body["stdin_b64"] = base::base64_encode(read_file(o.stdin_file, "--stdin-file"));
   if (!o.timeout.empty()) body["timeout"] = o.timeout;
   if (!o.idle_timeout.empty()) body["idle_timeout"] = o.idle_timeout;
+  if (!o.kill_grace.empty()) body["kill_grace"] = o.kill_grace;
   if (o.background) body["background"] = true;
   return body;
 }

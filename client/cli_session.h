@@ -32,6 +32,7 @@ struct ExecOptions {
   std::string script_file;                  // --script FILE: its text is the script
   std::string script;                       // -c SCRIPT
   std::string cwd, timeout, idle_timeout;   // as typed
+  std::string kill_grace;                   // as typed
   std::vector<std::string> env;             // K=V, or K to copy K from here
   std::vector<std::string> labels;          // K=V
   std::string stdin_file;                   // --stdin-file F

@@ -38,8 +38,7 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
-// The command of a run or exec on one line (a script as sh -c '...'; newlines and tabs as spaces, other control
-// characters as '?'), cut at 48.
+// The command of a run or exec, as typed (a script as sh -c '...'); one_line() puts it on one table row.
 std::string command_text(const json& run) {
   const json& spec = member(run, "spec");
   std::string out;
@@ -50,12 +49,18 @@ std::string command_text(const json& run) {
     if (!out.empty()) out += ' ';
     out += shell_quote(arg.is_string() ? arg.get<std::string>() : arg.dump());
   }
-  for (char& c : out) {
-    if (c == '\n' || c == '\t') c = ' ';
-    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  }
-  return out.size() > 48 ? out.substr(0, 45) + "..." : out;
+  return out;
 }
+
+bool is_utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xc0) == 0x80; }
+
+// Characters (not bytes) of `text`: what a terminal's columns hold for text without control characters.
+std::size_t display_width(std::string_view text) {
+  const auto starts = std::count_if(text.begin(), text.end(), [](char c) { return !is_utf8_continuation(c); });
+  return static_cast<std::size_t>(starts);
+}
+
+constexpr std::size_t kCommandWidth = 48;  // the runs table's COMMAND column
 
 bool is_live(const std::string& state) { return state == "queued" || state == "running"; }
 
@@ -70,6 +75,10 @@ const char* const kExitCodeHelp =
     "behind the command's output that some was not relayed (`capsule runs logs ID` has it all); 130 when\n"
     "interrupted twice (it stops waiting; attach: at once). Other subcommands exit 2 on usage errors and on\n"
     "other errors 125 (`session`) or 1.";
+
+const char* const kOtherExitCodesHelp =
+    "Exit status: `capsule run --help` tells what `capsule run` and `capsule session exec|attach` exit with; the\n"
+    "other subcommands exit 0 on success, 2 on usage errors and on other errors 125 (`session`) or 1.";
 
 RunEnding ending_of(const json& run) {
   const json& result = member(run, "result");
@@ -124,17 +133,43 @@ std::string not_relayed_line(const std::string& id, std::uint64_t bytes) {
          "behind the command); `capsule runs logs " + id + "` has all of it";
 }
 
+std::string one_line(std::string_view text, std::size_t max_width) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (byte < 0x20 || byte == 0x7f) out += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 0xf];
+    else out += c;
+  }
+  if (max_width < 3 || display_width(out) <= max_width) return out;
+  std::size_t kept = 0, end = 0;  // keep max_width - 3 characters, then "..."
+  while (end < out.size() && kept < max_width - 3) {
+    ++end;
+    while (end < out.size() && is_utf8_continuation(out[end])) ++end;
+    ++kept;
+  }
+  return out.substr(0, end) + "...";
+}
+
 std::string format_columns(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> widths(rows[0].size(), 0);
+  std::vector<std::vector<std::string>> cells;
   for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    cells.emplace_back();
+    for (const auto& cell : row) cells.back().push_back(one_line(cell));
+  }
+  std::vector<std::size_t> widths(cells[0].size(), 0);
+  for (const auto& row : cells) {
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], display_width(row[i]));
   }
   std::string out;
-  for (const auto& row : rows) {
+  for (const auto& row : cells) {
     std::string line;
     for (std::size_t i = 0; i < row.size(); ++i) {
       line += row[i];
-      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 3, ' ');
+      if (i + 1 < row.size()) line += std::string(widths[i] - display_width(row[i]) + 3, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
@@ -152,7 +187,7 @@ std::string format_runs_table(const json& runs, std::int64_t now_ms) {
     if (result.contains("wall_ms")) wall = short_duration(number(result, "wall_ms"));
     else if (state == "running" && number(times, "started") > 0) wall = short_duration(now_ms - number(times, "started"));
     rows.push_back({id_of(run), state, is_live(state) ? "-" : std::to_string(exit_code_for(run)), wall,
-                    age(now_ms - number(times, "created")), command_text(run)});
+                    age(now_ms - number(times, "created")), one_line(command_text(run), kCommandWidth)});
   }
   return format_columns(rows);
 }

@@ -31,8 +31,10 @@ inline constexpr int kExitNotFound = 127;
 inline constexpr int kExitKilled = 137;          // 128 + SIGKILL
 inline constexpr int kExitStoppedWaiting = 130;  // 128 + SIGINT
 
-// The rule above for users: `capsule --help`, `capsule run --help` and `capsule-launch --help` show it.
+// The rule above for users: the --help of `capsule run`, `capsule session exec|attach` and capsule-launch shows
+// it; `capsule --help` shows kOtherExitCodesHelp, which points there (other subcommands show neither).
 extern const char* const kExitCodeHelp;
+extern const char* const kOtherExitCodesHelp;
 
 // How a run ended, in the terms of the rule: from a run object or from capsule-launch's sandbox Result.
 struct RunEnding {
@@ -58,7 +60,11 @@ std::string summary_line(const nlohmann::json& run);
 std::string not_relayed_line(const std::string& id, std::uint64_t bytes);
 // "12s ago", "5m ago", "3h ago", "2d ago" for an age of `ms` milliseconds (negative ages read as 0).
 std::string age(std::int64_t ms);
-// Rows (the first is the header) as columns 3 spaces apart, left-aligned, without trailing blanks.
+// `text` on one table row: newline, CR and tab as \n, \r, \t, other control characters as \xNN; longer than
+// `max_width` characters (UTF-8 aware, never splitting one): its first max_width - 3 and "...".
+std::string one_line(std::string_view text, std::size_t max_width = std::string_view::npos);
+// Rows (the first is the header) as columns 3 spaces apart, left-aligned, without trailing blanks; every cell
+// through one_line(), so no value breaks a row.
 std::string format_columns(const std::vector<std::vector<std::string>>& rows);
 // The `runs ls` table (ID, STATE, EXIT, WALL, CREATED, COMMAND); ages are relative to now_ms.
 std::string format_runs_table(const nlohmann::json& runs, std::int64_t now_ms);

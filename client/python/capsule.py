@@ -142,9 +142,11 @@ class Client:
     def get(self, run_id):
         return self._json("GET", self._run_path(run_id))
 
-    def logs(self, run_id, stream="stdout"):
-        """The run's full output of one stream, as text (invalid UTF-8 replaced)."""
-        return self._bytes("GET", f"{self._run_path(run_id)}/logs?stream={stream}").decode("utf-8", "replace")
+    def logs(self, run_id, stream="stdout", tail=None):
+        """The run's output of one stream, as text (invalid UTF-8 replaced): all of it, or with tail=N (1..10000)
+        only its last N lines, cut by the daemon (at most 1 MiB of them)."""
+        query = f"stream={stream}" + (f"&tail={int(tail)}" if tail is not None else "")
+        return self._bytes("GET", f"{self._run_path(run_id)}/logs?{query}").decode("utf-8", "replace")
 
     def follow_logs(self, run_id, stream="stdout"):
         """Yields the run's output as text pieces as they are written, until the run ends."""

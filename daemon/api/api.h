@@ -30,7 +30,7 @@ struct ApiContext {
   // it after the managers). At shutdown: transfers.stop() before sessions.stop() (a transfer gives up at its next
   // piece, before its box goes), session_calls.stop() after it (their waits on the session thread end then).
   BlockingCalls session_calls{"session calls", 4, 60};  // create, delete, reset, checkpoint
-  BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs: at most 8 at once
+  BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs, log tails: at most 8 at once
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
@@ -54,7 +54,7 @@ std::size_t query_limit(const http::Request& request, std::size_t fallback);
 // message an unknown id gets, so other users' run ids are not revealed.
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id);
 
-// A run's stored stdout or stderr (?stream=, ?from=OFFSET, ?follow=true), streamed (run_logs_api.cpp).
+// A run's stored stdout or stderr (?stream=, ?from=OFFSET or ?tail=N lines, ?follow=true), streamed (run_logs_api.cpp).
 void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request, http::Responder responder);
 
 // 404 with the answer an unknown id gets unless the caller may see the session (its own; root and admins all).

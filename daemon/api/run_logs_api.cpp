@@ -1,11 +1,13 @@
 // The routes over a run's stored output: GET /v1/runs/{id}/logs streamed with bounded memory (a LogSender
-// inflates 64 KiB at a time, following a live run on its writer's signals to its end) and DELETE /v1/runs/{id}.
+// inflates 64 KiB at a time, following a live run on its writer's signals to its end; ?tail=N sends only the
+// last N lines, found on a worker) and DELETE /v1/runs/{id}.
 #include "daemon/api/api.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -19,6 +21,24 @@ constexpr std::size_t kPieceBytes = 64 * 1024;
 // How often a follower waiting for its run's next signal looks whether its client is still there (the log is
 // not read then): a client that leaves a silent run frees its follower within this.
 constexpr auto kClientCheckInterval = std::chrono::seconds(1);
+
+// ?tail=N: at most this many lines, and at most kTailMaxBytes of them.
+constexpr std::size_t kTailMaxLines = 10000;
+constexpr std::size_t kTailMaxBytes = 1u << 20;
+
+// The N of ?tail=N (1..kTailMaxLines), if given; 400 invalid_query for anything else.
+std::optional<std::size_t> tail_lines(const http::Request& request) {
+  const auto it = request.query.find("tail");
+  if (it == request.query.end()) return std::nullopt;
+  const std::string& text = it->second;
+  std::size_t lines = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), lines);
+  if (ec != std::errc() || end != text.data() + text.size() || lines == 0 || lines > kTailMaxLines) {
+    throw http::ApiError("invalid_query", "tail: expected a number of lines from 1 to " +
+                                              std::to_string(kTailMaxLines) + ", got '" + text + "'");
+  }
+  return lines;
+}
 
 bool is_finished(const std::optional<RunRow>& row) {
   return !row || (row->state != "queued" && row->state != "running");
@@ -154,6 +174,8 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
       throw http::ApiError("invalid_query", "from: expected a byte offset, got '" + text + "'");
     }
   }
+  const std::optional<std::size_t> tail = tail_lines(request);
+  if (tail && request.query.contains("from")) throw http::ApiError("invalid_query", "tail and from exclude each other");
   Stream stream = Stream::kStdout;
   if (auto it = request.query.find("stream"); it != request.query.end()) {
     if (it->second == "stderr") stream = Stream::kStderr;
@@ -162,6 +184,33 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
   const auto follow_it = request.query.find("follow");
   const bool follow = follow_it != request.query.end() && (follow_it->second == "true" || follow_it->second == "1") &&
                       !is_finished(row);
+  // A log closed past the cap says so in a header too (the marker line is in the text).
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (auto cut = ctx.logs.truncation(id, stream)) {
+    headers.emplace_back("X-Capsule-Log-Dropped-Bytes", std::to_string(cut->dropped_bytes));
+    headers.emplace_back("X-Capsule-Log-Total-Bytes", std::to_string(cut->total_bytes));
+  }
+  if (tail) {
+    // The whole log is inflated to find its end: on a worker, not on the io thread.
+    answer_later(ctx.transfers, request.peer.uid, responder,
+                 [&ctx, id, stream, follow, lines = *tail, headers](const http::Responder& answer) mutable {
+                   std::unique_ptr<LogReader> reader;
+                   std::string last;
+                   try {
+                     reader = ctx.logs.open_reader(id, stream);
+                     last = read_last_lines(*reader, lines, kTailMaxBytes);
+                   } catch (const LogStoreError& e) {
+                     throw http::ApiError("log_unreadable", e.what());
+                   }
+                   if (!follow) {
+                     return answer.respond(http::Response{200, "text/plain", std::move(last), std::move(headers)});
+                   }
+                   auto sender = std::make_shared<LogSender>(ctx, id, stream, std::move(reader), 0);
+                   sender->follow();
+                   sender->start(answer.start_stream(200, "text/plain", std::move(headers)), std::move(last));
+                 });
+    return;
+  }
   std::unique_ptr<LogReader> reader;
   std::string first;
   try {
@@ -169,12 +218,6 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
     first = read_after(*reader, skip);
   } catch (const LogStoreError& e) {
     throw http::ApiError("log_unreadable", e.what());
-  }
-  // A log closed past the cap says so in a header too (the marker line is in the text).
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (auto cut = ctx.logs.truncation(id, stream)) {
-    headers.emplace_back("X-Capsule-Log-Dropped-Bytes", std::to_string(cut->dropped_bytes));
-    headers.emplace_back("X-Capsule-Log-Total-Bytes", std::to_string(cut->total_bytes));
   }
   if (!follow && (reader->finished() || first.size() < kPieceBytes)) {
     responder.respond(http::Response{200, "text/plain", std::move(first), std::move(headers)});  // all in one piece

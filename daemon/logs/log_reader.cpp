@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -76,6 +77,26 @@ std::string LogReader::read(std::size_t max_bytes) {
   out.resize(produced);
   position_ += produced;
   return out;
+}
+
+std::string read_last_lines(LogReader& reader, std::size_t lines, std::size_t max_bytes) {
+  std::string window;  // the end of what was read: at least its last max_bytes bytes
+  for (std::string piece = reader.read(); !piece.empty(); piece = reader.read()) {
+    window += piece;
+    if (window.size() > 2 * max_bytes) window.erase(0, window.size() - max_bytes);
+  }
+  if (lines == 0) return {};
+  std::size_t start = 0;
+  std::size_t found = 0;
+  // A '\n' at the very end closes the last line; every other one ends the line before the one that follows it.
+  for (std::size_t i = window.size() - (window.ends_with('\n') ? 1 : 0); i > 0; --i) {
+    if (window[i - 1] == '\n' && ++found == lines) {
+      start = i;
+      break;
+    }
+  }
+  start = std::max(start, window.size() - std::min(window.size(), max_bytes));
+  return window.substr(start);
 }
 
 }  // namespace capsule::daemon

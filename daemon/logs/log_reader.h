@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,5 +44,10 @@ class LogReader {
   bool finished_ = false;
   std::uint64_t position_ = 0;
 };
+
+// The last `lines` lines of what `reader` still has to give now (read to its current end, holding at most about
+// 2 * max_bytes at a time), at most `max_bytes` of them: when those lines are longer, their last max_bytes bytes.
+// A line ends with '\n'; text after the last '\n' is a line too. Throws as LogReader::read().
+std::string read_last_lines(LogReader& reader, std::size_t lines, std::size_t max_bytes);
 
 }  // namespace capsule::daemon

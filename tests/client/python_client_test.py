@@ -316,6 +316,11 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(self.client.logs(run["id"]), "hi\n")
         self.assertEqual(self.client.logs(run["id"], stream="stderr"), "err\n")
         self.assertEqual("".join(self.client.follow_logs(run["id"])), "hi\n")
+        lines = self.client.run(["sh", "-c", "seq 1 500"])
+        self.assertEqual(self.client.logs(lines["id"], tail=3), "498\n499\n500\n")
+        with self.assertRaises(capsule.BadRequest) as caught:
+            self.client.logs(lines["id"], tail=0)
+        self.assertEqual(caught.exception.code, "invalid_query")
         self.assertEqual(self.client.get(run["id"])["id"], run["id"])
         self.assertEqual([r["id"] for r in self.client.runs(label=f"suite={label}")], [run["id"]])
         self.assertEqual([r["id"] for r in self.client.runs(state="failed", label={"suite": label})], [run["id"]])

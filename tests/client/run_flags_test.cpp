@@ -39,7 +39,7 @@ TEST(RunBody, OnlyTheCommandWhenNoFlags) {
 
 TEST(RunBody, EveryFlagMapsToItsFieldWithValuesUntouched) {
   const json body = body_for({"jdk17", "--workspace", "/srv/project/", "--mode", "ro", "-w", "/workspace/sub",
-                              "--timeout", "10m", "--cpu-time", "5m", "--memory", "4g", "--cpus", "1.5", "--pids",
+                              "--timeout", "10m", "--cpu-time", "5m", "--kill-grace", "15s", "--memory", "4g", "--cpus", "1.5", "--pids",
                               "512", "-e", "A=1", "--env", "B=x=y", "--label", "suite=unit", "-l", "k=v", "--junit",
                               "target/*.xml", "--junit", "build/**/*.xml", "--network", "none", "--policy", "build"});
   EXPECT_EQ(body, json::parse(R"({
@@ -49,7 +49,7 @@ TEST(RunBody, EveryFlagMapsToItsFieldWithValuesUntouched) {
     "labels": {"suite": "unit", "k": "v"},
     "cwd": "/workspace/sub",
     "workspace": {"path": "/srv/project", "mode": "ro"},
-    "limits": {"wall_time": "10m", "cpu_time": "5m", "memory": "4g", "cpus": 1.5, "pids": 512},
+    "limits": {"wall_time": "10m", "cpu_time": "5m", "kill_grace": "15s", "memory": "4g", "cpus": 1.5, "pids": 512},
     "network": "none",
     "policy": "build",
     "collect": {"junit": ["target/*.xml", "build/**/*.xml"]}

@@ -2,6 +2,8 @@
 // run object and from a sandbox Result), the summary line and the `runs ls` table.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "client/run_view.h"
 
 namespace capsule::client {
@@ -117,7 +119,33 @@ TEST(RunsTable, AScriptExecOnOneLine) {
   exec["spec"] = {{"script", "cd src\nmake\x1b[2J"}, {"session", "s1"}};
   EXPECT_EQ(format_runs_table(json::array({exec}), now),
             "ID       STATE       EXIT   WALL    CREATED   COMMAND\n"
-            "3f2a9c   succeeded   0      1.23s   0s ago    sh -c 'cd src make?[2J'\n");
+            "3f2a9c   succeeded   0      1.23s   0s ago    sh -c 'cd src\\nmake\\x1b[2J'\n");
+}
+
+TEST(RunsTable, AMultiLineCommandIsOneEscapedRowCutToTheColumn) {
+  const std::int64_t now = 1'700'000'000'000;
+  json run = finished("succeeded", 0);
+  run["times"] = {{"created", now}};
+  run["spec"] = {{"argv", {"python3", "-c", "import sys\nprint('héllo wörld, ünïcode')\r\nsys.exit(0)\n"}}};
+  const std::string table = format_runs_table(json::array({run}), now);
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2) << table;  // the header and one row
+  EXPECT_EQ(table,
+            "ID       STATE       EXIT   WALL    CREATED   COMMAND\n"
+            "3f2a9c   succeeded   0      1.23s   0s ago    python3 -c 'import sys\\nprint('\\''héllo wörld...\n");
+}
+
+TEST(OneLine, EscapesControlCharactersAndCutsWholeCharacters) {
+  EXPECT_EQ(one_line("a\nb\tc\rd\x01\x7f"), "a\\nb\\tc\\rd\\x01\\x7f");
+  EXPECT_EQ(one_line("plain", 5), "plain");
+  EXPECT_EQ(one_line("abcdef", 5), "ab...");
+  EXPECT_EQ(one_line("ééééé-é", 6), "ééé...");  // characters, not bytes: no é is split
+}
+
+TEST(Columns, EveryCellStaysOnItsRowAndUnicodeAligns) {
+  EXPECT_EQ(format_columns({{"A", "B"}, {"x\ny", "1"}, {"é", "2"}}),
+            "A      B\n"
+            "x\\ny   1\n"
+            "é      2\n");
 }
 
 }  // namespace

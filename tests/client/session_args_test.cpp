@@ -61,7 +61,7 @@ TEST_F(SessionArgs, CreateWithoutFlagsIsAnEmptySpec) {
 
 TEST_F(SessionArgs, CreateMapsEveryFlagToItsSessionSpecField) {
   parse({"create", "jdk17", "-W", "/srv/project/", "--mode", "cow", "-w", "/workspace/sub", "--timeout", "10m",
-         "--cpu-time", "5m", "-m", "4g", "--cpus", "2", "--pids", "256", "--disk", "2g", "-e", "A=1", "-l",
+         "--cpu-time", "5m", "--kill-grace", "20s", "-m", "4g", "--cpus", "2", "--pids", "256", "--disk", "2g", "-e", "A=1", "-l",
          "suite=agent", "--layer", "py:3.12", "--layer", "tools", "--protect", "src/test/**", "--protect",
          "tests/**", "--ttl", "2h", "--idle-ttl", "15m", "--on-expiry", "freeze", "--persist-shell-state",
          "--network", "none", "--policy", "build", "--json"});
@@ -69,7 +69,8 @@ TEST_F(SessionArgs, CreateMapsEveryFlagToItsSessionSpecField) {
     "image": "jdk17",
     "workspace": {"path": "/srv/project", "mode": "cow"},
     "cwd": "/workspace/sub",
-    "limits": {"wall_time": "10m", "cpu_time": "5m", "memory": "4g", "cpus": 2.0, "pids": 256, "disk": "2g"},
+    "limits": {"wall_time": "10m", "cpu_time": "5m", "kill_grace": "20s", "memory": "4g", "cpus": 2.0, "pids": 256,
+               "disk": "2g"},
     "env": {"A": "1"},
     "labels": {"suite": "agent"},
     "layers": ["py:3.12", "tools"],
@@ -122,6 +123,12 @@ TEST_F(SessionArgs, ExecBackgroundAndJson) {
   parse({"exec", "s1", "-d", "--json", "--", "sleep", "60"});
   EXPECT_TRUE(c_.exec_options.json);
   EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({"argv": ["sleep", "60"], "background": true})"));
+}
+
+TEST_F(SessionArgs, ExecLimitsTravelAsTyped) {
+  parse({"exec", "s1", "--timeout", "90s", "--idle-timeout", "5m", "--kill-grace", "10s", "--", "make"});
+  EXPECT_EQ(build_exec_body(c_.exec_options),
+            json::parse(R"({"argv": ["make"], "timeout": "90s", "idle_timeout": "5m", "kill_grace": "10s"})"));
 }
 
 TEST_F(SessionArgs, ExecScriptFromTextOrFile) {
