@@ -40,6 +40,18 @@ TEST_F(Capsuled, RecordSaysWhichSignalEndedTheCommandAndWhy) {
   EXPECT_TRUE(exited["result"]["termination"].is_null());
 }
 
+TEST_F(Capsuled, ACancelledRunSaysCapsuledEndedIt) {
+  start();
+  const std::string id = submit(json{{"argv", {"sleep", "60"}}, {"limits", {{"kill_grace", "30s"}}}});
+  wait_running(id);
+  ASSERT_TRUE(eventually([&] { return !sandbox_processes("sleep").empty(); })) << "sleep never started";
+  EXPECT_EQ(call("POST", "/v1/runs/" + id + "/cancel").status, 202);
+  const json run = wait_finished(id);
+  EXPECT_EQ(run["state"], "cancelled") << run["result"];
+  EXPECT_EQ(run["result"]["signal"], 15);
+  EXPECT_EQ(run["result"]["termination"], json({{"reason", "cancelled"}, {"sent", {"TERM"}}}));
+}
+
 TEST_F(Capsuled, RecordKeepsTheLastLinesOfEachStream) {
   start();
   json spec = sh("seq 1 500; echo oops >&2");
