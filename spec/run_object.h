@@ -29,8 +29,8 @@ struct RunObject {
   std::optional<nlohmann::json> outcome;
 
   // {"id", "state", "labels", "peer": {"uid", "pid"}, "times": {"created", "started", "finished"}, "spec",
-  // "pinned", "result", "tests", "diff", "proxy", "classfiles", "coverage"} with null where a value is absent, and "collect_error" /
-  // "record_error" when the outcome has them.
+  // "pinned", "result", "tests", "diff", "proxy", "classfiles", "coverage"} with null where a value is absent,
+  // and "collect_error" / "record_error" when the outcome has them.
   nlohmann::json to_json() const;
 };
 

@@ -77,7 +77,10 @@ nlohmann::json CoverageSummary::to_json() const {
     entry["format"] = report.format;
     listed.push_back(std::move(entry));
   }
-  return {{"reports", std::move(listed)}, {"total", total.to_json()}, {"unreadable", unreadable}, {"truncated", truncated}};
+  return {{"reports", std::move(listed)},
+          {"total", total.to_json()},
+          {"unreadable", unreadable},
+          {"truncated", truncated}};
 }
 
 CoverageReport parse_coverage_file(const std::string& path, std::uint64_t max_bytes) {

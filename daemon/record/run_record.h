@@ -25,8 +25,9 @@ struct RecordSources {
 
 // {"result": result_to_json(result, spec.tail_lines) without "status", "diff" (cow workspaces), "tests"
 // (collect.junit, with "state" and "compile_error"), "classfiles" (collect.classfiles), "coverage"
-// (collect.coverage), "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded (bound_record). A collector that
-// fails leaves its cause in "collect_error" instead of its section; never throws for what the sandbox left.
+// (collect.coverage), "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded
+// (bound_record). A collector that fails leaves its cause in "collect_error" instead of its section; never
+// throws for what the sandbox left.
 nlohmann::json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);
 
 // Cuts a result's stdout/stderr head (keeping its start) and tail (keeping its end) at character boundaries

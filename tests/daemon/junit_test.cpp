@@ -1,4 +1,4 @@
-// JUnit counting: Maven Surefire and pytest reports as those tools write them, suites without count
+// JUnit counting and cases: Maven Surefire and pytest reports as those tools write them, suites without count
 // attributes, nested suites, malformed files, and the report globs (*, ?, **) over a workspace tree.
 #include "daemon/record/junit.h"
 

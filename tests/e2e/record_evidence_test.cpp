@@ -88,10 +88,10 @@ TEST_F(Capsuled, PytestCasesAndCoverageFromARealRun) {
              "def test_adds():\n    assert add(2, 3) == 5\n\n"
              "def test_breaks():\n    assert add(2, 2) == 5, 'two and two'\n\n"
              "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n");
-  const std::string pytest = "python3 -m pytest -p no:cacheprovider --junitxml=build/junit.xml tests";
-  json spec = sh(coverage ? "python3 -m coverage run --branch --include='*/app.py' -m " + pytest.substr(std::string("python3 -m ").size()) +
+  const std::string pytest = "-m pytest -p no:cacheprovider --junitxml=build/junit.xml tests";
+  json spec = sh(coverage ? "python3 -m coverage run --branch --include='*/app.py' " + pytest +
                                 "; status=$?; python3 -m coverage xml -o build/coverage.xml; exit $status"
-                          : pytest);
+                          : "python3 " + pytest);
   spec["workspace"] = {{"path", workspace.string()}};
   spec["env"] = {{"PYTHONPATH", "/workspace"}, {"PYTHONDONTWRITEBYTECODE", "1"}};
   spec["collect"] = {{"junit", {"build/junit.xml"}}, {"coverage", {"build/coverage.xml"}}};
@@ -128,8 +128,9 @@ TEST_F(Capsuled, ClassFileMajorsAndACompileErrorFromRealJavac) {
   const fs::path workspace = make_dir("javaproject");
   write_file(workspace / "src/demo/Calc.java", "package demo;\npublic final class Calc {\n"
                                                "  public static int add(int a, int b) { return a + b; }\n}\n");
-  write_file(workspace / "src/demo/Main.java", "package demo;\npublic final class Main {\n"
-                                               "  public static void main(String[] args) { System.out.println(Calc.add(1, 2)); }\n}\n");
+  write_file(workspace / "src/demo/Main.java",
+             "package demo;\npublic final class Main {\n"
+             "  public static void main(String[] args) { System.out.println(Calc.add(1, 2)); }\n}\n");
   write_file(workspace / "legacy/old/Legacy.java", "package old;\npublic class Legacy {}\n");
   // The JDK's own paths: /usr is the host's in the sandbox, /etc/alternatives may not be.
   const std::string bin = fs::canonical("/usr/bin/javac").parent_path().string();
