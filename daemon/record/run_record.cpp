@@ -127,6 +127,7 @@ json bound_record(json record, std::size_t max_bytes) {
                           "oom_kills"}) {
     if (result.contains(key) && !result[key].is_object()) summary[key] = result[key];
   }
+  if (result.contains("termination")) summary["termination"] = result["termination"];  // a few bytes: why it ended
   std::string reason = result.value("reason", std::string());
   if (reason.size() > 4096) reason.resize(4096);
   summary["reason"] = reason;

@@ -49,11 +49,13 @@ TEST(RunRecord, ListsAreShortenedFirstAndTotalsKept) {
 }
 
 TEST(RunRecord, LastResortIsAMinimalRecordWithTheReason) {
-  json record = {{"result", {{"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""}}},
+  const json termination = {{"reason", "wall_time"}, {"sent", {"TERM", "KILL"}}, {"kill_after_ms", 5000}};
+  json record = {{"result", {{"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""}, {"termination", termination}}},
                  {"proxy", {{"served", std::string(100000, 'i')}}}};
   const json bounded = bound_record(record, 1000);
   EXPECT_LE(json_size(bounded), 1000u);
   EXPECT_EQ(bounded["result"]["exit_code"], 2);
+  EXPECT_EQ(bounded["result"]["termination"], termination);
   EXPECT_EQ(bounded["result"]["wall_ms"], 12.5);
   EXPECT_NE(bounded["record_error"].get<std::string>().find("exceeded the 1000-byte ceiling"), std::string::npos)
       << bounded;
