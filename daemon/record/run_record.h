@@ -38,7 +38,7 @@ void bound_stream_parts(nlohmann::json& result, std::size_t max_part_bytes = kMa
 // Makes the record's JSON text at most `max_bytes`: first shortens the diff lists, the tests' cases
 // ("cases_truncated": true) and lists, the classfiles' and coverage's lists (marking "truncated": true; totals
 // stay), then drops the output parts, and as a last resort keeps only a
-// summary result (reason, exit code, times) with "record_error" saying why.
+// summary result (reason, exit code, signal, termination, times) with "record_error" saying why.
 nlohmann::json bound_record(nlohmann::json record, std::size_t max_bytes = kMaxRecordBytes);
 
 // Size of value.dump() with invalid UTF-8 replaced (as the ledger stores it).
