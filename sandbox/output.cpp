@@ -113,8 +113,11 @@ StreamCapture OutputCapture::finish() {
   capture.truncated = past_head > tail_cap_;
   capture.head = std::move(head_);
   if (!capture.truncated) {
-    // Everything fits: the ring never wrapped, so it holds the rest of the stream in order.
+    // Everything fits: the ring never wrapped, so it holds the rest of the stream in order. The tail is still
+    // the stream's end (its last tail_cap_ bytes), overlapping the head, so a reader needs only the tail.
     capture.head += tail_ring_;
+    const std::size_t keep = static_cast<std::size_t>(std::min<std::uint64_t>(tail_cap_, capture.head.size()));
+    capture.tail = capture.head.substr(capture.head.size() - keep);
   } else {
     const auto pos = static_cast<std::size_t>(tail_pos_);
     capture.tail.reserve(tail_ring_.size());
@@ -124,6 +127,23 @@ StreamCapture OutputCapture::finish() {
   tail_ring_.clear();
   tail_ring_.shrink_to_fit();
   return capture;
+}
+
+std::vector<std::string> last_lines(std::string_view tail, std::size_t max_lines, std::size_t max_bytes) {
+  if (tail.size() > max_bytes) tail.remove_prefix(tail.size() - max_bytes);
+  std::vector<std::string> lines;
+  if (max_lines == 0 || tail.empty()) return lines;
+  if (tail.back() == '\n') tail.remove_suffix(1);  // a final newline ends the last line
+  std::size_t end = tail.size();
+  while (lines.size() < max_lines) {
+    const std::size_t newline = end == 0 ? std::string_view::npos : tail.rfind('\n', end - 1);
+    const std::size_t start = newline == std::string_view::npos ? 0 : newline + 1;
+    lines.emplace_back(tail.substr(start, end - start));
+    if (newline == std::string_view::npos) break;
+    end = newline;
+  }
+  std::reverse(lines.begin(), lines.end());
+  return lines;
 }
 
 }  // namespace capsule::sandbox

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sandbox/result.h"
 
@@ -13,6 +14,7 @@ namespace capsule::sandbox {
 class OutputCapture {
  public:
   // cap_bytes is split between head and tail (head gets the first half, tail the last cap - half bytes).
+  // The tail is always the end of the stream; when nothing was dropped the head is the whole stream.
   // spill_path non-empty: the file is created (0600, truncated) and receives every byte; throws SandboxError.
   OutputCapture(std::uint64_t cap_bytes, std::string spill_path);
   ~OutputCapture();
@@ -37,5 +39,9 @@ class OutputCapture {
   // Writes all of bytes to the spill file, retrying partial writes and EINTR.
   void write_spill(std::string_view bytes);
 };
+
+// The last max_lines lines of `tail` (the end of a stream), without their '\n', oldest first; only its last
+// max_bytes are looked at, so the first line may start mid-line (as it may when the stream was truncated).
+std::vector<std::string> last_lines(std::string_view tail, std::size_t max_lines, std::size_t max_bytes);
 
 }  // namespace capsule::sandbox

@@ -17,7 +17,7 @@ struct StreamCapture {
   std::uint64_t total_bytes = 0;
   bool truncated = false;  // head + tail hold less than total_bytes
   std::string head;
-  std::string tail;        // empty unless truncated
+  std::string tail;        // the stream's last bytes (at most cap - cap/2), always; overlaps head unless truncated
   std::string spill_path;  // where the full stream went, if requested
 };
 
@@ -32,11 +32,20 @@ struct SetupTimings {  // milliseconds, measured by the launcher
   bool pooled = false;    // the box was made ahead (BoxPool): the run began when it was taken, its steps above are 0
 };
 
+// Why capsule signalled the command, when it did: TERM first, KILL after the grace if it was still there.
+// A kernel OOM kill is not capsule's doing: it shows in oom_kills and the status, not here.
+struct Termination {
+  std::string reason;        // "wall_time", "idle_timeout", "cpu_time", "cancelled"; empty: capsule sent nothing
+  bool kill_sent = false;    // TERM was not enough: KILL followed after the grace
+  double kill_after_ms = 0;  // TERM -> KILL, when kill_sent
+};
+
 struct Result {
   Status status = Status::kInternalError;
   std::string reason;  // human-readable cause, with step/errno/path for setup failures
   int exit_code = -1;  // valid when the command exited
-  int signal = 0;      // terminating signal, if any
+  int signal = 0;      // the signal that ended the command (its wait status), 0 when it exited
+  Termination termination;
   double wall_ms = 0;
   double cpu_user_ms = 0;
   double cpu_sys_ms = 0;

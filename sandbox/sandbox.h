@@ -176,6 +176,7 @@ class Exec {
   void close_stdin_fd();
   void start_termination(std::int64_t now);
   void escalate_to_kill();
+  Termination termination() const;  // the signals capsule sent and why
   void close_fds();
 
   Sandbox& box_;
@@ -204,6 +205,8 @@ class Exec {
   std::optional<std::int64_t> kill_at_ns_;
   bool ended_ = false;
   bool killed_ = false;
+  std::int64_t term_sent_ns_ = 0;  // when capsule sent TERM (timeout, cancel), for Result::termination
+  std::int64_t kill_sent_ns_ = 0;  // when it escalated to KILL
   std::vector<int> pending_signals_;  // signal() before the process exec'd
   ExecOutcome outcome_;
 };

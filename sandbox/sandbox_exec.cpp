@@ -225,6 +225,7 @@ void Exec::ended(bool box_ended) {
 void Exec::start_termination(std::int64_t now) {
   if (kill_at_ns_ || killed_ || ended_) return;
   cgroup_->signal_all(SIGTERM);
+  term_sent_ns_ = now;
   kill_at_ns_ = now + static_cast<std::int64_t>(limits_.kill_grace.count()) * kMs;
 }
 
@@ -232,6 +233,7 @@ void Exec::start_termination(std::int64_t now) {
 // served when the kill came starts its process later. A one-shot box goes with it (its init too, in case
 // the box never got as far as serving).
 void Exec::escalate_to_kill() {
+  if (!killed_) kill_sent_ns_ = monotonic_ns();
   killed_ = true;
   kill_at_ns_.reset();
   if (!box_.environment().session) box_.kill_init();
@@ -449,6 +451,18 @@ Status classify(const ExecOutcome& outcome, std::uint64_t oom_kills, const Limit
 
 }  // namespace
 
+Termination Exec::termination() const {
+  Termination out;
+  if (term_sent_ns_ == 0 && kill_sent_ns_ == 0) return out;
+  if (outcome_.cancelled) out.reason = "cancelled";
+  else if (outcome_.wall_timeout) out.reason = "wall_time";
+  else if (outcome_.idle_timeout) out.reason = "idle_timeout";
+  else if (outcome_.cpu_timeout) out.reason = "cpu_time";
+  out.kill_sent = kill_sent_ns_ != 0;
+  if (out.kill_sent) out.kill_after_ms = ms_between(term_sent_ns_, kill_sent_ns_);
+  return out;
+}
+
 Result Exec::finish() {
   Result result;
   CgroupUsage usage;
@@ -466,7 +480,14 @@ Result Exec::finish() {
   limits.memory_bytes = box_.environment().limits.memory_bytes;
   result.status = classify(outcome_, oom_kills, limits, idle_timeout_, &result.reason);
   if (outcome_.exit_code) result.exit_code = *outcome_.exit_code;
-  if (outcome_.exit_signal) result.signal = *outcome_.exit_signal;
+  if (outcome_.exit_signal) {
+    result.signal = *outcome_.exit_signal;
+  } else if (kill_sent_ns_ != 0 && !outcome_.exit_code) {
+    // A one-shot box's init went with the KILL, so no wait status came: every process of its pid namespace
+    // died of SIGKILL.
+    result.signal = SIGKILL;
+  }
+  result.termination = termination();
   if (outcome_.setup_error && outcome_.setup_error->step == "exec") result.exit_code = 127;
   result.wall_ms = ms_between(start_ns_, outcome_.end_ns);
   result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;

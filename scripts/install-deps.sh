@@ -8,7 +8,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
   bubblewrap util-linux e2fsprogs iproute2 debootstrap patchelf
-  openjdk-17-jdk-headless maven python3 python3-pip python3-venv python3-pytest
+  openjdk-17-jdk-headless maven python3 python3-pip python3-venv python3-pytest python3-coverage
   hyperfine"
 missing=""
 for p in $PACKAGES; do

@@ -15,7 +15,7 @@ json RunObject::to_json() const {
               {"times", {{"created", created_ms}, {"started", optional(started_ms)}, {"finished", optional(finished_ms)}}},
               {"spec", spec},
               {"pinned", pinned}};
-  for (const char* section : {"result", "tests", "diff", "proxy"}) {
+  for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage"}) {
     out[section] = outcome && outcome->contains(section) ? (*outcome)[section] : json();
   }
   for (const char* note : {"collect_error", "record_error"}) {

@@ -1,5 +1,6 @@
 // RunObject: a run as the API shows it and the ledger stores it, each value once:
-// {id, state, labels, peer, times, spec, pinned, result, tests, diff, proxy}; {spec, pinned} resubmit as is.
+// {id, state, labels, peer, times, spec, pinned, result, tests, diff, proxy, classfiles, coverage}; {spec, pinned}
+// resubmit as is.
 #pragma once
 
 #include <sys/types.h>
@@ -22,13 +23,14 @@ struct RunObject {
   std::optional<std::int64_t> finished_ms;
   nlohmann::json spec;    // to_json(RunSpec): every default filled
   nlohmann::json pinned;  // to_json(Pinned)
-  // Once finished: {"result": {...}, "tests"?, "diff"?, "proxy"?, "collect_error"?, "record_error"?}
+  // Once finished: {"result": {...}, "tests"?, "diff"?, "proxy"?, "classfiles"?, "coverage"?, "collect_error"?,
+  // "record_error"?}
   // (daemon/record/run_record.h builds it).
   std::optional<nlohmann::json> outcome;
 
   // {"id", "state", "labels", "peer": {"uid", "pid"}, "times": {"created", "started", "finished"}, "spec",
-  // "pinned", "result", "tests", "diff", "proxy"} with null where a value is absent, and "collect_error" /
-  // "record_error" when the outcome has them.
+  // "pinned", "result", "tests", "diff", "proxy", "classfiles", "coverage"} with null where a value is absent,
+  // and "collect_error" / "record_error" when the outcome has them.
   nlohmann::json to_json() const;
 };
 

@@ -43,6 +43,32 @@ Workspace parse_workspace(const json& ws) {
   return out;
 }
 
+// collect: {"junit", "classfiles", "coverage": [relative globs], "tail_lines": count}.
+void parse_collect(const json& collect, RunSpec& spec) {
+  if (!collect.is_object()) invalid("collect", "must be an object");
+  reject_unknown(collect, "collect", {"junit", "tail_lines", "classfiles", "coverage"});
+  const auto globs = [&](const char* key, std::vector<std::string>& out) {
+    if (!collect.contains(key)) return;
+    const std::string field = std::string("collect.") + key;
+    out = string_list(collect[key], field);
+    for (const auto& glob : out) {
+      if (glob.empty() || glob[0] == '/' || glob.find("..") != std::string::npos) {
+        invalid(field, "'" + glob + "' must be a relative glob inside the workspace");
+      }
+    }
+  };
+  globs("junit", spec.junit_globs);
+  globs("classfiles", spec.classfile_globs);
+  globs("coverage", spec.coverage_globs);
+  if (collect.contains("tail_lines")) {
+    const json& lines = collect["tail_lines"];
+    if (!is_count(lines) || lines.get<std::uint64_t>() > kMaxTailLines) {
+      invalid("collect.tail_lines", "must be a count of lines from 0 to " + std::to_string(kMaxTailLines));
+    }
+    spec.tail_lines = lines.get<std::size_t>();
+  }
+}
+
 }  // namespace
 
 const char* mode_name(WorkspaceMode mode) {
@@ -122,17 +148,7 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
       if (!std::regex_match(key, std::regex("[A-Za-z0-9_./-]{1,128}"))) invalid("labels." + key, "is not a valid label key");
     }
   }
-  if (body.contains("collect")) {
-    const json& collect = body["collect"];
-    if (!collect.is_object()) invalid("collect", "must be an object");
-    reject_unknown(collect, "collect", {"junit"});
-    if (collect.contains("junit")) spec.junit_globs = string_list(collect["junit"], "collect.junit");
-    for (const auto& glob : spec.junit_globs) {
-      if (glob.empty() || glob[0] == '/' || glob.find("..") != std::string::npos) {
-        invalid("collect.junit", "'" + glob + "' must be a relative glob inside the workspace");
-      }
-    }
-  }
+  if (body.contains("collect")) parse_collect(body["collect"], spec);
   if (body.contains("stdin")) spec.stdin_data = string_field(body["stdin"], "stdin");
   return spec;
 }
@@ -145,7 +161,11 @@ json to_json(const RunSpec& spec) {
             {"network", spec.network},
             {"policy", spec.policy},
             {"labels", spec.labels},
-            {"collect", {{"junit", spec.junit_globs}}}};
+            {"collect",
+             {{"junit", spec.junit_globs},
+              {"tail_lines", spec.tail_lines},
+              {"classfiles", spec.classfile_globs},
+              {"coverage", spec.coverage_globs}}}};
   if (spec.toolchains.empty()) j["image"] = spec.image;
   else j["toolchains"] = spec.toolchains;
   if (spec.as_of) j["as_of"] = *spec.as_of;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/result_json.h"
 #include "spec/limits.h"
 
 namespace capsule::spec {
@@ -35,11 +36,17 @@ struct RunSpec {
   std::string network = "none";  // "none" or "proxy"
   std::string policy = "default";
   std::map<std::string, std::string> labels;
-  std::vector<std::string> junit_globs;  // collect.junit
+  std::vector<std::string> junit_globs;      // collect.junit: JUnit XML reports -> the record's "tests"
+  std::size_t tail_lines = sandbox::kDefaultTailLines;  // collect.tail_lines: each stream's last lines in the record
+  std::vector<std::string> classfile_globs;  // collect.classfiles: class files -> "classfiles" (major versions)
+  std::vector<std::string> coverage_globs;   // collect.coverage: JaCoCo / Cobertura XML -> "coverage"
   std::optional<std::string> stdin_data;
 
   bool cow_workspace() const { return workspace && workspace->mode == WorkspaceMode::kCow; }
 };
+
+// collect.tail_lines is at most this.
+constexpr std::size_t kMaxTailLines = 10000;
 
 // Throws http::ApiError("invalid_spec", "<field>: <problem>") for the first problem; unknown fields included.
 // Limits a request leaves out (or gives as 0) get the policy's defaults; all are clamped to its maxima.

@@ -1,19 +1,12 @@
-// JUnit XML counting with pugixml, and glob matching with fnmatch(3) per path segment over lstat'ed
-// directories (no regex, no symlink following).
+// JUnit XML counting and case listing with pugixml over reports found by the workspace glob; every limit of
+// JunitLimits is applied here.
 #include "daemon/record/junit.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <fnmatch.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
-#include <cstring>
-#include <optional>
 #include <pugixml.hpp>
-#include <set>
 
 namespace capsule::daemon {
 namespace {
@@ -63,182 +56,77 @@ void count_children(const pugi::xml_node& node, TestCounts& counts, const std::s
   }
 }
 
-std::optional<struct stat> lstat_if_exists(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) return st;
-  if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-  throw JunitError(path, std::string("lstat: ") + std::strerror(errno));
+std::optional<double> seconds_attribute(const pugi::xml_node& test) {
+  std::string text = test.attribute("time").value();
+  std::erase(text, ',');  // older Surefire writes "1,234.5"
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !(value >= 0)) return std::nullopt;
+  return value;
 }
 
-std::vector<std::string> split_glob(const std::string& glob) {
-  if (glob.empty() || glob.front() == '/') throw JunitError(glob, "a report glob must be a non-empty relative path");
-  std::vector<std::string> segments;
-  std::size_t start = 0;
-  while (start <= glob.size()) {
-    const std::size_t slash = std::min(glob.find('/', start), glob.size());
-    const std::string segment = glob.substr(start, slash - start);
-    if (segment == "..") throw JunitError(glob, "a report glob must stay inside the workspace (no '..')");
-    const bool repeated_any_depth = segment == "**" && !segments.empty() && segments.back() == "**";
-    if (!segment.empty() && segment != "." && !repeated_any_depth) segments.push_back(segment);
-    start = slash + 1;
+// The message attribute of the <failure>, <error> or <skipped> child, else its text; at most max_bytes,
+// never cut inside a UTF-8 character.
+std::string case_message(const pugi::xml_node& outcome, std::size_t max_bytes) {
+  std::string text = outcome.attribute("message").value();
+  if (text.empty()) text = outcome.text().get();
+  if (text.size() > max_bytes) {
+    std::size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text.resize(cut);
   }
-  if (segments.empty()) throw JunitError(glob, "a report glob must name files");
-  if (segments.back() == "**") segments.push_back("*");  // "dir/**": every file below dir
-  return segments;
+  return text;
 }
 
-// What one collection may still spend, and what it could not do ("<rel>: <reason>").
-struct SearchBudget {
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  std::uint64_t visits_left = UINT64_MAX;
-  std::vector<std::string> problems;
-  bool exhausted = false;
-
-  bool spend(const std::string& rel) {
-    if (exhausted) return false;
-    if (visits_left == 0 || std::chrono::steady_clock::now() > deadline) {
-      exhausted = true;
-      problems.push_back((rel.empty() ? std::string(".") : rel) + ": search stopped here (" +
-                         (visits_left == 0 ? "too many directory entries" : "out of time") + ")");
-      return false;
-    }
-    --visits_left;
-    return true;
-  }
-};
-
-class GlobWalker {
- public:
-  GlobWalker(const std::string& root, std::set<std::string>& out, SearchBudget& budget)
-      : root_(root), out_(out), budget_(budget) {}
-
-  // Matches segments[i..] against the directory `rel` (relative to the root, "" for the root itself).
-  void match(const std::string& rel, const std::vector<std::string>& segments, std::size_t i) {
-    if (budget_.exhausted) return;
-    const std::string& segment = segments[i];
-    const bool last = i + 1 == segments.size();
-    if (segment == "**") {
-      match(rel, segments, i + 1);
-      for (const auto& name : list(rel)) {
-        if (name.front() == '.') continue;
-        const std::string child = join(rel, name);
-        const auto st = lstat_quietly(child);
-        if (st && S_ISDIR(st->st_mode)) match(child, segments, i);
-      }
-      return;
-    }
-    if (segment.find_first_of("*?[") == std::string::npos) {
-      visit(join(rel, segment), segments, i, last);
-      return;
-    }
-    for (const auto& name : list(rel)) {
-      if (::fnmatch(segment.c_str(), name.c_str(), FNM_PERIOD) == 0) visit(join(rel, name), segments, i, last);
-    }
-  }
-
- private:
-  static std::string join(const std::string& rel, const std::string& name) {
-    return rel.empty() ? name : rel + "/" + name;
-  }
-  std::string absolute(const std::string& rel) const { return rel.empty() ? root_ : root_ + "/" + rel; }
-
-  // lstat; nullopt when absent or unreadable (a problem is noted: e.g. a path past PATH_MAX).
-  std::optional<struct stat> lstat_quietly(const std::string& rel) {
-    if (!budget_.spend(rel)) return std::nullopt;
-    try {
-      return lstat_if_exists(absolute(rel));
-    } catch (const JunitError& e) {
-      budget_.problems.push_back(rel + ": " + e.cause().detail);
-      return std::nullopt;
-    }
-  }
-
-  // A path that matched segment i: a report if it was the last segment, else a directory to search on.
-  void visit(const std::string& rel, const std::vector<std::string>& segments, std::size_t i, bool last) {
-    const auto st = lstat_quietly(rel);
-    if (!st) return;
-    if (last && S_ISREG(st->st_mode)) out_.insert(rel);
-    if (!last && S_ISDIR(st->st_mode)) match(rel, segments, i + 1);
-  }
-
-  std::vector<std::string> list(const std::string& rel) {
-    const std::string path = absolute(rel);
-    std::vector<std::string> names;
-    DIR* dir = ::opendir(path.c_str());
-    if (dir == nullptr) {
-      if (errno != ENOENT && errno != ENOTDIR) {
-        budget_.problems.push_back((rel.empty() ? std::string(".") : rel) + ": opendir: " + std::strerror(errno));
-      }
-      return names;
-    }
-    while (const dirent* entry = ::readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(dir);
-    return names;
-  }
-
-  const std::string& root_;
-  std::set<std::string>& out_;
-  SearchBudget& budget_;
-};
-
-// Reads a regular file of at most `max_bytes` through one descriptor: no FIFO, device or symlink is opened
-// for reading, and nothing past the size checked is read.
-std::string read_report(const std::string& path, std::uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw JunitError(path, std::string("open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int error = errno;
-    ::close(fd);
-    throw JunitError(path, std::string("fstat: ") + std::strerror(error));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw JunitError(path, "not a regular file");
-  }
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    throw JunitError(path, "report of " + std::to_string(st.st_size) + " bytes is larger than the " +
-                               std::to_string(max_bytes >> 20) + " MiB limit; not read");
-  }
-  std::string content(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < content.size()) {
-    const ssize_t n = ::read(fd, content.data() + got, content.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      throw JunitError(path, std::string("read: ") + std::strerror(error));
-    }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  content.resize(got);
-  return content;
+TestCase read_case(const pugi::xml_node& test, std::size_t max_message_bytes) {
+  TestCase out;
+  out.class_name = test.attribute("classname").value();
+  out.name = test.attribute("name").value();
+  out.time = seconds_attribute(test);
+  pugi::xml_node outcome;
+  if ((outcome = test.child("failure"))) out.outcome = "failed";
+  else if ((outcome = test.child("error"))) out.outcome = "error";
+  else if ((outcome = test.child("skipped"))) out.outcome = "skipped";
+  else out.outcome = "passed";
+  if (outcome) out.message = case_message(outcome, max_message_bytes);
+  return out;
 }
 
-std::vector<std::string> glob_within(const std::string& root, const std::vector<std::string>& globs,
-                                     SearchBudget& budget) {
-  const auto st = lstat_if_exists(root);
-  if (!st || !S_ISDIR(st->st_mode)) throw JunitError(root, "report root is not a directory");
-  std::vector<std::vector<std::string>> split;
-  for (const auto& glob : globs) split.push_back(split_glob(glob));  // every glob checked before any search
-  std::set<std::string> found;
-  GlobWalker walker(root, found, budget);
-  for (const auto& segments : split) walker.match("", segments, 0);
-  return {found.begin(), found.end()};
+// Every <testcase> below `node`, in document order, up to max_cases; cases_truncated when there were more.
+void list_cases(const pugi::xml_node& node, TestCounts& counts, std::size_t max_cases, std::size_t max_message_bytes) {
+  for (const pugi::xml_node& child : node.children()) {
+    const std::string_view name = child.name();
+    if (name == "testcase") {
+      if (counts.cases.size() < max_cases) counts.cases.push_back(read_case(child, max_message_bytes));
+      else counts.cases_truncated = true;
+    } else if (name == "testsuite" || name == "testsuites") {
+      list_cases(child, counts, max_cases, max_message_bytes);
+    }
+  }
 }
 
 }  // namespace
 
+nlohmann::json TestCase::to_json() const {
+  nlohmann::json j = {{"class", class_name},
+                      {"name", name},
+                      {"outcome", outcome},
+                      {"time", time ? nlohmann::json(*time) : nlohmann::json()}};
+  if (!message.empty()) j["message"] = message;
+  return j;
+}
+
 nlohmann::json TestCounts::to_json() const {
-  nlohmann::json j = {{"total", total},     {"failed", failed}, {"errors", errors},
-                      {"skipped", skipped}, {"files", files},   {"unreadable", unreadable}};
+  nlohmann::json listed = nlohmann::json::array();
+  for (const TestCase& test : cases) listed.push_back(test.to_json());
+  nlohmann::json j = {{"total", total},
+                      {"failed", failed},
+                      {"errors", errors},
+                      {"skipped", skipped},
+                      {"cases", std::move(listed)},
+                      {"cases_truncated", cases_truncated},
+                      {"files", files},
+                      {"unreadable", unreadable}};
   if (truncated || not_read > 0) {
     j["truncated"] = true;
     j["not_read"] = not_read;
@@ -251,6 +139,8 @@ TestCounts& TestCounts::operator+=(const TestCounts& other) {
   failed += other.failed;
   errors += other.errors;
   skipped += other.skipped;
+  cases.insert(cases.end(), other.cases.begin(), other.cases.end());
+  cases_truncated = cases_truncated || other.cases_truncated;
   files.insert(files.end(), other.files.begin(), other.files.end());
   unreadable.insert(unreadable.end(), other.unreadable.begin(), other.unreadable.end());
   truncated = truncated || other.truncated;
@@ -258,8 +148,9 @@ TestCounts& TestCounts::operator+=(const TestCounts& other) {
   return *this;
 }
 
-TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes) {
-  std::string content = read_report(path, max_bytes);  // outlives doc, which parses it in place
+TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes, std::size_t max_cases,
+                            std::size_t max_message_bytes) {
+  std::string content = read_bounded_file(path, max_bytes);  // outlives doc, which parses it in place
   pugi::xml_document doc;
   const pugi::xml_parse_result parsed = doc.load_buffer_inplace(content.data(), content.size());
   if (!parsed) {
@@ -277,13 +168,9 @@ TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes) {
   } else {
     count_children(root, counts, path);
   }
+  list_cases(doc, counts, max_cases, max_message_bytes);
   counts.files.push_back(path);
   return counts;
-}
-
-std::vector<std::string> glob_files(const std::string& root, const std::vector<std::string>& globs) {
-  SearchBudget unlimited;
-  return glob_within(root, globs, unlimited);
 }
 
 TestCounts collect_junit(const std::string& root, const std::vector<std::string>& globs, const JunitLimits& limits) {
@@ -320,7 +207,8 @@ TestCounts collect_junit(const std::string& root, const std::vector<std::string>
       continue;
     }
     try {
-      TestCounts counts = parse_junit_file(path, limits.max_file_bytes);
+      const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());
+      TestCounts counts = parse_junit_file(path, limits.max_file_bytes, room, limits.max_message_bytes);
       ++parsed;
       bytes += static_cast<std::uint64_t>(st.st_size);
       counts.files = {rel};

@@ -1,27 +1,37 @@
-// Test counts from JUnit XML reports (Maven Surefire, pytest --junitxml and friends), and the small glob
-// matcher (*, ?, [..] per path segment, ** for any depth) that finds the reports inside a workspace.
+// Test counts and cases from JUnit XML reports (Maven Surefire, pytest --junitxml and friends), found in a
+// workspace with the collectors' glob (workspace_glob.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include "daemon/record/workspace_glob.h"
 
 namespace capsule::daemon {
 
-// A report, glob or report root that could not be read or is not JUnit XML: a base::Error whose cause names the
-// path (or glob) and the reason (cause().detail); what() is "report <path>: <reason>".
-class JunitError : public base::Error {
- public:
-  JunitError(std::string path, std::string reason)
-      : base::Error(base::Cause{"report", std::move(path), 0, std::move(reason)}) {}
+// A report, glob or report root that could not be read or is not JUnit XML.
+using JunitError = CollectError;
+
+// One <testcase>: "class" (classname), "name", "outcome" (passed, failed, error, skipped), "time" (seconds,
+// null when absent or not a number) and, for the failed, errored or skipped, "message" (bounded).
+struct TestCase {
+  std::string class_name;
+  std::string name;
+  std::string outcome;
+  std::optional<double> time;
+  std::string message;
+
+  nlohmann::json to_json() const;
 };
 
 struct TestCounts {
   std::uint64_t total = 0, failed = 0, errors = 0, skipped = 0;
+  std::vector<TestCase> cases;          // every <testcase> of the reports read, in order, up to a limit
+  bool cases_truncated = false;         // more cases than listed
   std::vector<std::string> files;       // reports counted (relative to the root for collect_junit)
   // "<relative path>: <reason>" for matched files that could not be counted or were not read (limits), and
   // for directories the search could not enter; at most JunitLimits::max_listed.
@@ -29,8 +39,8 @@ struct TestCounts {
   bool truncated = false;       // a limit stopped the collection: some matching reports were not counted
   std::uint64_t not_read = 0;   // matched reports (or problems) beyond what `unreadable` lists or counts
 
-  // {"total","failed","errors","skipped","files","unreadable"}, plus "truncated": true and "not_read" when
-  // a limit was hit.
+  // {"total","failed","errors","skipped","cases","cases_truncated","files","unreadable"}, plus "truncated": true
+  // and "not_read" when a limit was hit.
   nlohmann::json to_json() const;
   TestCounts& operator+=(const TestCounts& other);
 };
@@ -43,6 +53,8 @@ struct JunitLimits {
   std::uint64_t max_visited = 1000000;          // directory entries looked at while matching globs
   std::chrono::milliseconds time_budget{20000}; // for matching and parsing together
   std::size_t max_listed = 100;                 // entries in TestCounts::unreadable
+  std::size_t max_cases = 10000;                // entries in TestCounts::cases
+  std::size_t max_message_bytes = 1024;         // of each case's message
 };
 
 // Counts one report. A <testsuite> with a `tests` attribute is taken at its word (tests, failures, errors,
@@ -50,14 +62,11 @@ struct JunitLimits {
 // (a <failure>, <error> or <skipped> child each count once) and nested <testsuite>s. A <testsuites> root
 // sums its suites and ignores its own totals. Throws JunitError for unreadable, malformed, oversized
 // (> max_bytes) or non-JUnit files. pugixml expands no DTD entities, so hostile XML cannot blow up.
-// Only a regular file is opened (O_NOFOLLOW | O_NONBLOCK, type and size checked on the descriptor before
-// any read), and only up to `max_bytes`.
-TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes = 64ull << 20);
-
-// Regular files below `root` (symlinks are never followed) matching any of the relative globs, as sorted,
-// de-duplicated "/"-separated relative paths. `**` matches zero or more directories; wildcards do not match
-// a leading '.' (so `**` skips hidden directories). Throws JunitError for an absolute glob or one with "..".
-std::vector<std::string> glob_files(const std::string& root, const std::vector<std::string>& globs);
+// Only a regular file is opened (read_bounded_file), and only up to `max_bytes`. Every <testcase> in the
+// document (at any depth) is listed in `cases`, the first `max_cases` of them.
+TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes = 64ull << 20,
+                            std::size_t max_cases = JunitLimits{}.max_cases,
+                            std::size_t max_message_bytes = JunitLimits{}.max_message_bytes);
 
 // Sum of parse_junit_file over glob_files(root, globs) within `limits`; malformed reports, reports not
 // read because of a limit and directories that could not be searched go to `unreadable`.

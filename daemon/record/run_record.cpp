@@ -4,7 +4,10 @@
 
 #include <filesystem>
 
+#include "daemon/record/classfiles.h"
+#include "daemon/record/coverage.h"
 #include "daemon/record/junit.h"
+#include "daemon/record/tests_state.h"
 #include "daemon/record/workspace_diff.h"
 #include "sandbox/result_json.h"
 
@@ -54,9 +57,10 @@ bool bound_part(json& stream, const char* key, std::size_t budget, bool keep_sta
   return true;
 }
 
-// Halves the array at record[section][key] (keeping its start) until the record fits or it is empty.
-// True when the record fits.
-bool shorten_lists(json& record, const char* section, std::initializer_list<const char*> keys, std::size_t max_bytes) {
+// Halves the arrays at record[section][key] (keeping their start) until the record fits or they are empty,
+// setting record[section][flag] to true. True when the record fits.
+bool shorten_lists(json& record, const char* section, std::initializer_list<const char*> keys, std::size_t max_bytes,
+                   const char* flag = "truncated") {
   if (!record.contains(section) || !record[section].is_object()) return json_size(record) <= max_bytes;
   json& part = record[section];
   for (;;) {
@@ -70,8 +74,16 @@ bool shorten_lists(json& record, const char* section, std::initializer_list<cons
       shortened = true;
     }
     if (!shortened) return false;
-    part["truncated"] = true;
+    part[flag] = true;
   }
+}
+
+// Whether stdout or stderr, as the record keeps them, shows a compilation failure.
+bool output_shows_compile_error(const sandbox::Result& result) {
+  for (const sandbox::StreamCapture* stream : {&result.stdout_capture, &result.stderr_capture}) {
+    if (shows_compile_error(stream->head) || shows_compile_error(stream->tail)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -85,6 +97,10 @@ void bound_stream_parts(json& result, std::size_t max_part_bytes) {
     const bool head_cut = bound_part(stream, "head", max_part_bytes, true);
     const bool tail_cut = bound_part(stream, "tail", max_part_bytes, false);
     if (head_cut || tail_cut) stream["truncated"] = true;
+    if (stream.contains("tail_lines") && stream["tail_lines"].is_array()) {
+      json& lines = stream["tail_lines"];
+      while (!lines.empty() && json_size(lines) > max_part_bytes) lines.erase(lines.begin());  // oldest first
+    }
   }
 }
 
@@ -92,13 +108,17 @@ json bound_record(json record, std::size_t max_bytes) {
   const std::size_t original = json_size(record);
   if (original <= max_bytes) return record;
   if (shorten_lists(record, "diff", {"added", "modified", "deleted", "errors"}, max_bytes)) return record;
+  if (shorten_lists(record, "tests", {"cases"}, max_bytes, "cases_truncated")) return record;
   if (shorten_lists(record, "tests", {"files", "unreadable"}, max_bytes)) return record;
+  if (shorten_lists(record, "classfiles", {"odd", "unreadable"}, max_bytes)) return record;
+  if (shorten_lists(record, "coverage", {"reports", "unreadable"}, max_bytes)) return record;
   json& result = record["result"];
   if (!result.is_object()) result = json::object();
   for (const char* name : {"stdout", "stderr"}) {
     if (!result.contains(name) || !result[name].is_object()) continue;
     result[name]["head"] = "";
     result[name]["tail"] = "";
+    result[name]["tail_lines"] = json::array();
     result[name]["truncated"] = true;
   }
   if (json_size(record) <= max_bytes) return record;
@@ -107,6 +127,7 @@ json bound_record(json record, std::size_t max_bytes) {
                           "oom_kills"}) {
     if (result.contains(key) && !result[key].is_object()) summary[key] = result[key];
   }
+  if (result.contains("termination")) summary["termination"] = result["termination"];  // a few bytes: why it ended
   std::string reason = result.value("reason", std::string());
   if (reason.size() > 4096) reason.resize(4096);
   summary["reason"] = reason;
@@ -122,12 +143,15 @@ json failure_record(const std::string& reason, const sandbox::Result& result) {
 }
 
 json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources) {
-  json summary = sandbox::result_to_json(result);
+  json summary = sandbox::result_to_json(result, spec.tail_lines);
   summary.erase("status");  // the run's state
   bound_stream_parts(summary);
   json record = {{"result", std::move(summary)}};
   if (sources.proxy) record["proxy"] = *sources.proxy;
   std::string collect_error;
+  const auto failed = [&](const char* what, const std::exception& e) {
+    collect_error += (collect_error.empty() ? "" : "; ") + std::string(what) + ": " + e.what();
+  };
   const bool cow = spec.cow_workspace();
   std::error_code ec;
   const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
@@ -135,15 +159,35 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
     try {
       record["diff"] = diff_upper(sources.upper_dir, spec.workspace->path).to_json();
     } catch (const std::exception& e) {
-      collect_error = std::string("diff: ") + e.what();
+      failed("diff", e);
     }
   }
-  if (!spec.junit_globs.empty() && spec.workspace && (!cow || have_upper)) {
+  // Collectors look at what the run wrote: a cow workspace's upper layer, else the workspace itself.
+  const bool have_root = spec.workspace && (!cow || have_upper);
+  const std::string root = !have_root ? "" : cow ? sources.upper_dir : spec.workspace->path;
+  if (!spec.junit_globs.empty() && have_root) {
     try {
-      const std::string root = cow ? sources.upper_dir : spec.workspace->path;
-      record["tests"] = collect_junit(root, spec.junit_globs).to_json();
+      const TestCounts counts = collect_junit(root, spec.junit_globs);
+      json tests = counts.to_json();
+      tests["state"] = tests_state(counts, result.status == sandbox::Status::kSucceeded);
+      tests["compile_error"] = output_shows_compile_error(result);
+      record["tests"] = std::move(tests);
     } catch (const std::exception& e) {
-      collect_error += (collect_error.empty() ? "" : "; ") + std::string("junit: ") + e.what();
+      failed("junit", e);
+    }
+  }
+  if (!spec.classfile_globs.empty() && have_root) {
+    try {
+      record["classfiles"] = collect_classfiles(root, spec.classfile_globs).to_json();
+    } catch (const std::exception& e) {
+      failed("classfiles", e);
+    }
+  }
+  if (!spec.coverage_globs.empty() && have_root) {
+    try {
+      record["coverage"] = collect_coverage(root, spec.coverage_globs).to_json();
+    } catch (const std::exception& e) {
+      failed("coverage", e);
     }
   }
   if (!collect_error.empty()) record["collect_error"] = collect_error;

@@ -23,18 +23,22 @@ struct RecordSources {
   std::optional<nlohmann::json> proxy;  // the package proxy's record, for network "proxy" runs
 };
 
-// {"result": result_to_json(result) without "status", "diff" (cow workspaces), "tests" (collect.junit),
-// "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded (bound_record). A collector that
-// fails leaves its cause in "collect_error" instead of its section; never throws for what the sandbox left.
+// {"result": result_to_json(result, spec.tail_lines) without "status", "diff" (cow workspaces), "tests"
+// (collect.junit, with "state" and "compile_error"), "classfiles" (collect.classfiles), "coverage"
+// (collect.coverage), "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded
+// (bound_record). A collector that fails leaves its cause in "collect_error" instead of its section; never
+// throws for what the sandbox left.
 nlohmann::json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);
 
 // Cuts a result's stdout/stderr head (keeping its start) and tail (keeping its end) at character boundaries
-// until each is at most `max_part_bytes` of JSON text; a stream that was cut gets "truncated": true.
+// until each is at most `max_part_bytes` of JSON text; a stream that was cut gets "truncated": true. Its
+// tail_lines lose their oldest lines until they are at most that size too.
 void bound_stream_parts(nlohmann::json& result, std::size_t max_part_bytes = kMaxStreamPartBytes);
 
-// Makes the record's JSON text at most `max_bytes`: first shortens the diff lists and the tests' lists
-// (marking "truncated": true; totals stay), then drops the output parts, and as a last resort keeps only a
-// summary result (reason, exit code, times) with "record_error" saying why.
+// Makes the record's JSON text at most `max_bytes`: first shortens the diff lists, the tests' cases
+// ("cases_truncated": true) and lists, the classfiles' and coverage's lists (marking "truncated": true; totals
+// stay), then drops the output parts, and as a last resort keeps only a
+// summary result (reason, exit code, signal, termination, times) with "record_error" saying why.
 nlohmann::json bound_record(nlohmann::json record, std::size_t max_bytes = kMaxRecordBytes);
 
 // Size of value.dump() with invalid UTF-8 replaced (as the ledger stores it).

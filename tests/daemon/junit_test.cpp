@@ -1,4 +1,4 @@
-// JUnit counting: Maven Surefire and pytest reports as those tools write them, suites without count
+// JUnit counting and cases: Maven Surefire and pytest reports as those tools write them, suites without count
 // attributes, nested suites, malformed files, and the report globs (*, ?, **) over a workspace tree.
 #include "daemon/record/junit.h"
 
@@ -84,6 +84,55 @@ TEST_F(JunitTest, SurefireReport) {
   EXPECT_EQ(counts.errors, 0u);
   EXPECT_EQ(counts.skipped, 1u);
   EXPECT_EQ(counts.files, std::vector<std::string>{path});
+}
+
+TEST_F(JunitTest, SurefireCasesAreListedWithOutcomeTimeAndMessage) {
+  const TestCounts counts = parse_junit_file(write("TEST-com.example.CalculatorTest.xml", kSurefireReport));
+  ASSERT_EQ(counts.cases.size(), 4u);
+  EXPECT_EQ(counts.cases[0].to_json(), nlohmann::json({{"class", "com.example.CalculatorTest"},
+                                                       {"name", "addsNumbers"},
+                                                       {"outcome", "passed"},
+                                                       {"time", 0.003}}));
+  EXPECT_EQ(counts.cases[1].outcome, "failed");
+  EXPECT_EQ(counts.cases[1].message, "expected: <1> but was: <2>");
+  EXPECT_EQ(counts.cases[2].outcome, "skipped");
+  EXPECT_EQ(counts.cases[2].message, "not implemented yet");
+  EXPECT_EQ(counts.cases[2].time, 0.0);
+  EXPECT_FALSE(counts.cases_truncated);
+}
+
+TEST_F(JunitTest, PytestCasesIncludeErrorsAndNestedSuites) {
+  const TestCounts counts = parse_junit_file(write("junit.xml", kPytestReport));
+  ASSERT_EQ(counts.cases.size(), 6u);
+  EXPECT_EQ(counts.cases[4].class_name, "tests.test_app");
+  EXPECT_EQ(counts.cases[4].name, "test_db");
+  EXPECT_EQ(counts.cases[4].outcome, "error");
+  EXPECT_EQ(counts.cases[4].message, "failed on setup with \"RuntimeError: no database\"");
+  EXPECT_EQ(counts.cases[5].outcome, "passed");
+}
+
+TEST_F(JunitTest, CasesAndMessagesAreBounded) {
+  std::string report = "<testsuite>";
+  for (int i = 0; i < 30; ++i) {
+    report += "<testcase classname=\"C\" name=\"t" + std::to_string(i) + "\" time=\"1,234.5\"><failure>" +
+              std::string(100, 'm') + "\xC3\xA9</failure></testcase>";
+  }
+  report += "<testcase classname=\"C\" name=\"bad-time\" time=\"soon\"/></testsuite>";
+  write("a/TEST-a.xml", report);
+  write("b/TEST-b.xml", report);
+  JunitLimits limits;
+  limits.max_cases = 40;
+  limits.max_message_bytes = 101;
+  const TestCounts counts = collect_junit(dir_, {"*/TEST-*.xml"}, limits);
+  EXPECT_EQ(counts.total, 62u) << "counts are never cut";
+  ASSERT_EQ(counts.cases.size(), 40u);
+  EXPECT_TRUE(counts.cases_truncated);
+  EXPECT_EQ(counts.cases[0].time, 1234.5);
+  EXPECT_EQ(counts.cases[0].message, std::string(100, 'm')) << "never half a character";
+  EXPECT_EQ(counts.cases[30].name, "bad-time");
+  EXPECT_FALSE(counts.cases[30].time.has_value());
+  EXPECT_TRUE(counts.cases[30].to_json()["time"].is_null());
+  EXPECT_EQ(counts.cases[31].name, "t0") << "the second report's cases follow the first's";
 }
 
 TEST_F(JunitTest, PytestReportWithSkippedFailedAndError) {
@@ -291,6 +340,8 @@ TEST(JunitCounts, AddAndJson) {
                                          {"failed", 1},
                                          {"errors", 1},
                                          {"skipped", 1},
+                                         {"cases", nlohmann::json::array()},
+                                         {"cases_truncated", false},
                                          {"files", {"one.xml", "two.xml"}},
                                          {"unreadable", {"bad.xml: malformed XML"}}}));
 }

@@ -147,7 +147,9 @@ TEST_F(LedgerTest, ToJsonHasTheApiShape) {
                           {"result", nullptr},
                           {"tests", nullptr},
                           {"diff", nullptr},
-                          {"proxy", nullptr}}));
+                          {"proxy", nullptr},
+                          {"classfiles", nullptr},
+                          {"coverage", nullptr}}));
   ledger.mark_running("a", 101);
   ledger.mark_finished("a", "timed_out", json{{"result", {{"exit_code", -1}}}, {"tests", {{"total", 3}}}}, 102);
   const json done = ledger.get("a")->to_json();

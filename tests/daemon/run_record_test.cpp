@@ -3,6 +3,12 @@
 #include "daemon/record/run_record.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "spec/limits.h"
 
 namespace capsule::daemon {
 namespace {
@@ -43,15 +49,67 @@ TEST(RunRecord, ListsAreShortenedFirstAndTotalsKept) {
 }
 
 TEST(RunRecord, LastResortIsAMinimalRecordWithTheReason) {
-  json record = {{"result", {{"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""}}},
+  const json termination = {{"reason", "wall_time"}, {"sent", {"TERM", "KILL"}}, {"kill_after_ms", 5000}};
+  json record = {{"result", {{"exit_code", 2}, {"wall_ms", 12.5}, {"reason", ""}, {"termination", termination}}},
                  {"proxy", {{"served", std::string(100000, 'i')}}}};
   const json bounded = bound_record(record, 1000);
   EXPECT_LE(json_size(bounded), 1000u);
   EXPECT_EQ(bounded["result"]["exit_code"], 2);
+  EXPECT_EQ(bounded["result"]["termination"], termination);
   EXPECT_EQ(bounded["result"]["wall_ms"], 12.5);
   EXPECT_NE(bounded["record_error"].get<std::string>().find("exceeded the 1000-byte ceiling"), std::string::npos)
       << bounded;
   EXPECT_FALSE(bounded.contains("proxy"));
+}
+
+TEST(RunRecord, TailLinesLoseTheirOldestLinesToTheBound) {
+  json record = {{"stdout", {{"head", ""}, {"tail", ""}, {"tail_lines", {"oldest line", "middle", "newest"}}}}};
+  bound_stream_parts(record, 20);
+  EXPECT_EQ(record["stdout"]["tail_lines"], json({"middle", "newest"}));
+}
+
+TEST(RunRecord, CasesGiveWayBeforeTheOtherTestLists) {
+  json cases = json::array();
+  for (int i = 0; i < 2000; ++i) cases.push_back({{"class", "C"}, {"name", "t" + std::to_string(i)}, {"outcome", "passed"}});
+  json record = {{"result", {{"exit_code", 0}}},
+                 {"tests", {{"total", 2000}, {"cases", cases}, {"cases_truncated", false}, {"files", {"TEST-C.xml"}}}}};
+  const json bounded = bound_record(record, 20000);
+  EXPECT_LE(json_size(bounded), 20000u);
+  EXPECT_EQ(bounded["tests"]["cases_truncated"], true);
+  EXPECT_EQ(bounded["tests"]["total"], 2000);
+  EXPECT_EQ(bounded["tests"]["files"], json({"TEST-C.xml"}));
+  EXPECT_EQ(bounded["tests"]["cases"][0]["name"], "t0");
+}
+
+// build_record over a real rw workspace: every collector's section, and the tests' state after a failed build.
+TEST(RunRecord, CollectorsFillTheirSections) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/capsule-record-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  fs::create_directories(dir + "/target/classes");
+  const char header[] = {'\xCA', '\xFE', '\xBA', '\xBE', 0, 0, 0, 61};
+  std::ofstream(dir + "/target/classes/A.class", std::ios::binary).write(header, sizeof header);
+  std::ofstream(dir + "/coverage.xml") << R"(<coverage lines-valid="4" lines-covered="3"/>)";
+
+  spec::RunSpec spec = spec::parse_run_spec(
+      json{{"argv", {"mvn"}},
+           {"workspace", {{"path", dir}, {"mode", "rw"}}},
+           {"collect", {{"junit", {"target/surefire-reports/*.xml"}}, {"classfiles", {"target/**/*.class"}},
+                        {"coverage", {"coverage.xml"}}, {"tail_lines", 2}}}},
+      spec::default_limit_policy());
+  sandbox::Result result;
+  result.status = sandbox::Status::kFailed;
+  result.exit_code = 1;
+  result.stdout_capture.head = result.stdout_capture.tail = "[INFO] a\n[ERROR] COMPILATION ERROR :\n[INFO] BUILD FAILURE\n";
+  const json record = build_record(spec, result, {});
+  EXPECT_EQ(record["result"]["stdout"]["tail_lines"], json({"[ERROR] COMPILATION ERROR :", "[INFO] BUILD FAILURE"}));
+  EXPECT_EQ(record["tests"]["state"], "not_run");
+  EXPECT_EQ(record["tests"]["compile_error"], true);
+  EXPECT_EQ(record["classfiles"]["majors"], json({{"61", 1}}));
+  EXPECT_EQ(record["coverage"]["total"]["lines"], json({{"covered", 3}, {"total", 4}}));
+  EXPECT_FALSE(record.contains("collect_error")) << record.dump();
+  fs::remove_all(dir);
 }
 
 TEST(RunRecord, FailureRecordSaysTheCause) {

@@ -104,6 +104,29 @@ TEST(Launcher, WallTimeoutKillsADoubleForkedSleeper) {
   }
 }
 
+TEST(Launcher, ACommandEndedByTermRecordsSignal15AndWhy) {
+  SandboxSpec spec = host_spec({"sleep", "60"});
+  spec.limits.wall_time = 300ms;
+  spec.limits.kill_grace = 30s;
+  Result r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
+  EXPECT_EQ(r.signal, SIGTERM);
+  EXPECT_EQ(r.termination.reason, "wall_time");
+  EXPECT_FALSE(r.termination.kill_sent);
+}
+
+TEST(Launcher, ACommandIgnoringTermRecordsSignal9AfterTheGrace) {
+  Result r = run_sh("trap '' TERM; while :; do sleep 1; done", [](SandboxSpec& s) {
+    s.limits.wall_time = 300ms;
+    s.limits.kill_grace = 300ms;
+  });
+  EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
+  EXPECT_EQ(r.signal, SIGKILL);
+  EXPECT_EQ(r.termination.reason, "wall_time");
+  EXPECT_TRUE(r.termination.kill_sent);
+  EXPECT_GE(r.termination.kill_after_ms, 300);
+}
+
 TEST(Launcher, CpuTimeLimitStopsABusyLoop) {
   Result r = run_sh("while :; do :; done", [](SandboxSpec& s) {
     s.limits.cpu_time = 500ms;
@@ -111,6 +134,7 @@ TEST(Launcher, CpuTimeLimitStopsABusyLoop) {
   });
   EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
   EXPECT_NE(r.reason.find("cpu time"), std::string::npos);
+  EXPECT_EQ(r.termination.reason, "cpu_time");
   EXPECT_GE(r.cpu_user_ms + r.cpu_sys_ms, 400);
 }
 

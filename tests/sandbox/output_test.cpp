@@ -62,14 +62,14 @@ std::string read_file(const fs::path& path) {
 // Checks a capture of `stream` against the documented contract for `cap`.
 void expect_capture(const StreamCapture& got, const std::string& stream, std::uint64_t cap) {
   ASSERT_EQ(got.total_bytes, stream.size());
-  if (stream.size() <= cap) {
-    EXPECT_FALSE(got.truncated);
-    EXPECT_EQ(got.head, stream);
-    EXPECT_TRUE(got.tail.empty());
-    return;
-  }
   const std::size_t head_cap = static_cast<std::size_t>(cap / 2);
   const std::size_t tail_cap = static_cast<std::size_t>(cap - cap / 2);
+  if (stream.size() <= cap) {  // the head is the whole stream, the tail its end all the same
+    EXPECT_FALSE(got.truncated);
+    EXPECT_EQ(got.head, stream);
+    EXPECT_EQ(got.tail, stream.substr(stream.size() - std::min(tail_cap, stream.size())));
+    return;
+  }
   EXPECT_TRUE(got.truncated);
   EXPECT_EQ(got.head, stream.substr(0, head_cap));
   EXPECT_EQ(got.tail, stream.substr(stream.size() - tail_cap));
@@ -84,8 +84,29 @@ TEST(OutputCapture, SmallStreamIsKeptWhole) {
   EXPECT_EQ(got.total_bytes, 13u);
   EXPECT_FALSE(got.truncated);
   EXPECT_EQ(got.head, "hello, world\n");
-  EXPECT_TRUE(got.tail.empty());
+  EXPECT_EQ(got.tail, "hello, world\n");  // the end of the stream even when nothing was cut
   EXPECT_TRUE(got.spill_path.empty());
+}
+
+TEST(OutputCapture, TailIsTheEndOfAStreamThatFitsTheCap) {
+  OutputCapture capture(10, "");
+  capture.append("abcdefgh");
+  const StreamCapture got = capture.finish();
+  EXPECT_FALSE(got.truncated);
+  EXPECT_EQ(got.head, "abcdefgh");
+  EXPECT_EQ(got.tail, "defgh");
+}
+
+TEST(LastLines, TheLastLinesOfTheTailOldestFirst) {
+  EXPECT_EQ(last_lines("a\nb\nc\n", 2, 1024), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(last_lines("a\nb\nc", 2, 1024), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(last_lines("a\nb\nc\n", 100, 1024), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(last_lines("a\n\n", 100, 1024), (std::vector<std::string>{"a", ""}));
+  EXPECT_EQ(last_lines("\n", 100, 1024), (std::vector<std::string>{""}));
+  EXPECT_TRUE(last_lines("", 100, 1024).empty());
+  EXPECT_TRUE(last_lines("a\nb\n", 0, 1024).empty());
+  // Only the last max_bytes are looked at: the first line kept may start mid-line.
+  EXPECT_EQ(last_lines("first line\nsecond\n", 100, 9), (std::vector<std::string>{"e", "second"}));
 }
 
 TEST(OutputCapture, EmptyStream) {

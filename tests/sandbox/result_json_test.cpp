@@ -32,5 +32,21 @@ TEST(ResultJson, ShapeAndStatusNames) {
   }
 }
 
+TEST(ResultJson, TailLinesAndTermination) {
+  Result r;
+  r.stdout_capture.head = r.stdout_capture.tail = "one\ntwo\nthree\n";
+  nlohmann::json j = result_to_json(r, 2);
+  EXPECT_EQ(j["stdout"]["tail_lines"], nlohmann::json({"two", "three"}));
+  EXPECT_EQ(j["stderr"]["tail_lines"], nlohmann::json::array());
+  EXPECT_TRUE(j["termination"].is_null());  // capsule sent nothing
+  EXPECT_EQ(result_to_json(r)["stdout"]["tail_lines"].size(), 3u);
+
+  r.termination = {"idle_timeout", false, 0};
+  EXPECT_EQ(result_to_json(r)["termination"], nlohmann::json({{"reason", "idle_timeout"}, {"sent", {"TERM"}}}));
+  r.termination = {"cancelled", true, 5001};
+  EXPECT_EQ(result_to_json(r)["termination"],
+            nlohmann::json({{"reason", "cancelled"}, {"sent", {"TERM", "KILL"}}, {"kill_after_ms", 5001}}));
+}
+
 }  // namespace
 }  // namespace capsule::sandbox

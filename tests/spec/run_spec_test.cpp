@@ -50,6 +50,21 @@ TEST(RunSpecParse, UnitsAndNumbersAreAccepted) {
   EXPECT_EQ(spec.workspace->mode, WorkspaceMode::kReadWrite);
   EXPECT_EQ(spec.labels.at("bench"), "java17");
   EXPECT_EQ(spec.junit_globs.size(), 1u);
+  EXPECT_EQ(spec.tail_lines, 100u);  // the default
+}
+
+TEST(RunSpecParse, CollectTakesTailLinesClassfilesAndCoverage) {
+  const RunSpec spec = parse_run_spec(
+      json{{"argv", {"x"}},
+           {"collect", {{"tail_lines", 7}, {"classfiles", {"**/*.class"}}, {"coverage", {"coverage.xml"}}}}},
+      default_limit_policy());
+  EXPECT_EQ(spec.tail_lines, 7u);
+  EXPECT_EQ(spec.classfile_globs, std::vector<std::string>{"**/*.class"});
+  EXPECT_EQ(spec.coverage_globs, std::vector<std::string>{"coverage.xml"});
+  EXPECT_EQ(to_json(spec)["collect"],
+            json({{"junit", json::array()}, {"tail_lines", 7}, {"classfiles", {"**/*.class"}}, {"coverage", {"coverage.xml"}}}));
+  EXPECT_EQ(parse_run_spec(json{{"argv", {"x"}}, {"collect", {{"tail_lines", 10000}}}}, default_limit_policy()).tail_lines,
+            10000u);
 }
 
 TEST(RunSpecParse, LimitsAreClampedToTheDaemonMaxima) {
@@ -77,6 +92,14 @@ TEST(RunSpecParse, ErrorsNameTheField) {
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"policy", "../etc/passwd"}}).find("policy"), std::string::npos);
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"cwd", "tmp"}}).find("cwd"), std::string::npos);
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"env", {{"A=B", "c"}}}}).find("env.A=B"), std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", {{"tail_lines", 10001}}}}).find("collect.tail_lines"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", {{"tail_lines", -1}}}}).find("collect.tail_lines"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", {{"classfiles", {"/abs/*.class"}}}}}).find("collect.classfiles"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", {{"coverage", {"../c.xml"}}}}}).find("collect.coverage"),
+            std::string::npos);
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", {{"junit", {"../x.xml"}}}}}).find("collect.junit"),
             std::string::npos);
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"labels", {{"a b", "c"}}}}).find("labels.a b"), std::string::npos);
@@ -136,7 +159,8 @@ TEST(RunSpecPrint, ToJsonParsesBackToTheSameSpec) {
            {"limits", {{"wall_time", "10m"}, {"memory", "4g"}, {"cpus", 1.5}, {"pids", 100}, {"cpu_time", 90000},
                        {"kill_grace", "3s"}, {"tmp_size", "64m"}, {"output_cap", "2m"}, {"disk", "1g"}, {"inodes", 5000}}},
            {"labels", {{"bench", "java17"}}},
-           {"collect", {{"junit", {"target/surefire-reports/*.xml"}}}},
+           {"collect", {{"junit", {"target/surefire-reports/*.xml"}}, {"tail_lines", 250},
+                        {"classfiles", {"target/classes/**/*.class"}}, {"coverage", {"target/site/jacoco/jacoco.xml"}}}},
            {"policy", "default"},
            {"stdin", "input\n"}},
       json{{"argv", {"pytest"}}, {"toolchains", {{"python", "3.11"}}}, {"as_of", "2024-03-01"}, {"network", "proxy"},
