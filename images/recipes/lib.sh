@@ -2,9 +2,10 @@
 # Common code for the toolchain image recipes: Debian mirror discovery from the host's apt configuration,
 # debootstrap (minbase) + apt-get into a temp dir, checks run inside the built root, labels.json, tarball.
 #
-# A recipe sets RECIPE_NAME and RECIPE_PACKAGES, may define recipe_setup (runs after the packages are
-# installed; changes persist), must define recipe_verify (runs the toolchain inside the image and calls
-# `label NAME VERSION`), then sources this file and calls `recipe_main "$@"`. See README.md.
+# A recipe sets RECIPE_NAME and RECIPE_PACKAGES (and RECIPE_SUITE for another Debian release than the host's),
+# may define recipe_setup (runs after the packages are installed; changes persist), must define recipe_verify
+# (runs the toolchain inside the image and calls `label NAME VERSION`), then sources this file and calls
+# `recipe_main "$@"`. See README.md.
 #
 # Environment knobs (all optional):
 #   CAPSULE_RECIPES_OUT   output root (default /var/tmp/capsule-recipes); a recipe writes <out>/<name>/
