@@ -201,11 +201,6 @@ class CapsuledRecipes : public Capsuled {
     }
     return found;
   }
-  // The first of them, or nullptr.
-  static const Recipe* image_recipe(std::initializer_list<const char*> tools) {
-    const std::vector<const Recipe*> found = image_recipes(tools);
-    return found.empty() ? nullptr : found.front();
-  }
   // The JDK + Maven image whose java is `java_major` (jdk-maven.sh --jdk N), or nullptr.
   static const Recipe* jdk_recipe(const std::string& java_major) {
     for (const Recipe* recipe : image_recipes({"java", "maven"})) {
@@ -861,7 +856,7 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
 // (no `clean`, as FreshBrew's agent runs it), and a venv made by one exec is used by the next.
 TEST_F(CapsuledRecipes, ASessionKeepsMavenTargetAndAVenvBetweenExecs) {
   const Recipe* jdk = jdk_recipe("17");  // the project's sources are Java 17
-  const Recipe* python = image_recipe({"python", "pip"});
+  const Recipe* python = python_recipe(true);
   if (jdk == nullptr || python == nullptr) {
     GTEST_SKIP() << "needs both the jdk17-maven and the python3 outputs in " << recipe_root() << "; " << kHowToBuild;
   }
