@@ -2,14 +2,16 @@
 # Common code for the toolchain image recipes: Debian mirror discovery from the host's apt configuration,
 # debootstrap (minbase) + apt-get into a temp dir, checks run inside the built root, labels.json, tarball.
 #
-# A recipe sets RECIPE_NAME and RECIPE_PACKAGES, may define recipe_setup (runs after the packages are
-# installed; changes persist), must define recipe_verify (runs the toolchain inside the image and calls
-# `label NAME VERSION`), then sources this file and calls `recipe_main "$@"`. See README.md.
+# A recipe sets RECIPE_NAME and RECIPE_PACKAGES (and RECIPE_SUITE for another Debian release than the host's),
+# may define recipe_setup (runs after the packages are installed; changes persist), must define recipe_verify
+# (runs the toolchain inside the image and calls `label NAME VERSION`), then sources this file and calls
+# `recipe_main "$@"`. See README.md.
 #
 # Environment knobs (all optional):
 #   CAPSULE_RECIPES_OUT   output root (default /var/tmp/capsule-recipes); a recipe writes <out>/<name>/
 #   CAPSULE_DEBIAN_MIRROR mirror URL to use instead of the one found in the host's apt sources
-#   CAPSULE_DEBIAN_SUITE  suite to build (default: VERSION_CODENAME of the running system)
+#   CAPSULE_DEBIAN_SUITE  suite to build (default: the recipe's RECIPE_SUITE, else VERSION_CODENAME of the
+#                         running system); a suite the host's apt does not list is read from the host's mirror
 #   CAPSULE_RECIPE_UPDATES=0   do not add <suite>-updates / <suite>-security entries found on the host
 #   CAPSULE_RECIPE_KEEP_FAILED=1  keep the temp build dir when a step fails
 #   CAPSULE_RECIPE_CACHE  downloaded .debs kept between builds (default <output root>/.cache; "none" = off);
@@ -87,12 +89,19 @@ _apt_release_field() {  # uri suite field
   done
 }
 
-debian_suite() {
-  if [ -n "${CAPSULE_DEBIAN_SUITE:-}" ]; then echo "$CAPSULE_DEBIAN_SUITE"; return; fi
+# The running system's suite (VERSION_CODENAME).
+host_suite() {
   local s
   s=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   [ -n "$s" ] || die "cannot tell the running Debian suite (no VERSION_CODENAME in /etc/os-release)"
   echo "$s"
+}
+
+# The suite to build: CAPSULE_DEBIAN_SUITE, else the recipe's RECIPE_SUITE, else the host's.
+debian_suite() {
+  if [ -n "${CAPSULE_DEBIAN_SUITE:-}" ]; then echo "$CAPSULE_DEBIAN_SUITE"; return; fi
+  if [ -n "${RECIPE_SUITE:-}" ]; then echo "$RECIPE_SUITE"; return; fi
+  host_suite
 }
 
 # Entries "URI SUITE" for SUITE with component main that debootstrap can use (http, https, file).
@@ -117,12 +126,26 @@ _ranked_candidates() {  # suite
   done < <(_candidates "$1") | sort -s -n -k1,1 | cut -d' ' -f2-
 }
 
-# The Debian main archive of the running suite, read from the host's apt configuration now.
+# Ranked candidates for SUITE (main, -updates or -security); for a suite the host's apt does not list (an
+# older or newer Debian release than the host's), those of the host's own suite with the same suffix: the
+# archive a host's apt uses carries every current Debian suite.
+_suite_candidates() {  # suite
+  local all host sfx=""
+  all=$(_ranked_candidates "$1")
+  if [ -z "$all" ]; then
+    host=$(host_suite)
+    case $1 in *-*) sfx=-${1#*-} ;; esac
+    [ "${1%%-*}" = "$host" ] || all=$(_ranked_candidates "$host$sfx")
+  fi
+  [ -z "$all" ] || printf '%s\n' "$all" | awk -v s="$1" '{ print $1, s }'
+}
+
+# The Debian main archive of the suite to build, read from the host's apt configuration now.
 debian_mirror() {
   if [ -n "${CAPSULE_DEBIAN_MIRROR:-}" ]; then echo "${CAPSULE_DEBIAN_MIRROR%/}"; return; fi
   local suite uri s
   suite=$(debian_suite)
-  read -r uri s < <(_ranked_candidates "$suite") || true
+  read -r uri s < <(_suite_candidates "$suite") || true
   [ -n "${uri:-}" ] || die "no apt source for the Debian main archive of '$suite' (component main) in" \
     "/etc/apt/sources.list or /etc/apt/sources.list.d/*.{list,sources}; set CAPSULE_DEBIAN_MIRROR"
   echo "${uri%/}"
@@ -135,7 +158,7 @@ image_sources_list() {  # mirror suite
   [ "${CAPSULE_RECIPE_UPDATES:-1}" = 1 ] || return 0
   local sfx uri s all
   for sfx in updates security; do
-    all=$(_ranked_candidates "$2-$sfx")
+    all=$(_suite_candidates "$2-$sfx")
     uri=$(awk -v m="$1" '{ u = $1; sub(/\/+$/, "", u) } u == m { print u; exit }' <<< "$all")
     [ -n "$uri" ] || read -r uri s <<< "$all" || true
     [ -z "${uri:-}" ] || echo "deb ${uri%/} $2-$sfx main"
@@ -223,9 +246,22 @@ _step() {  # name cmd...
   _TIMINGS+=("$name $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')")
 }
 
+# with_cache_lock NAME CMD...: CMD holding CACHE/NAME.lock, so that builds sharing the .deb cache take turns in
+# it (apt-get refuses a cache directory another apt-get has locked; debootstrap does not lock its own).
+with_cache_lock() {
+  local name=$1 fd rc=0
+  shift
+  if [ -z "${CACHE:-}" ]; then "$@"; return; fi
+  exec {fd}>> "$CACHE/$name.lock"
+  flock -n "$fd" || { log "waiting for another build using $CACHE/$name"; flock "$fd"; }
+  "$@" || rc=$?
+  exec {fd}>&-
+  return $rc
+}
+
 _debootstrap() {  # suite mirror
   # Private mount namespace: whatever debootstrap mounts in the target is gone when it exits.
-  unshare --mount --propagation private -- \
+  with_cache_lock debootstrap unshare --mount --propagation private -- \
     debootstrap --variant=minbase --components=main ${CACHE:+--cache-dir="$CACHE/debootstrap"} \
       "$1" "$ROOT" "$2" > "$WORK/debootstrap.log" 2>&1 ||
     { tail -n 30 "$WORK/debootstrap.log" >&2; die "debootstrap $1 from $2 failed (log above)"; }
@@ -257,7 +293,7 @@ _install_packages() {  # mirror suite
   in_root apt-get update -qq > "$WORK/apt.log" 2>&1 || { tail -n 30 "$WORK/apt.log" >&2; die "apt-get update failed"; }
   # shellcheck disable=SC2086
   RECIPE_APT_CACHE=${CACHE:+$CACHE/apt} \
-    in_root apt-get install -y -q --no-install-recommends $RECIPE_PACKAGES >> "$WORK/apt.log" 2>&1 ||
+    with_cache_lock apt in_root apt-get install -y -q --no-install-recommends $RECIPE_PACKAGES >> "$WORK/apt.log" 2>&1 ||
     { tail -n 30 "$WORK/apt.log" >&2; die "apt-get install $RECIPE_PACKAGES failed"; }
   rm -f "$ROOT/usr/sbin/policy-rc.d"
 }
@@ -279,9 +315,11 @@ _tarball() {  # out
   mv "$1.partial" "$1"
 }
 
-# What a build's outputs depend on in this repository: the recipe script, this file, and the arguments.
+# What a build's outputs depend on in this repository: the recipe script, this file, the recipe's name, suite and
+# packages (a script may build several), and the arguments.
 recipe_sha256() {  # args...
-  { cat "$0" "${BASH_SOURCE[0]}"; printf '%s\n' "$@"; } | sha256sum | cut -d' ' -f1
+  { cat "$0" "${BASH_SOURCE[0]}"; printf '%s\n' "$RECIPE_NAME" "${RECIPE_SUITE:-}" "${RECIPE_PACKAGES:-}" "$@"; } |
+    sha256sum | cut -d' ' -f1
 }
 
 # True, after printing the tarball path as a build would, when OUT holds a complete build made from the same

@@ -7,15 +7,17 @@
 #   e.g. toolchain-layer.sh --base-ref capsule/python3:bookworm /root/.pyenv/versions/3.12.1
 #        toolchain-layer.sh --base /var/tmp/capsule-recipes/python3/rootfs /usr/lib/jvm/temurin-25-jdk-amd64
 # --base: also run the toolchain from the stacked image (overlay of the layer on ROOTFS, chrooted), by PATH.
+#   When ROOTFS is a recipe's output (ROOTFS/../labels.json), the layer's base is that recipe's image under its
+#   import ref capsule/<recipe>:<suite> (org.capsule.layer.base; see README.md).
 # --base-ref: label org.capsule.layer.base=REF, the store image capsuled stacks the layer on when a run's
-#   toolchains select it (REF: name:tag or sha256:...; can also be given as a label at import).
+#   toolchains select it (REF: name:tag or sha256:...); overrides the ref --base implies.
 # --if-changed: keep the outputs of an earlier build from the same script, arguments and toolchain version.
 set -euo pipefail
 RECIPE_NAME=toolchain-layer
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,12s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "$0"; }
 
 args=("$@")
 out="" base="" base_ref="" tar_only=0 if_changed=0 src=""
@@ -37,6 +39,20 @@ done
 command -v patchelf > /dev/null || die "patchelf is not installed (scripts/install-deps.sh)"
 src=$(cd "$src" && pwd -P)
 [ -z "$base" ] || [ -x "$base/bin/sh" ] || [ -x "$base/usr/bin/sh" ] || die "--base $base is not a rootfs"
+
+# The import ref of a recipe's image, capsule/<recipe>:<suite>, from the labels.json next to its rootfs (empty
+# when there is none).
+recipe_image_ref() {  # rootfs
+  local labels=$1/../labels.json recipe suite
+  [ -f "$labels" ] || return 0
+  recipe=$(sed -n 's/^ *"org\.capsule\.recipe": "\([^"]*\)".*/\1/p' "$labels")
+  suite=$(sed -n 's/^ *"org\.capsule\.base": "debian:\([^"]*\)".*/\1/p' "$labels")
+  [ -z "$recipe" ] || [ -z "$suite" ] || echo "capsule/$recipe:$suite"
+}
+if [ -z "$base_ref" ] && [ -n "$base" ]; then
+  base_ref=$(recipe_image_ref "$base")
+  [ -n "$base_ref" ] || log "--base $base is not a recipe output: no org.capsule.layer.base (give --base-ref)"
+fi
 
 # ---------------------------------------------------------------------------------------------------------
 # Kinds: detect_<kind> succeeds when the directory is one; it sets KIND, NAME (label), VERSION, DEST and
@@ -81,9 +97,12 @@ detect_java() {
 check_java() {
   "$DEST/bin/java" -version
   printf 'public class Hello { public static void main(String[] a) { System.out.println("hello from " + System.getProperty("java.home")); } }\n' > "$1/Hello.java"
-  local said
-  said=$("$DEST/bin/java" "$1/Hello.java")
-  [ "$said" = "hello from $DEST" ] || die "java ran from the wrong home: $said"
+  local said home=$DEST
+  [ ! -d "$DEST/jre" ] || home=$DEST/jre  # JDK 8 reports its bundled JRE as java.home
+  # javac + java -cp rather than the source launcher, which JDK 8 lacks
+  "$DEST/bin/javac" -d "$1" "$1/Hello.java"
+  said=$("$DEST/bin/java" -cp "$1" Hello)
+  [ "$said" = "hello from $home" ] || die "java ran from the wrong home: $said"
 }
 
 KIND=""
@@ -97,7 +116,7 @@ RECIPE_NAME=layer-$KIND-$VERSION
 out=${out:-${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}/$RECIPE_NAME}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-sha256=$(recipe_sha256 "${args[@]}" "$KIND $VERSION")
+sha256=$(recipe_sha256 "${args[@]}" "$KIND $VERSION" "$base_ref")
 if [ $if_changed = 1 ] && outputs_current "$out" "$sha256"; then exit 0; fi
 log "$src: $KIND $VERSION -> $DEST"
 

@@ -1,7 +1,8 @@
-// Integration tests of the toolchain images images/recipes/ builds (python3, jdk17-maven, toolchain layers) through
-// a real capsuled: import with labels.json, toolchain versions and ownership inside, an offline `mvn -B clean verify`
-// end to end, toolchain selection, and the layers stacked on their base by the daemon (`layers`, and selection of
-// toolchain layers). Runs only when CAPSULE_RECIPE_DIR is set.
+// Integration tests of the toolchain images images/recipes/ builds (python3, python3-base, jdk11/17/21-maven, toolchain
+// layers) through a real capsuled: import with labels.json, toolchain versions and ownership inside, offline
+// `mvn -B clean verify` end to end under each JDK (class file versions, `--release 8`), `python -m pytest`, toolchain
+// selection, and the layers stacked on their base by the daemon (`layers`, and selection of toolchain layers). Runs
+// only when CAPSULE_RECIPE_DIR is set.
 //
 // The imports are slow (a 290 MB tarball for the JDK image), so the tests of this suite share one state dir (the
 // image store): a test imports what it needs unless an earlier test already did; each test still starts its own
@@ -14,9 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "http/unix_client.h"
 #include "daemon/config.h"
@@ -29,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kHowToBuild =
     "build the recipe images first (root, needs the Debian mirror: images/recipes/README.md):\n"
-    "  sudo images/recipes/all.sh   (python3, jdk17-maven and the toolchain layers this machine has)\n"
+    "  sudo images/recipes/all.sh   (python3, python3-base, jdk11/17/21-maven and the toolchain layers this machine has)\n"
     "then run with CAPSULE_RECIPE_DIR=/var/tmp/capsule-recipes (or the --out root used); scripts/test.sh does both";
 constexpr const char* kToolchainPrefix = "org.capsule.toolchain.";
 constexpr const char* kLayerBaseLabel = "org.capsule.layer.base";
@@ -45,7 +48,13 @@ struct Recipe {
   std::string toolchain(const std::string& tool) const { return labels.value(kToolchainPrefix + tool, ""); }
   // toolchain-layer.sh output: a tree under /opt plus /usr/local/bin links, for stacking on a base image.
   bool is_layer() const { return labels.contains("org.capsule.layer.path"); }
-  std::string ref() const { return "recipes/" + name + ":latest"; }
+  // A recipe image under the ref the README imports it with, capsule/<recipe>:<suite> (the ref toolchain-layer.sh
+  // --base names as a layer's base); a layer under recipes/<name>:latest.
+  std::string ref() const {
+    const std::string recipe = labels.value("org.capsule.recipe", ""), base = labels.value("org.capsule.base", "");
+    if (is_layer() || recipe.empty() || !base.starts_with("debian:")) return "recipes/" + name + ":latest";
+    return "capsule/" + recipe + ":" + base.substr(std::string("debian:").size());
+  }
 };
 
 fs::path recipe_root() {
@@ -181,13 +190,28 @@ class CapsuledRecipes : public Capsuled {
     }
   }
 
-  // The first recipe output (not a layer) providing every toolchain in `tools`, or nullptr.
-  static const Recipe* image_recipe(std::initializer_list<const char*> tools) {
+  // The recipe outputs (not layers) providing every toolchain in `tools`, by directory name.
+  static std::vector<const Recipe*> image_recipes(std::initializer_list<const char*> tools) {
+    std::vector<const Recipe*> found;
     for (const Recipe& recipe : recipes_) {
       if (recipe.is_layer()) continue;
       if (std::all_of(tools.begin(), tools.end(), [&](const char* tool) { return !recipe.toolchain(tool).empty(); })) {
-        return &recipe;
+        found.push_back(&recipe);
       }
+    }
+    return found;
+  }
+  // The JDK + Maven image whose java is `java_major` (jdk-maven.sh --jdk N), or nullptr.
+  static const Recipe* jdk_recipe(const std::string& java_major) {
+    for (const Recipe* recipe : image_recipes({"java", "maven"})) {
+      if (major(recipe->toolchain("java")) == java_major) return recipe;
+    }
+    return nullptr;
+  }
+  // The python image with or without Debian's pytest (python3.sh, python3.sh --without-test-tools), or nullptr.
+  static const Recipe* python_recipe(bool with_pytest) {
+    for (const Recipe* recipe : image_recipes({"python", "pip"})) {
+      if (recipe->toolchain("pytest").empty() != with_pytest) return recipe;
     }
     return nullptr;
   }
@@ -279,6 +303,37 @@ class CapsuledRecipes : public Capsuled {
     }
   }
 
+  // java, javac and mvn of one JDK image: the versions its labels name, Maven on that JDK, root-owned files.
+  void check_jdk_image(const Recipe& jdk) {
+    const json image = ensure_image(jdk);
+    ASSERT_FALSE(HasFailure());
+    const std::string java = jdk.toolchain("java"), maven = jdk.toolchain("maven");
+
+    const json java_run = run_in(jdk.ref(), {"java", "-version"});
+    ASSERT_EQ(java_run.value("state", ""), "succeeded") << describe(java_run);
+    EXPECT_EQ(java_run["pinned"]["image_digests"], json::array({image["digest"]}));
+    const std::string java_says = logs(java_run, "stderr");
+    EXPECT_NE(java_says.find("version \"" + java + "\""), std::string::npos) << java_says;
+
+    const json javac_run = run_in(jdk.ref(), {"javac", "-version"});
+    ASSERT_EQ(javac_run.value("state", ""), "succeeded") << describe(javac_run);
+    const std::string javac_says = logs(javac_run, "stdout") + logs(javac_run, "stderr");
+    EXPECT_NE(javac_says.find("javac " + major(java)), std::string::npos) << javac_says;
+
+    const json mvn_run = run_in(jdk.ref(), {"mvn", "-v"});
+    ASSERT_EQ(mvn_run.value("state", ""), "succeeded") << describe(mvn_run);
+    const std::string mvn_says = strip_ansi(logs(mvn_run, "stdout"));
+    const std::vector<std::string> mvn_lines = lines_of(mvn_says);  // "Apache Maven 3.8.7" (+ " (<commit>)" upstream)
+    ASSERT_FALSE(mvn_lines.empty());
+    EXPECT_TRUE(mvn_lines[0] == "Apache Maven " + maven || mvn_lines[0].starts_with("Apache Maven " + maven + " "))
+        << mvn_says;
+    EXPECT_NE(mvn_says.find("Java version: " + java + ","), std::string::npos)
+        << "Maven runs on the image's JDK: " << mvn_says;
+
+    expect_root_owned(jdk, {"/usr/bin/java", "/usr/bin/mvn", "/usr/share/maven/bin/mvn", "/usr/share/maven-repo",
+                            "/root/.m2/settings.xml"});
+  }
+
   static inline std::vector<Recipe> recipes_;
   static inline fs::path shared_;
 };
@@ -313,40 +368,17 @@ TEST_F(CapsuledRecipes, ImportsEveryRecipeImageWithItsLabels) {
   if (images == 0) GTEST_SKIP() << "only toolchain layers in " << recipe_root() << "; " << kHowToBuild;
 }
 
-TEST_F(CapsuledRecipes, JdkImageRunsJavaAndMaven) {
-  const Recipe* jdk = image_recipe({"java", "maven"});
-  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
-  const json image = ensure_image(*jdk);
-  ASSERT_FALSE(HasFailure());
-  const std::string java = jdk->toolchain("java"), maven = jdk->toolchain("maven");
-
-  const json java_run = run_in(jdk->ref(), {"java", "-version"});
-  ASSERT_EQ(java_run.value("state", ""), "succeeded") << describe(java_run);
-  EXPECT_EQ(java_run["pinned"]["image_digests"], json::array({image["digest"]}));
-  const std::string java_says = logs(java_run, "stderr");
-  EXPECT_NE(java_says.find("version \"" + java + "\""), std::string::npos) << java_says;
-
-  const json javac_run = run_in(jdk->ref(), {"javac", "-version"});
-  ASSERT_EQ(javac_run.value("state", ""), "succeeded") << describe(javac_run);
-  const std::string javac_says = logs(javac_run, "stdout") + logs(javac_run, "stderr");
-  EXPECT_NE(javac_says.find("javac " + major(java)), std::string::npos) << javac_says;
-
-  const json mvn_run = run_in(jdk->ref(), {"mvn", "-v"});
-  ASSERT_EQ(mvn_run.value("state", ""), "succeeded") << describe(mvn_run);
-  const std::string mvn_says = strip_ansi(logs(mvn_run, "stdout"));
-  const std::vector<std::string> mvn_lines = lines_of(mvn_says);  // "Apache Maven 3.8.7" (+ " (<commit>)" upstream)
-  ASSERT_FALSE(mvn_lines.empty());
-  EXPECT_TRUE(mvn_lines[0] == "Apache Maven " + maven || mvn_lines[0].starts_with("Apache Maven " + maven + " "))
-      << mvn_says;
-  EXPECT_NE(mvn_says.find("Java version: " + java + ","), std::string::npos)
-      << "Maven runs on the image's JDK: " << mvn_says;
-
-  expect_root_owned(*jdk, {"/usr/bin/java", "/usr/bin/mvn", "/usr/share/maven/bin/mvn", "/usr/share/maven-repo",
-                           "/root/.m2/settings.xml"});
+TEST_F(CapsuledRecipes, JdkImagesRunJavaAndMaven) {
+  const std::vector<const Recipe*> jdks = image_recipes({"java", "maven"});
+  if (jdks.empty()) GTEST_SKIP() << "no jdk*-maven output in " << recipe_root() << "; " << kHowToBuild;
+  for (const Recipe* jdk : jdks) {
+    SCOPED_TRACE(jdk->name);
+    check_jdk_image(*jdk);
+  }
 }
 
 TEST_F(CapsuledRecipes, PythonImageRunsPythonAndPip) {
-  const Recipe* python = image_recipe({"python", "pip"});
+  const Recipe* python = python_recipe(true);
   if (python == nullptr) GTEST_SKIP() << "no python3 output in " << recipe_root() << "; " << kHowToBuild;
   const json image = ensure_image(*python);
   ASSERT_FALSE(HasFailure());
@@ -371,6 +403,42 @@ TEST_F(CapsuledRecipes, PythonImageRunsPythonAndPip) {
 
   expect_root_owned(*python, {"/usr/bin/python3", "/usr/bin/python" + major_minor(version), "/usr/bin/pip",
                               "/usr/lib/python3/dist-packages/pip/__init__.py"});
+}
+
+// python3.sh's `python` command (python-is-python3) runs pytest on a workspace's tests; the image python3.sh
+// --without-test-tools builds has python and pip but no pytest, so a run's own (date-masked) install decides it.
+TEST_F(CapsuledRecipes, PythonCommandRunsPytestAndTheBaseImageHasNoTestTools) {
+  const Recipe* with_tests = python_recipe(true);
+  const Recipe* base = python_recipe(false);
+  if (with_tests == nullptr || base == nullptr) {
+    GTEST_SKIP() << "needs the python3 and python3-base outputs in " << recipe_root() << "; " << kHowToBuild;
+  }
+  ensure_image(*with_tests);
+  ensure_image(*base);
+  ASSERT_FALSE(HasFailure());
+
+  const fs::path workspace = make_dir("pytest-project");
+  write_file(workspace / "test_calc.py",
+             "def add(a, b):\n    return a + b\n\n\ndef test_adds():\n    assert add(2, 3) == 5\n\n\n"
+             "def test_joins():\n    assert add('a', 'b') == 'ab'\n");
+  const json pytest_run =
+      run_in(with_tests->ref(), {"python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=report.xml"},
+             {{"workspace", {{"path", workspace.string()}, {"mode", "cow"}}},
+              {"collect", {{"junit", {"report.xml"}}}},
+              {"network", "none"}});
+  ASSERT_EQ(pytest_run.value("state", ""), "succeeded") << describe(pytest_run);
+  EXPECT_NE(logs(pytest_run, "stdout").find("2 passed"), std::string::npos) << logs(pytest_run, "stdout");
+  EXPECT_EQ(pytest_run["tests"]["total"], 2) << pytest_run.dump();
+  EXPECT_EQ(pytest_run["tests"]["failed"], 0) << pytest_run.dump();
+
+  EXPECT_FALSE(base->labels.contains(std::string(kToolchainPrefix) + "pytest")) << base->labels.dump();
+  const json python_run = run_in(base->ref(), {"python", "-V"});
+  ASSERT_EQ(python_run.value("state", ""), "succeeded") << describe(python_run);
+  EXPECT_EQ(logs(python_run, "stdout"), "Python " + base->toolchain("python") + "\n");
+  const json no_pytest = run_in(base->ref(), {"python3", "-c", "import pytest"});
+  EXPECT_EQ(no_pytest.value("state", ""), "failed") << describe(no_pytest);
+  EXPECT_EQ(no_pytest["result"]["exit_code"], 1) << describe(no_pytest);
+  EXPECT_NE(logs(no_pytest, "stderr").find("No module named 'pytest'"), std::string::npos) << logs(no_pytest, "stderr");
 }
 
 // A Maven project with two JUnit 5 test classes: 5 tests, one @Disabled; Java 17 sources (a record).
@@ -443,7 +511,7 @@ class PairTest {
 }
 
 TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
-  const Recipe* jdk = image_recipe({"java", "maven"});
+  const Recipe* jdk = jdk_recipe("17");  // the project's sources are Java 17
   if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
   const json image = ensure_image(*jdk);
   ASSERT_FALSE(HasFailure());
@@ -511,77 +579,227 @@ TEST_F(CapsuledRecipes, OfflineMavenBuildInCowWorkspace) {
   EXPECT_EQ(snapshot_tree(workspace), before) << "a cow workspace must not change on the host";
 }
 
-TEST_F(CapsuledRecipes, ToolchainSelectionPicksTheRecipeImages) {
-  const Recipe* jdk = image_recipe({"java", "maven"});
-  const Recipe* python = image_recipe({"python"});
-  if (jdk == nullptr || python == nullptr) {
-    GTEST_SKIP() << "needs both the jdk17-maven and the python3 outputs in " << recipe_root() << "; " << kHowToBuild;
+// A Maven project in Java 8 (a lambda, streams, a JUnit 5 test class of 3 tests) compiled for `release`
+// (maven.compiler.release) against `junit` (a JUnit 5 version the image's Debian repository has).
+void write_java8_project(const fs::path& root, const std::string& junit, const std::string& release) {
+  fs::create_directories(root / "src/main/java/demo");
+  fs::create_directories(root / "src/test/java/demo");
+  write_file(root / "pom.xml", R"(<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>demo</groupId>
+  <artifactId>java8-e2e</artifactId>
+  <version>1.0-SNAPSHOT</version>
+  <properties>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+    <maven.compiler.release>)" + release + R"(</maven.compiler.release>
+  </properties>
+  <dependencies>
+    <dependency>
+      <groupId>org.junit.jupiter</groupId>
+      <artifactId>junit-jupiter</artifactId>
+      <version>)" + junit + R"(</version>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+</project>
+)");
+  write_file(root / "src/main/java/demo/Words.java", R"(package demo;
+
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Collectors;
+
+public final class Words {
+  private Words() {}
+
+  public static List<String> longerThan(int length, String... words) {
+    return Arrays.stream(words).filter(word -> word.length() > length).collect(Collectors.toList());
   }
-  const std::string jdk_digest = ensure_image(*jdk).value("digest", "");
-  const std::string python_digest = ensure_image(*python).value("digest", "");
+
+  public static String initials(String text) {
+    return Arrays.stream(text.split(" ")).map(word -> word.substring(0, 1)).collect(Collectors.joining());
+  }
+}
+)");
+  write_file(root / "src/test/java/demo/WordsTest.java", R"(package demo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.Arrays;
+import java.util.Collections;
+import org.junit.jupiter.api.Test;
+
+class WordsTest {
+  @Test void keepsLongWords() { assertEquals(Arrays.asList("gamma"), Words.longerThan(4, "beta", "gamma", "pi")); }
+  @Test void keepsNothing() { assertEquals(Collections.emptyList(), Words.longerThan(9, "beta")); }
+  @Test void initials() { assertEquals("ajs", Words.initials("as java sources")); }
+}
+)");
+}
+
+// Prints "<path>: <its first 8 bytes in hex>" (od -An -tx1 -N8) for each class file the Java 8 project builds.
+constexpr const char* kShowClassHeaders =
+    "for f in target/classes/demo/Words.class target/test-classes/demo/WordsTest.class; do "
+    "echo \"$f:$(od -An -tx1 -N8 \"$f\")\"; done";
+
+// The major version of the class file `path` from the kShowClassHeaders line naming it: bytes 6-7 (big-endian)
+// after the magic 0xCAFEBABE and the minor version; -1 when the line is missing or not a class file's header.
+int class_major_version(const std::string& output, const std::string& path) {
+  for (const std::string& line : lines_of(output)) {
+    if (!line.starts_with(path + ":")) continue;
+    std::istringstream hex(line.substr(path.size() + 1));
+    std::vector<int> bytes;
+    for (std::string byte; hex >> byte;) bytes.push_back(std::stoi(byte, nullptr, 16));
+    if (bytes.size() != 8 || bytes[0] != 0xCA || bytes[1] != 0xFE || bytes[2] != 0xBA || bytes[3] != 0xBE) return -1;
+    return bytes[6] << 8 | bytes[7];
+  }
+  return -1;
+}
+
+// The migrations' targets: a JUnit project builds offline under JDK 11 and JDK 21, each chosen by
+// `toolchains: {"java": N}`, into class files of major 55 and 65; its Java 8 sources built with --release 8
+// (maven.compiler.release=8) under the same JDKs give major 52.
+TEST_F(CapsuledRecipes, MavenBuildsUnderJdk11And21ChosenByToolchains) {
+  const std::vector<std::pair<std::string, int>> jdks = {{"11", 55}, {"21", 65}};
+  for (const auto& [java_major, class_major] : jdks) {
+    if (jdk_recipe(java_major) == nullptr) {
+      GTEST_SKIP() << "no jdk" << java_major << "-maven output in " << recipe_root() << "; " << kHowToBuild;
+    }
+  }
+  for (const auto& [java_major, class_major] : jdks) {
+    SCOPED_TRACE("java " + java_major);
+    const Recipe& jdk = *jdk_recipe(java_major);
+    const std::string digest = ensure_image(jdk).value("digest", "");
+    ASSERT_FALSE(HasFailure());
+    // The JUnit 5 version Debian packages in the JDK's suite (the image resolves only those offline).
+    const json listed = run_in(jdk.ref(), {"/bin/sh", "-c",
+                                           "ls /usr/share/maven-repo/org/junit/jupiter/junit-jupiter | "
+                                           "grep -E '^[0-9][0-9.]*$' | sort -V | tail -n1"});
+    ASSERT_EQ(listed.value("state", ""), "succeeded") << describe(listed);
+    const std::string junit = lines_of(logs(listed, "stdout")).at(0);
+
+    for (const std::string& release : {java_major, std::string("8")}) {
+      SCOPED_TRACE("release " + release);
+      const fs::path workspace = make_dir("java8-jdk" + java_major + "-release" + release);
+      write_java8_project(workspace, junit, release);
+      const auto start = Clock::now();
+      const json run = run_and_wait({{"toolchains", {{"java", java_major}}},
+                                     {"argv", {"/bin/sh", "-c", std::string("mvn -B clean verify && ") + kShowClassHeaders}},
+                                     {"workspace", {{"path", workspace.string()}, {"mode", "cow"}}},
+                                     {"collect", {{"junit", {"target/surefire-reports/*.xml"}}}},
+                                     {"limits", {{"wall_time", "10m"}, {"memory", "2g"}}},
+                                     {"network", "none"}});
+      const std::string out = logs(run, "stdout");
+      ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run) << "\n--- full stdout:\n" << out;
+      note("java " + java_major + " (" + jdk.ref() + "), --release " + release + ": mvn -B clean verify in " +
+           std::to_string(seconds_since(start)) + " s");
+      EXPECT_EQ(run["pinned"]["image_digests"], json::array({digest}));
+      EXPECT_EQ(run["pinned"]["image_choice"]["provided"], json({{"java", jdk.toolchain("java")}}));
+      EXPECT_NE(out.find("BUILD SUCCESS"), std::string::npos) << out;
+      EXPECT_EQ(run["tests"]["total"], 3) << run.dump();
+      EXPECT_EQ(run["tests"]["failed"], 0) << run.dump();
+      EXPECT_EQ(run["tests"]["errors"], 0) << run.dump();
+      const int expected = release == "8" ? 52 : class_major;
+      EXPECT_EQ(class_major_version(out, "target/classes/demo/Words.class"), expected) << out;
+      EXPECT_EQ(class_major_version(out, "target/test-classes/demo/WordsTest.class"), expected) << out;
+    }
+  }
+}
+
+TEST_F(CapsuledRecipes, ToolchainSelectionPicksTheRecipeImages) {
+  const std::vector<const Recipe*> jdks = image_recipes({"java", "maven"});
+  const std::vector<const Recipe*> pythons = image_recipes({"python"});
+  const Recipe* python = python_recipe(true);
+  if (jdks.empty() || python == nullptr) {
+    GTEST_SKIP() << "needs the jdk*-maven and the python3 outputs in " << recipe_root() << "; " << kHowToBuild;
+  }
+  std::map<const Recipe*, std::string> digests;  // every JDK and python image installed: they compete
+  for (const Recipe* recipe : jdks) digests[recipe] = ensure_image(*recipe).value("digest", "");
+  for (const Recipe* recipe : pythons) digests[recipe] = ensure_image(*recipe).value("digest", "");
   ASSERT_FALSE(HasFailure());
 
-  const std::string java = jdk->toolchain("java");
-  const json by_java = run_and_wait({{"toolchains", {{"java", major(java)}}}, {"argv", {"java", "-version"}}});
-  ASSERT_EQ(by_java.value("state", ""), "succeeded") << describe(by_java);
-  EXPECT_EQ(by_java["pinned"]["image_choice"]["images"][0]["ref"], jdk->ref());
-  EXPECT_EQ(by_java["pinned"]["image_digests"], json::array({jdk_digest}));
-  const json& java_choice = by_java["pinned"]["image_choice"];
-  EXPECT_EQ(java_choice["wanted"], json({{"java", major(java)}})) << java_choice.dump();
-  EXPECT_EQ(java_choice["provided"], json({{"java", java}})) << java_choice.dump();
-  EXPECT_EQ(java_choice["matching_images"], 1) << java_choice.dump();
-  EXPECT_FALSE(java_choice.value("reason", "").empty()) << java_choice.dump();
-  EXPECT_NE(logs(by_java, "stderr").find("version \"" + java + "\""), std::string::npos) << logs(by_java, "stderr");
-  note("java " + major(java) + " -> " + jdk->ref() + ": " + java_choice.value("reason", ""));
+  // Each JDK image by its major version (jdk11-maven by {"java": "11"}, ...).
+  for (const Recipe* jdk : jdks) {
+    SCOPED_TRACE(jdk->name);
+    const std::string java = jdk->toolchain("java");
+    const json by_java = run_and_wait({{"toolchains", {{"java", major(java)}}}, {"argv", {"java", "-version"}}});
+    ASSERT_EQ(by_java.value("state", ""), "succeeded") << describe(by_java);
+    EXPECT_EQ(by_java["pinned"]["image_choice"]["images"][0]["ref"], jdk->ref());
+    EXPECT_EQ(by_java["pinned"]["image_digests"], json::array({digests[jdk]}));
+    const json& java_choice = by_java["pinned"]["image_choice"];
+    EXPECT_EQ(java_choice["wanted"], json({{"java", major(java)}})) << java_choice.dump();
+    EXPECT_EQ(java_choice["provided"], json({{"java", java}})) << java_choice.dump();
+    EXPECT_EQ(java_choice["matching_images"], 1) << java_choice.dump();
+    EXPECT_FALSE(java_choice.value("reason", "").empty()) << java_choice.dump();
+    EXPECT_NE(logs(by_java, "stderr").find("version \"" + java + "\""), std::string::npos) << logs(by_java, "stderr");
+    note("java " + major(java) + " -> " + jdk->ref() + ": " + java_choice.value("reason", ""));
 
-  const json by_both = run_and_wait(
-      {{"toolchains", {{"java", major(java)}, {"maven", major_minor(jdk->toolchain("maven"))}}}, {"argv", {"true"}}});
-  EXPECT_EQ(by_both.value("state", ""), "succeeded") << describe(by_both);
-  EXPECT_EQ(by_both["pinned"]["image_digests"], json::array({jdk_digest}));
+    const json by_both = run_and_wait(
+        {{"toolchains", {{"java", major(java)}, {"maven", major_minor(jdk->toolchain("maven"))}}}, {"argv", {"true"}}});
+    EXPECT_EQ(by_both.value("state", ""), "succeeded") << describe(by_both);
+    EXPECT_EQ(by_both["pinned"]["image_digests"], json::array({digests[jdk]}));
+  }
 
-  const std::string version = python->toolchain("python");
+  // python3 and python3-base provide the same python: {"python": X.Y} takes one of them (the newest built at equal
+  // versions); asking for pytest too takes python3.
+  const std::string version = python->toolchain("python"), pytest = python->toolchain("pytest");
+  const auto same_python = std::count_if(pythons.begin(), pythons.end(), [&](const Recipe* recipe) {
+    return major_minor(recipe->toolchain("python")) == major_minor(version);
+  });
   const json by_python =
       run_and_wait({{"toolchains", {{"python", major_minor(version)}}}, {"argv", {"python3", "-V"}}});
   ASSERT_EQ(by_python.value("state", ""), "succeeded") << describe(by_python);
-  EXPECT_EQ(by_python["pinned"]["image_choice"]["images"][0]["ref"], python->ref());
-  EXPECT_EQ(by_python["pinned"]["image_digests"], json::array({python_digest}));
   const json& python_choice = by_python["pinned"]["image_choice"];
+  EXPECT_TRUE(std::any_of(pythons.begin(), pythons.end(), [&](const Recipe* recipe) {
+    return python_choice["images"][0]["ref"] == recipe->ref();
+  })) << python_choice.dump();
   EXPECT_EQ(python_choice["wanted"], json({{"python", major_minor(version)}})) << python_choice.dump();
   EXPECT_EQ(python_choice["provided"], json({{"python", version}})) << python_choice.dump();
-  EXPECT_EQ(python_choice["matching_images"], 1) << python_choice.dump();
+  EXPECT_EQ(python_choice["matching_images"], same_python) << python_choice.dump();
   EXPECT_EQ(logs(by_python, "stdout"), "Python " + version + "\n");
-  note("python " + major_minor(version) + " -> " + python->ref() + ": " + python_choice.value("reason", ""));
+  note("python " + major_minor(version) + " -> " + python_choice["images"][0].value("ref", "") + ": " +
+       python_choice.value("reason", ""));
 
-  // The JDK image has a python3 too (a build-time tool of the recipe) but no python label: never chosen for it.
-  EXPECT_NE(python_digest, jdk_digest);
+  const json with_pytest = run_and_wait(
+      {{"toolchains", {{"python", major_minor(version)}, {"pytest", major(pytest)}}}, {"argv", {"true"}}});
+  ASSERT_EQ(with_pytest.value("state", ""), "succeeded") << describe(with_pytest);
+  EXPECT_EQ(with_pytest["pinned"]["image_digests"], json::array({digests[python]}));
+  EXPECT_EQ(with_pytest["pinned"]["image_choice"]["matching_images"], 1) << with_pytest["pinned"].dump();
+
+  // The JDK images have a python3 too (a build-time tool of the recipe) but no python label: never chosen for it.
+  for (const Recipe* jdk : jdks) EXPECT_NE(digests[python], digests[jdk]);
   expect_error(call("POST", "/v1/runs", {{"toolchains", {{"java", "8"}}}, {"argv", {"true"}}}), 404,
                "no_matching_image", "java");
 }
 
 // toolchain-layer.sh outputs hold only /opt/<toolchain> and /usr/local/bin links: not runnable alone. capsuled
 // stacks them on their base at run time: explicitly (`layers`), and when toolchain selection picks them through
-// their org.capsule.layer.base label (set here to the base's ref, whatever the build wrote).
+// their org.capsule.layer.base label, which toolchain-layer.sh --base wrote into labels.json: the base recipe's
+// import ref (capsule/python3:bookworm), so labels.json is imported as it is.
 TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
   const std::vector<const Recipe*> layers = layer_recipes();
   if (layers.empty()) GTEST_SKIP() << "no toolchain-layer.sh outputs in " << recipe_root();
-  const Recipe* base = image_recipe({"python"});  // the README's base: Debian bookworm (python3.sh's root)
-  if (base == nullptr) GTEST_SKIP() << "the layers need the python3 output as their base; " << kHowToBuild;
-  const std::string base_digest = ensure_image(*base).value("digest", "");
-  ASSERT_FALSE(HasFailure());
 
   for (const Recipe* layer : layers) {
     SCOPED_TRACE(layer->name);
+    const std::string base_ref = layer->labels.value(kLayerBaseLabel, "");
+    ASSERT_FALSE(base_ref.empty()) << "labels.json of a layer built with --base names its base: "
+                                   << layer->labels.dump();
+    const auto base_it = std::find_if(recipes_.begin(), recipes_.end(),
+                                      [&](const Recipe& recipe) { return !recipe.is_layer() && recipe.ref() == base_ref; });
+    ASSERT_NE(base_it, recipes_.end()) << "no recipe output in " << recipe_root() << " is imported as " << base_ref;
+    const Recipe* base = &*base_it;
+    const std::string base_digest = ensure_image(*base).value("digest", "");
+    ASSERT_FALSE(HasFailure());
     const std::string layer_path = layer->labels.value("org.capsule.layer.path", "");
     if (!layer->tree.empty()) {
       EXPECT_FALSE(fs::exists(layer->tree / "bin/sh") || fs::exists(layer->tree / "usr/bin/sh"))
           << "a layer is expected to lack a shell (it is not a root of its own)";
       EXPECT_TRUE(fs::is_directory(layer->tree / fs::path(layer_path).relative_path())) << layer_path;
     }
-    json labels = layer->labels;
-    labels[kLayerBaseLabel] = base->ref();
-    const json image = ensure_image(*layer, labels);
+    const json image = ensure_image(*layer);
     ASSERT_FALSE(HasFailure());
-    EXPECT_EQ(image["config"]["labels"], labels);
+    EXPECT_EQ(image["config"]["labels"], layer->labels);
     const json stacked = json::array({base_digest, image.value("digest", "")});
 
     const std::string tool = !layer->toolchain("python").empty() ? "python" : "java";
@@ -637,8 +855,8 @@ TEST_F(CapsuledRecipes, ToolchainLayersStackedOnTheirBase) {
 // Sessions in the recipe images (issue 12): an incremental `mvn verify` reuses target/ from the exec before it
 // (no `clean`, as FreshBrew's agent runs it), and a venv made by one exec is used by the next.
 TEST_F(CapsuledRecipes, ASessionKeepsMavenTargetAndAVenvBetweenExecs) {
-  const Recipe* jdk = image_recipe({"java", "maven"});
-  const Recipe* python = image_recipe({"python", "pip"});
+  const Recipe* jdk = jdk_recipe("17");  // the project's sources are Java 17
+  const Recipe* python = python_recipe(true);
   if (jdk == nullptr || python == nullptr) {
     GTEST_SKIP() << "needs both the jdk17-maven and the python3 outputs in " << recipe_root() << "; " << kHowToBuild;
   }
