@@ -454,12 +454,23 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
   }
 
   // Newest versions first (toolchain by toolchain in name order), then a stand-alone image before a layer
-  // stacked on its base (which inherits the base's labels), then newest created, then smallest ref.
+  // stacked on its base (which inherits the base's labels), then the image with the fewest toolchains nobody
+  // asked for (python3-base over python3 + pytest: what a run installs itself decides its test tools), then
+  // newest created, then smallest ref.
+  auto unasked = [&](const ImageCandidate& image) {
+    std::size_t count = 0;
+    for (const auto& [label, value] : image.labels) {
+      if (label.rfind(kToolchainLabelPrefix, 0) != 0) continue;
+      if (!wanted.count(label.substr(std::string_view(kToolchainLabelPrefix).size()))) ++count;
+    }
+    return count;
+  };
   auto better = [&](const ImageCandidate* a, const ImageCandidate* b) {
     for (const auto& [name, w] : wanted) {
       if (int c = compare_versions(*label_version(*a, name), *label_version(*b, name)); c != 0) return c > 0;
     }
     if (a->base_digest.empty() != b->base_digest.empty()) return a->base_digest.empty();
+    if (const std::size_t ua = unasked(*a), ub = unasked(*b); ua != ub) return ua < ub;
     const auto ca = base::parse_instant(a->created, false), cb = base::parse_instant(b->created, false);
     if (ca != cb) return cb < ca;  // std::nullopt (unknown) is the oldest
     return std::tie(a->ref, a->digest) < std::tie(b->ref, b->digest);
@@ -490,6 +501,8 @@ ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images
     });
     if (same_versions && best.base_digest.empty() != next.base_digest.empty()) {
       why = "same versions, without stacking a layer";
+    } else if (same_versions && unasked(best) != unasked(next)) {
+      why = "same versions, fewest toolchains not asked for";
     } else if (same_versions) {
       why = base::parse_instant(best.created, false) != base::parse_instant(next.created, false) ? "same versions, newest created time ("
                                                                              + best.created + ")"

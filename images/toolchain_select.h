@@ -114,8 +114,8 @@ struct ToolchainChoice {
 
 // The usable candidate providing every requested toolchain (each label value matching its prefix); among
 // several, the one with the newest versions (compared toolchain by toolchain in name order), then a
-// stand-alone image before a stacked layer, then the newest created time, then the smallest ref. `releases`
-// is needed only for "auto" (nullptr otherwise is fine). ToolchainError("no_matching_image") names the
+// stand-alone image before a stacked layer, then the fewest toolchains not asked for, then the newest created
+// time, then the smallest ref. `releases` is needed only for "auto" (nullptr otherwise is fine). ToolchainError("no_matching_image") names the
 // version needed, the label to import it with, and unusable candidates that would have provided it.
 ToolchainChoice select_toolchain_image(const std::vector<ImageCandidate>& images, const ToolchainRequest& request,
                                        const PythonReleases* releases);

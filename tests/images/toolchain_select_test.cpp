@@ -299,6 +299,24 @@ TEST(ToolchainMatch, TiesBrokenByCreatedThenRef) {
   EXPECT_EQ(select_toolchain_image(same, request({{"python", "3.12"}}), nullptr).image.ref, "b");
 }
 
+// python3 (with Debian's pytest) and python3-base provide the same python: the one without unasked-for
+// toolchains wins, even when it is older, so a run's own (date-masked) install decides its test tools.
+TEST(ToolchainMatch, TheImageWithFewestToolchainsNotAskedForWins) {
+  const std::vector<ImageCandidate> both = {
+      image("capsule/python3:bookworm", "2025-02-01T00:00:00Z",
+            {{"python", "3.11.2"}, {"pip", "23.0.1"}, {"pytest", "7.2.1"}}),
+      image("capsule/python3-base:bookworm", "2025-01-01T00:00:00Z", {{"python", "3.11.2"}, {"pip", "23.0.1"}})};
+  auto c = select_toolchain_image(both, request({{"python", "3.11"}}), nullptr);
+  EXPECT_EQ(c.image.ref, "capsule/python3-base:bookworm");
+  EXPECT_NE(c.reason.find("fewest toolchains not asked for"), std::string::npos) << c.reason;
+  // Asking for pytest makes it wanted: only the image that has it matches.
+  c = select_toolchain_image(both, request({{"python", "3.11"}, {"pytest", "7"}}), nullptr);
+  EXPECT_EQ(c.image.ref, "capsule/python3:bookworm");
+  // Naming pip too changes nothing: pytest is still the only toolchain not asked for.
+  c = select_toolchain_image(both, request({{"python", "3.11"}, {"pip", "23"}}), nullptr);
+  EXPECT_EQ(c.image.ref, "capsule/python3-base:bookworm");
+}
+
 TEST(ToolchainMatch, AutoUsesTheDateRuleAndMatchesExactly) {
   auto c = select_toolchain_image(kImages, request({{"python", "auto"}}, "2025-01-01"), &table());
   EXPECT_EQ(c.provided.at("python"), "3.12.8");
