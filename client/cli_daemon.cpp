@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "client/json_read.h"
+#include "install_layout.h"
 
 #ifndef CAPSULE_VERSION
 #define CAPSULE_VERSION "unknown"
@@ -134,7 +135,9 @@ std::string default_state_dir() {
   return "/tmp/capsule-" + std::to_string(::geteuid()) + "/state";
 }
 
-std::string capsuled_path() { return (fs::read_symlink("/proc/self/exe").parent_path() / "capsuled").string(); }
+std::string capsuled_path() {
+  return install_layout::beside_this_executable(install_layout::kCapsuledFromCli);
+}
 
 void ensure_daemon(const http::HttpClient& client) {
   try {
