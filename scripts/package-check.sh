@@ -75,6 +75,7 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 env -i "$prefix/bin/capsule" --socket "$socket" version
+[ "$(stat -c %G:%a "$socket")" = capsule:660 ] || fail "the socket is $(stat -c %G:%a "$socket"), not capsule:660"
 grep -q "capsule-init $prefix/libexec/capsule/capsule-init, policies $prefix/share/capsule/policies" "$work/capsuled.log" ||
   fail "capsuled does not use the installed capsule-init and policies: $(grep capsule-init "$work/capsuled.log")"
 
