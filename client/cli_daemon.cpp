@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "client/json_read.h"
+#include "install_layout.h"
 
 #ifndef CAPSULE_VERSION
 #define CAPSULE_VERSION "unknown"
@@ -153,7 +154,9 @@ std::string unknown_state_dir_message(const std::string& socket) {
          "`capsule --socket " + socket + " daemon --state-dir DIR`, or set CAPSULE_STATE_DIR=DIR";
 }
 
-std::string capsuled_path() { return (fs::read_symlink("/proc/self/exe").parent_path() / "capsuled").string(); }
+std::string capsuled_path() {
+  return install_layout::beside_this_executable(install_layout::kCapsuledFromCli);
+}
 
 void ensure_daemon(const http::HttpClient& client) {
   try {

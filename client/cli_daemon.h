@@ -15,7 +15,7 @@ const char* client_version();
 // $CAPSULE_STATE_DIR override them.
 std::string default_socket_path();
 std::string default_state_dir();
-// capsuled next to the running capsule binary.
+// capsuled where the install layout puts it relative to the running capsule binary (install_layout.h).
 std::string capsuled_path();
 
 // The state dir of a capsuled that `capsule` may start for `socket`: default_state_dir() for the default socket or

@@ -17,8 +17,10 @@ struct DaemonConfig {
   std::string socket_group = "capsule";  // used when the group exists; else root's group
   std::string admin_group;               // members see and cancel every run, as root; empty: none (docs/security.md)
   std::string state_dir = "/var/lib/capsule";
-  std::string policies_dir;              // empty: the install's policies/
-  std::string python_releases;           // empty: the install's images/data/python-releases.json
+  // Empty: the install's data dir, found from capsuled's own location (install_layout.h): share/capsule/policies
+  // and share/capsule/data/python-releases.json (in the build tree: the source's policies/ and images/data/).
+  std::string policies_dir;
+  std::string python_releases;
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
   // Boxes made ahead for the environments runs ask for (sandbox/box_pool.h), each used by one run; they are not

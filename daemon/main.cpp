@@ -26,6 +26,7 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "images/host_image.h"
+#include "install_layout.h"
 #include "proxy/package_proxy.h"
 #include "proxy/proxy_options.h"
 #include "sandbox/launcher.h"
@@ -136,6 +137,20 @@ void probe_sandbox_disks(const std::string& scratch, const std::string& images, 
   fs::remove_all(dir, ignored);
 }
 
+// What the config leaves empty comes from the install: capsule-init and the data dir (policies/, data/) where
+// the install layout puts them relative to this capsuled (install_layout.h; the build tree mirrors it).
+capsule::sandbox::LauncherOptions installed_defaults(daemon::DaemonConfig& config) {
+  namespace layout = capsule::install_layout;
+  const std::string data_dir = layout::beside_this_executable(layout::kDataFromDaemon);
+  if (config.policies_dir.empty()) config.policies_dir = data_dir + "/policies";
+  if (config.python_releases.empty()) config.python_releases = data_dir + "/data/python-releases.json";
+  capsule::sandbox::LauncherOptions launcher_options;
+  launcher_options.init_binary = layout::beside_this_executable(layout::kInitFromDaemon);
+  spdlog::info("capsule-init {}, policies {}, python releases {}", launcher_options.init_binary,
+               config.policies_dir, config.python_releases);
+  return launcher_options;
+}
+
 int serve(daemon::DaemonConfig config) {
   config.state_dir = fs::absolute(config.state_dir).lexically_normal().string();
   if (config.state_dir.size() > 1 && config.state_dir.back() == '/') config.state_dir.pop_back();
@@ -146,7 +161,7 @@ int serve(daemon::DaemonConfig config) {
   chmod(state.c_str(), 0711);
   const int lock_fd = lock_state_dir(state);
 
-  capsule::sandbox::LauncherOptions launcher_options;
+  capsule::sandbox::LauncherOptions launcher_options = installed_defaults(config);
   launcher_options.scratch_dir = state + "/scratch";  // a tmpfs (mount_scratch): boxes' dirs and mount points
   launcher_options.data_dir = state + "/disks";       // what sandboxes write: their disk images, on the disk
   launcher_options.host_id_base = config.host_id_base;
@@ -197,10 +212,9 @@ int serve(daemon::DaemonConfig config) {
   run_options.storage = config.storage;
   run_options.runs_dir = state + "/runs";
   run_options.images_dir = state + "/images";
-  run_options.policies_dir = config.policies_dir.empty() ? std::string(CAPSULE_POLICIES_DIR) : config.policies_dir;
+  run_options.policies_dir = config.policies_dir;
   capsule::images::ImageStore store(state + "/store");
-  const auto python_releases = capsule::images::PythonReleases::load(
-      config.python_releases.empty() ? std::string(CAPSULE_PYTHON_RELEASES) : config.python_releases);
+  const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
   run_options.images = {&store, &python_releases};
   boost::asio::io_context io;
   capsule::proxy::PackageProxy package_proxy(capsule::proxy::parse_proxy_options(config.proxy, state + "/proxy-cache"));

@@ -361,7 +361,8 @@ void ImageStore::save(const std::string& ref, const fs::path& out) const {
   }
   const bool archive = out.extension() == ".tar";
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  const fs::path temp = base::make_temp_dir(archive ? root_ / "tmp" : parent, "." + out.filename().string() + ".save-", "save");
+  const std::string name = out.filename().string();  // a named string: "." + a temporary trips GCC 12 -O3 -Wrestrict
+  const fs::path temp = base::make_temp_dir(archive ? root_ / "tmp" : parent, "." + name + ".save-", "save");
   try {
     if (chmod(temp.c_str(), 0755) != 0) throw_image_errno("save", temp.string(), "chmod");
     write_layout(temp, index_json(ImageIndex{{entry}}), files);

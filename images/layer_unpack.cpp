@@ -344,7 +344,8 @@ UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const Un
                           const std::optional<store::Digest>& expected_diff_id) {
   struct stat st;
   if (lstat(target.c_str(), &st) == 0) throw_image_error(kStep, target.string(), "target already exists");
-  const fs::path temp = base::make_temp_dir(target.parent_path(), "." + target.filename().string() + ".unpack-", kStep);
+  const std::string name = target.filename().string();  // a named string: "." + a temporary trips GCC 12 -O3 -Wrestrict
+  const fs::path temp = base::make_temp_dir(target.parent_path(), "." + name + ".unpack-", kStep);
   try {
     if (chmod(temp.c_str(), 0755) != 0) throw_image_errno(kStep, temp.string(), "chmod");
     base::UniqueFd root = base::open_directory(temp, kStep);

@@ -154,7 +154,10 @@ std::shared_ptr<const std::string> MavenSource::fetch_document(const std::string
   const auto artifact_dir = relative.parent_path();
   const std::string artifact_id = artifact_dir.filename().string();
   std::string group_id;
-  for (const auto& part : artifact_dir.parent_path()) group_id += (group_id.empty() ? "" : ".") + part.string();
+  for (const auto& part : artifact_dir.parent_path()) {
+    if (!group_id.empty()) group_id += '.';
+    group_id += part.string();
+  }
   if (group_id.empty() || artifact_id.empty()) return nullptr;
   const auto versions = upstream_->list_versions(group_id, artifact_id);
   if (!versions || versions->empty()) return nullptr;

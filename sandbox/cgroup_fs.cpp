@@ -241,7 +241,10 @@ void wait_until_empty(CgroupFs& fs, const std::vector<std::string>& dirs, Clock:
     if (left.empty()) return;
     if (Clock::now() >= deadline) {
       std::string list;
-      for (pid_t pid : left) list += (list.empty() ? "" : " ") + std::to_string(pid);
+      for (pid_t pid : left) {
+        if (!list.empty()) list += ' ';
+        list += std::to_string(pid);
+      }
       throw_error("cgroup", dirs.front(),
                   std::to_string(left.size()) + " process(es) still running after SIGKILL: " + list);
     }

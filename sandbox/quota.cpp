@@ -213,7 +213,8 @@ std::string SandboxDisk::make_dir(const std::string& relative, std::uint32_t own
   for (std::size_t start = 0; start < relative.size();) {
     std::size_t end = relative.find('/', start);
     if (end == std::string::npos) end = relative.size();
-    path += "/" + relative.substr(start, end - start);
+    path += '/';
+    path.append(relative, start, end - start);
     if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("disk", path, "mkdir");
     if (chown(path.c_str(), owner, owner) != 0) throw_errno("disk", path, "chown");
     start = end + 1;

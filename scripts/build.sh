@@ -1,5 +1,5 @@
 #!/bin/sh
-# Configures and builds one CMake preset (default: "default"; "asan" for ASan+UBSan).
+# Configures and builds one CMake preset (default: "default"; "asan" for ASan+UBSan; "release" for the package).
 # Usage: scripts/build.sh [preset]
 set -eu
 cd "$(dirname "$0")/.."

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The README's second command: install dependencies, build the default and the sanitizer (ASan+UBSan)
 # configurations, and run the whole test suite under both, then a bounded libFuzzer run (scripts/fuzz-smoke.sh,
-# clang), then the tests inside the toolchain recipe images, which images/recipes/all.sh builds from Debian
-# packages meanwhile (CAPSULE_RECIPES=0 skips them). Exits non-zero on any failure.
+# clang), then the Debian package built from the release preset, installed and run (scripts/package-check.sh),
+# then the tests inside the toolchain recipe images, which images/recipes/all.sh builds from Debian packages
+# meanwhile (CAPSULE_RECIPES=0 skips them). Exits non-zero on any failure.
 set -eu
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -37,6 +38,8 @@ for preset in default asan; do
 done
 stage "fuzz smoke"
 ./scripts/fuzz-smoke.sh
+stage "package (release build, install, capsule run through the installed files, purge)"
+./scripts/package-check.sh
 
 if [ -n "$recipes" ]; then
   stage "recipe images: waiting for the build"

@@ -111,7 +111,9 @@ std::string render_project_html(const ProjectPage& page, const FileUrl& file_url
     }
     if (file.gpg_sig) attribute(out, "data-gpg-sig", *file.gpg_sig ? "true" : "false");
     if (file.upload_time_text) attribute(out, "data-upload-time", *file.upload_time_text);
-    out += ">" + html_escape(file.filename) + "</a><br />\n";
+    out += '>';
+    out += html_escape(file.filename);
+    out += "</a><br />\n";
   }
   out += "  </body>\n</html>\n";
   return out;
@@ -131,7 +133,9 @@ std::string render_index_html(const ProjectIndex& index) {
   for (const auto& name : index.names) {
     out += "    <a";
     attribute(out, "href", normalize_name(name) + "/");
-    out += ">" + html_escape(name) + "</a>\n";
+    out += '>';
+    out += html_escape(name);
+    out += "</a>\n";
   }
   out += "  </body>\n</html>\n";
   return out;

@@ -293,7 +293,10 @@ class LocalMavenMirror final : public MavenUpstream {
 
   std::string describe() const override {
     std::string text = "mirror";
-    for (const auto& root : roots_) text += " " + root.string();
+    for (const auto& root : roots_) {
+      text += ' ';
+      text += root.string();
+    }
     return text;
   }
 

@@ -116,7 +116,10 @@ unsigned short default_port(std::string_view scheme) { return scheme == "https" 
 
 std::string Url::authority() const {
   std::string out = host.find(':') == std::string::npos ? host : "[" + host + "]";
-  if (port != default_port(scheme)) out += ":" + std::to_string(port);
+  if (port != default_port(scheme)) {
+    out += ':';
+    out += std::to_string(port);
+  }
   return out;
 }
 
