@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -80,6 +81,14 @@ class CgroupManager {
   // What a box's cgroup view mounts: the hierarchies its cgroup has a directory in.
   virtual std::vector<CgroupViewMount> view_mounts() const = 0;
 };
+
+// OOM kills of one exec: v1 counts a kill in the victim's own group (the exec's leaf) only; v2 in the group
+// that hit its limit and every one above it, so a limited v2 box's exec leaf (it has the box's limits, see
+// hand_limits_to_children) and the box both count the same kill. The larger of the leaf's count and the box's
+// growth since the exec started, never their sum.
+inline std::uint64_t exec_oom_kills(std::uint64_t leaf, std::uint64_t box_now, std::uint64_t box_at_start) {
+  return std::max(leaf, box_now - std::min(box_now, box_at_start));
+}
 
 struct CgroupConfig {
   std::string mount_root = "/sys/fs/cgroup";  // a fake tree in tests

@@ -472,10 +472,7 @@ Result Exec::finish() {
     box_oom_kills = box_.oom_kills();
   } catch (const SandboxError&) {  // NOLINT(bugprone-empty-catch): a box already destroyed has no usage
   }
-  // The memory limit is the box's. v1 counts an OOM kill in the victim's own group (this exec's), v2 in the
-  // group that hit its limit and every one above it (the box's; an exec's group has no memory files there).
-  const std::uint64_t oom_kills =
-      usage.oom_kills + box_oom_kills - std::min(box_oom_kills, box_oom_kills_at_start_);
+  const std::uint64_t oom_kills = exec_oom_kills(usage.oom_kills, box_oom_kills, box_oom_kills_at_start_);
   Limits limits = limits_;
   limits.memory_bytes = box_.environment().limits.memory_bytes;
   result.status = classify(outcome_, oom_kills, limits, idle_timeout_, &result.reason);

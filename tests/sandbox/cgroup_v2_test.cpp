@@ -104,6 +104,25 @@ TEST_F(CgroupV2Test, ALimitedBoxHandsItsLimitsToEachExecLeafOnceInitHasLeft) {
   EXPECT_FALSE(fs_->exists(path("capsule/run")));
 }
 
+// v2 counts an OOM kill in the leaf that hit its limit and in the box above it: one kill, not two.
+TEST_F(CgroupV2Test, AnOomKillInALimitedExecLeafCountsOnce) {
+  fs_->spawn(101, kRoot);
+  auto group = manager_->create("run", {64 * kMiB, 0, 0});
+  group->add_process(101);
+  fs_->write(group->init_leaf_procs_file(), "101");
+  group->hand_limits_to_children();
+  auto leaf = group->create_child("exec-1");
+  const std::uint64_t box_at_start = group->oom_kills();
+  const std::string events = "low 0\nhigh 0\nmax 1\noom 1\noom_kill 1\noom_group_kill 0\n";
+  fs_->set_file(path("capsule/run/exec-1/memory.events"), events);
+  fs_->set_file(path("capsule/run/memory.events"), events);
+  EXPECT_EQ(exec_oom_kills(leaf->oom_kills(), group->oom_kills(), box_at_start), 1u);
+  // v1 (or a v2 leaf without memory files): only one of the two counts it.
+  EXPECT_EQ(exec_oom_kills(0, 1, 0), 1u);
+  EXPECT_EQ(exec_oom_kills(1, 0, 0), 1u);
+  EXPECT_EQ(exec_oom_kills(0, 3, 5), 0u);  // a counter that went back (a new box) is no kill
+}
+
 TEST_F(CgroupV2Test, AnUnlimitedBoxKeepsItsInitAndHandsNothingDown) {
   auto group = manager_->create("run", {});
   EXPECT_EQ(group->init_leaf_procs_file(), "");
