@@ -274,7 +274,7 @@ struct PackageProxy::State {
     if (!file) throw ProxyError("not_found", "maven", main_path, "not in " + maven->describe());
     const std::string name(maven::sidecar_for_checksum(algorithm));
     const auto sidecar = view("checksum\n" + name + "\n" + file->digest.hex(), [&] {
-      return maven::checksum_hex(algorithm, blobs->read(file->digest, kMaxServedFile));
+      return maven::checksum_hex_of_file(algorithm, blobs->path(file->digest).string());
     });
     return document(request, listener, *sidecar, "text/plain", file->fetched, false);
   }

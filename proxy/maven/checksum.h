@@ -19,5 +19,7 @@ std::string_view sidecar_for_checksum(ChecksumAlgorithm algorithm);
 
 // The digest of data as lowercase hex, the body of a sidecar file. Throws std::runtime_error if OpenSSL fails.
 std::string checksum_hex(ChecksumAlgorithm algorithm, std::string_view data);
+// The same for a file's contents, read in 64 KiB pieces (an artifact is never held in memory whole for this).
+std::string checksum_hex_of_file(ChecksumAlgorithm algorithm, const std::string& path);
 
 }  // namespace capsule::proxy::maven

@@ -2,6 +2,12 @@
 #include "proxy/maven/checksum.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
 
 namespace capsule::proxy::maven {
 namespace {
@@ -33,6 +39,22 @@ TEST(MavenChecksum, KnownVectors) {
 TEST(MavenChecksum, BinaryDataIsHashedWhole) {
   const std::string with_nul("a\0b", 3);
   EXPECT_EQ(checksum_hex(ChecksumAlgorithm::kSha1, with_nul), "4a3dec2d1f8245280855c42db0ee4239f917fdb8");
+}
+
+// A file is hashed in pieces: the digest of 200 KiB read in 64 KiB chunks equals the one of the bytes in memory.
+TEST(MavenChecksum, AFileIsHashedInPiecesToTheSameDigest) {
+  std::string bytes;
+  for (int i = 0; i < 200 * 1024; ++i) bytes += static_cast<char>(i * 7 % 251);
+  char path[] = "/tmp/capsule-checksum-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(path, std::ios::binary) << bytes;
+  for (const auto algorithm :
+       {ChecksumAlgorithm::kMd5, ChecksumAlgorithm::kSha1, ChecksumAlgorithm::kSha256, ChecksumAlgorithm::kSha512})
+    EXPECT_EQ(checksum_hex_of_file(algorithm, path), checksum_hex(algorithm, bytes));
+  ::unlink(path);
+  EXPECT_THROW(checksum_hex_of_file(ChecksumAlgorithm::kSha1, path), std::runtime_error);
 }
 
 }  // namespace
