@@ -20,6 +20,9 @@ struct RunOptions {
   std::vector<std::string> env;         // K=V, or K to copy K from this process's environment
   std::vector<std::string> labels;      // K=V
   std::vector<std::string> junit;       // JUnit XML globs inside the workspace
+  std::vector<std::string> classfiles;  // class-file globs (collect.classfiles)
+  std::vector<std::string> coverage;    // JaCoCo/Cobertura XML globs (collect.coverage)
+  std::optional<std::int64_t> tail_lines;  // collect.tail_lines
   std::vector<std::string> toolchains;  // NAME=VERSION (or python=auto), instead of an image
   std::string as_of;                    // YYYY-MM-DD for "auto" toolchains
   std::string workdir;                  // cwd inside the sandbox
@@ -43,7 +46,7 @@ struct RunOptions {
 // -w workdir (as docker's), -m memory, -e env, -l label, -t toolchain, -i interactive, -d detach.
 enum class RunFlag {
   kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kKillGrace, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
-  kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach
+  kClassfiles, kCoverage, kTailLines, kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach
 };
 
 // Registers `flags` (every row of the table when empty: `capsule run`) on `command`, bound to `options`.

@@ -52,7 +52,12 @@ json build_run_body(const RunOptions& o) {
   if (!limits.empty()) body["limits"] = limits;
   if (!o.network.empty()) body["network"] = o.network;
   if (!o.policy.empty()) body["policy"] = o.policy;
-  if (!o.junit.empty()) body["collect"] = {{"junit", o.junit}};
+  json collect = json::object();
+  if (!o.junit.empty()) collect["junit"] = o.junit;
+  if (!o.classfiles.empty()) collect["classfiles"] = o.classfiles;
+  if (!o.coverage.empty()) collect["coverage"] = o.coverage;
+  if (o.tail_lines) collect["tail_lines"] = *o.tail_lines;
+  if (!collect.empty()) body["collect"] = collect;
   if (o.stdin_data) body["stdin"] = *o.stdin_data;
   return body;
 }

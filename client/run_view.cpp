@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <utility>
 
 #include "client/json_read.h"
 
@@ -64,6 +65,67 @@ constexpr std::size_t kCommandWidth = 48;  // the runs table's COMMAND column
 
 bool is_live(const std::string& state) { return state == "queued" || state == "running"; }
 
+std::string percent(std::int64_t covered, std::int64_t total) {
+  return fixed(100.0 * static_cast<double>(covered) / static_cast<double>(total), 1) + "%";
+}
+
+// "; wall_time: TERM, KILL after 5.00 s, signal 9" when capsuled signalled the command.
+std::string termination_part(const json& result) {
+  const json& termination = member(result, "termination");
+  if (termination.empty()) return "";
+  std::string part = "; " + text(termination, "reason") + ": TERM";
+  const json& sent = termination.value("sent", json::array());
+  if (sent.is_array() && std::find(sent.begin(), sent.end(), json("KILL")) != sent.end()) {
+    part += ", KILL after " + fixed(static_cast<double>(number(termination, "kill_after_ms")) / 1000.0, 2) + " s";
+  }
+  if (number(result, "signal") > 0) part += ", signal " + std::to_string(number(result, "signal"));
+  return part;
+}
+
+// "; tests: 12 total, 2 failed, 1 errors, 0 skipped" or, with no test counted, "; tests: not_run"; then
+// ", compile error" when the output showed one.
+std::string tests_part(const json& tests) {
+  std::string part;
+  if (number(tests, "total") > 0) {
+    part = "; tests: " + std::to_string(number(tests, "total")) + " total, " + std::to_string(number(tests, "failed")) +
+           " failed, " + std::to_string(number(tests, "errors")) + " errors, " +
+           std::to_string(number(tests, "skipped")) + " skipped";
+  } else if (!text(tests, "state").empty()) {
+    part = "; tests: " + text(tests, "state");
+  }
+  if (tests.contains("compile_error") && tests["compile_error"] == true) {
+    part += (part.empty() ? "; " : ", ") + std::string("compile error");
+  }
+  return part;
+}
+
+// "; class files: major 61 x120, 52 x3" (most common first).
+std::string classfiles_part(const json& classfiles) {
+  std::vector<std::pair<std::int64_t, std::string>> majors;
+  for (const auto& [major, count] : member(classfiles, "majors").items()) {
+    if (count.is_number()) majors.emplace_back(count.get<std::int64_t>(), major);
+  }
+  if (majors.empty()) return "";
+  std::stable_sort(majors.begin(), majors.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string part = "; class files: major";
+  for (std::size_t i = 0; i < majors.size(); ++i) {
+    part += (i == 0 ? " " : ", ") + majors[i].second + " x" + std::to_string(majors[i].first);
+  }
+  return part;
+}
+
+// "; coverage: lines 80.0%, branches 25.0%" over the reports' totals (a kind with nothing to cover is left out).
+std::string coverage_part(const json& coverage) {
+  std::string part;
+  for (const char* kind : {"lines", "branches"}) {
+    const json& counts = member(member(coverage, "total"), kind);
+    if (number(counts, "total") <= 0) continue;
+    part += (part.empty() ? "; coverage: " : ", ") + std::string(kind) + " " +
+            percent(number(counts, "covered"), number(counts, "total"));
+  }
+  return part;
+}
+
 }  // namespace
 
 const char* const kExitCodeHelp =
@@ -110,13 +172,8 @@ std::string summary_line(const json& run) {
                      fixed(static_cast<double>(number(result, "wall_ms")) / 1000.0, 2) + " s";
   const std::string reason = text(result, "reason");
   if (state != "succeeded" && state != "failed" && !reason.empty()) line += ": " + reason;
-  line += " (exit " + std::to_string(exit_code_for(run));
-  const json& tests = member(run, "tests");
-  if (number(tests, "total") > 0) {
-    line += "; tests: " + std::to_string(number(tests, "total")) + " total, " + std::to_string(number(tests, "failed")) +
-            " failed, " + std::to_string(number(tests, "errors")) + " errors, " +
-            std::to_string(number(tests, "skipped")) + " skipped";
-  }
+  line += " (exit " + std::to_string(exit_code_for(run)) + termination_part(result) + tests_part(member(run, "tests")) +
+          classfiles_part(member(run, "classfiles")) + coverage_part(member(run, "coverage"));
   return line + ")";
 }
 

@@ -54,7 +54,9 @@ int exit_code_for(const nlohmann::json& run);
 // The run's id ("" when missing).
 std::string id_of(const nlohmann::json& run);
 
-// "capsule: run ID STATE in 1.23 s (exit 0)", with the reason for abnormal ends and JUnit counts when present.
+// "capsule: run ID STATE in 1.23 s (exit 0)", with the reason for abnormal ends and, when the record has them,
+// how capsuled ended the command (termination reason, KILL, signal), the JUnit counts or tests.state and a
+// compile error, the class-file majors and the coverage percentages.
 std::string summary_line(const nlohmann::json& run);
 // Why `capsule run` exits 125 although the run itself may have passed: its stdout/stderr are not whole.
 std::string not_relayed_line(const std::string& id, std::uint64_t bytes);

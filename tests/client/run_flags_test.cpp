@@ -41,7 +41,9 @@ TEST(RunBody, EveryFlagMapsToItsFieldWithValuesUntouched) {
   const json body = body_for({"jdk17", "--workspace", "/srv/project/", "--mode", "ro", "-w", "/workspace/sub",
                               "--timeout", "10m", "--cpu-time", "5m", "--kill-grace", "15s", "--memory", "4g", "--cpus", "1.5", "--pids",
                               "512", "-e", "A=1", "--env", "B=x=y", "--label", "suite=unit", "-l", "k=v", "--junit",
-                              "target/*.xml", "--junit", "build/**/*.xml", "--network", "none", "--policy", "build"});
+                              "target/*.xml", "--junit", "build/**/*.xml", "--collect-classfiles", "target/**/*.class",
+                              "--collect-classfiles", "out/*.class", "--collect-coverage", "site/jacoco.xml",
+                              "--tail-lines", "20", "--network", "none", "--policy", "build"});
   EXPECT_EQ(body, json::parse(R"({
     "image": "jdk17",
     "argv": ["sh", "-c", "echo hi"],
@@ -52,8 +54,16 @@ TEST(RunBody, EveryFlagMapsToItsFieldWithValuesUntouched) {
     "limits": {"wall_time": "10m", "cpu_time": "5m", "kill_grace": "15s", "memory": "4g", "cpus": 1.5, "pids": 512},
     "network": "none",
     "policy": "build",
-    "collect": {"junit": ["target/*.xml", "build/**/*.xml"]}
+    "collect": {"junit": ["target/*.xml", "build/**/*.xml"], "classfiles": ["target/**/*.class", "out/*.class"],
+                "coverage": ["site/jacoco.xml"], "tail_lines": 20}
   })"));
+}
+
+TEST(RunBody, EachCollectFlagAloneFillsOnlyItsField) {
+  EXPECT_EQ(body_for({"--tail-lines", "0"})["collect"], json::parse(R"({"tail_lines": 0})"));
+  EXPECT_EQ(body_for({"--collect-coverage", "cov.xml"})["collect"], json::parse(R"({"coverage": ["cov.xml"]})"));
+  EXPECT_EQ(body_for({"--collect-classfiles", "*.class"})["collect"], json::parse(R"({"classfiles": ["*.class"]})"));
+  EXPECT_FALSE(body_for({}).contains("collect"));
 }
 
 TEST(RunBody, RelativeWorkspaceBecomesAbsolute) {
@@ -87,6 +97,7 @@ TEST(RunBody, MalformedFlagsAreRejectedWithTheFlagName) {
   EXPECT_THROW(body_for({"--mode", "rw"}), std::invalid_argument);
   EXPECT_THROW(build_run_body(RunOptions{}), std::invalid_argument);
   EXPECT_THROW(body_for({"--cpus", "many"}), CLI::ParseError);
+  EXPECT_THROW(body_for({"--tail-lines", "many"}), CLI::ParseError);
 }
 
 // ---------------------------------------------------------------------------------------------------------

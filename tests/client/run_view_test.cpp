@@ -91,6 +91,46 @@ TEST(Summary, OneLineWithStateTimeAndExit) {
             "capsule: run 3f2a9c failed in 1.23 s (exit 1; tests: 12 total, 2 failed, 1 errors, 0 skipped)");
 }
 
+TEST(Summary, HowCapsuledEndedTheCommand) {
+  json killed = finished("timed_out", -1, 9);
+  killed["result"]["termination"] = {{"reason", "wall_time"}, {"sent", {"TERM", "KILL"}}, {"kill_after_ms", 5003.2}};
+  EXPECT_EQ(summary_line(killed),
+            "capsule: run 3f2a9c timed_out in 1.23 s (exit 124; wall_time: TERM, KILL after 5.00 s, signal 9)");
+  json cancelled = finished("cancelled", -1, 15);
+  cancelled["result"]["termination"] = {{"reason", "cancelled"}, {"sent", {"TERM"}}};
+  EXPECT_EQ(summary_line(cancelled), "capsule: run 3f2a9c cancelled in 1.23 s (exit 137; cancelled: TERM, signal 15)");
+  json exited = finished("succeeded", 0);
+  exited["result"]["termination"] = nullptr;
+  EXPECT_EQ(summary_line(exited), "capsule: run 3f2a9c succeeded in 1.23 s (exit 0)");
+}
+
+TEST(Summary, TestsStateAndCompileErrorWhenNoTestWasCounted) {
+  json broken = finished("failed", 1);
+  broken["tests"] = {{"total", 0}, {"state", "not_run"}, {"compile_error", true}};
+  EXPECT_EQ(summary_line(broken), "capsule: run 3f2a9c failed in 1.23 s (exit 1; tests: not_run, compile error)");
+  json counted = finished("failed", 1);
+  counted["tests"] = {{"total", 2}, {"failed", 1}, {"errors", 0}, {"skipped", 0}, {"state", "reports"},
+                      {"compile_error", false}};
+  EXPECT_EQ(summary_line(counted),
+            "capsule: run 3f2a9c failed in 1.23 s (exit 1; tests: 2 total, 1 failed, 0 errors, 0 skipped)");
+  json odd = finished("succeeded", 0);
+  odd["tests"] = {{"compile_error", "yes"}};  // not a boolean: read as false, never thrown
+  EXPECT_EQ(summary_line(odd), "capsule: run 3f2a9c succeeded in 1.23 s (exit 0)");
+}
+
+TEST(Summary, ClassFileMajorsMostCommonFirstAndCoveragePercentages) {
+  json run = finished("succeeded", 0);
+  run["classfiles"] = {{"majors", {{"52", 3}, {"61", 120}}}, {"expected", 61}};
+  const auto counts = [](int covered, int total) { return json{{"covered", covered}, {"total", total}}; };
+  run["coverage"] = {{"total", {{"lines", counts(8, 10)}, {"branches", counts(1, 4)}}}};
+  EXPECT_EQ(summary_line(run),
+            "capsule: run 3f2a9c succeeded in 1.23 s (exit 0; class files: major 61 x120, 52 x3; coverage: "
+            "lines 80.0%, branches 25.0%)");
+  run["classfiles"] = {{"majors", json::object()}, {"expected", nullptr}};
+  run["coverage"] = {{"total", {{"lines", counts(0, 3)}, {"branches", counts(0, 0)}}}};
+  EXPECT_EQ(summary_line(run), "capsule: run 3f2a9c succeeded in 1.23 s (exit 0; coverage: lines 0.0%)");
+}
+
 TEST(Summary, NotRelayedLinePointsAtTheLogs) {
   EXPECT_EQ(not_relayed_line("3f2a9c", 4096),
             "capsule: 4096 bytes of the command's output were not relayed (this client fell behind the command); "

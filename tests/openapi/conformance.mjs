@@ -61,6 +61,40 @@ async function check(method, template, path, body, headers) {
   return values[0];
 }
 
+// A run whose record holds every collector's section (test cases, class-file majors, coverage, tail_lines) and
+// one that capsuled ends (termination): the answers' schemas are strict, so a field the document lacks fails here.
+async function checkEvidenceRuns() {
+  const junit = '<testsuite name="S"><testcase classname="C" name="ok" time="0.5"/>' +
+                '<testcase classname="C" name="bad"><failure message="boom"/></testcase></testsuite>';
+  const cobertura = '<coverage lines-valid="10" lines-covered="8" branches-valid="4" branches-covered="1"/>';
+  const classHeader = (major) => `printf '\\312\\376\\272\\276\\0\\0\\0\\${major.toString(8)}'`;
+  const script = [
+    "mkdir -p out/classes", `echo '${junit}' > out/r.xml`, `echo '${cobertura}' > out/coverage.xml`,
+    `${classHeader(61)} > out/classes/A.class`, `${classHeader(55)} > out/classes/B.class`,
+    "echo junk > out/classes/C.class", "echo line1; echo line2",
+  ].join("; ");
+  const collect = { junit: ["out/*.xml"], tail_lines: 1, classfiles: ["out/**/*.class"], coverage: ["out/coverage.xml"] };
+  const spec = { argv: ["/bin/sh", "-c", script], workspace: { path: workspace, mode: "cow" }, collect };
+  const evidence = await check("POST", "/v1/runs", "/v1/runs?wait=true", spec);
+  const expect = (what, seen, wanted) => {
+    if (JSON.stringify(seen) !== JSON.stringify(wanted)) {
+      problems.push(`evidence run: ${what} is ${JSON.stringify(seen)}, not ${JSON.stringify(wanted)}`);
+    }
+  };
+  expect("result.stdout.tail_lines", evidence?.result?.stdout?.tail_lines, ["line2"]);
+  expect("tests.state", evidence?.tests?.state, "reports");
+  expect("tests.cases outcomes", evidence?.tests?.cases?.map((c) => c.outcome), ["passed", "failed"]);
+  expect("classfiles.majors", evidence?.classfiles?.majors, { 55: 1, 61: 1 });
+  expect("coverage.total.lines", evidence?.coverage?.total?.lines, { covered: 8, total: 10 });
+  expect("collect_error", evidence?.collect_error, undefined);
+
+  const limits = { wall_time: 500, kill_grace: 200 };
+  const stubborn = { argv: ["/bin/sh", "-c", "trap '' TERM; sleep 30"], limits, collect: { tail_lines: 0 } };
+  const ended = await check("POST", "/v1/runs", "/v1/runs?wait=true", stubborn);
+  expect("timed-out run's termination", [ended?.state, ended?.result?.termination?.reason, ended?.result?.termination?.sent],
+         ["timed_out", "wall_time", ["TERM", "KILL"]]);
+}
+
 async function exercise() {
   await check("GET", "/v1/version", "/v1/version");
   await check("GET", "/v1/health", "/v1/health");
@@ -73,6 +107,7 @@ async function exercise() {
   await check("POST", "/v1/runs", "/v1/runs", { argv: ["true"] });
   await check("POST", "/v1/runs", "/v1/runs", { argv: ["echo", "x"] }, { accept: "application/x-ndjson" });
   await check("POST", "/v1/runs", "/v1/runs?wait=true", { spec: run.spec, pinned: run.pinned });
+  await checkEvidenceRuns();
   await check("POST", "/v1/runs", "/v1/runs", { argv: [] });
   await check("POST", "/v1/runs", "/v1/runs", "{");
   await check("POST", "/v1/runs", "/v1/runs", { argv: ["true"], image: "absent:1" });
