@@ -64,13 +64,21 @@ TEST_F(CapsuledRecipes, TheBoxShowsItsLimitsToJavaMavenAndPython) {
   if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
   ensure_image(*jdk);
   ASSERT_FALSE(HasFailure());
-  const json settings = run_in(jdk->ref(), {"/bin/sh", "-c", "java -XshowSettings:system -version 2>&1; nproc"},
+  const json settings = run_in(jdk->ref(),
+                               {"/bin/sh", "-c",
+                                "java -XshowSettings:system -version 2>&1; "
+                                "java -XX:+PrintFlagsFinal -version 2>/dev/null | grep -w MaxHeapSize; nproc"},
                                {{"limits", {{"wall_time", "2m"}, {"memory", "256m"}, {"cpus", 1}}}});
   ASSERT_EQ(settings.value("state", ""), "succeeded") << describe(settings);
   const std::string says = logs(settings, "stdout");
   EXPECT_NE(says.find("Memory Limit: 256.00M"), std::string::npos) << says;
   EXPECT_NE(says.find("Effective CPU Count: 1\n"), std::string::npos) << says;
   EXPECT_TRUE(says.ends_with("\n1\n")) << "nproc: " << says;
+  // The default heap is sized from the memory the JVM sees: a quarter of it, but at least JDK 17's default
+  // (126 MiB) while that is under half of it; from the host's memory it would be GBs.
+  std::smatch heap;
+  ASSERT_TRUE(std::regex_search(says, heap, std::regex("MaxHeapSize += ([0-9]+)"))) << says;
+  EXPECT_LE(std::stoll(heap[1]), 128LL << 20) << says;
 
   // A JVM build (Maven and surefire's forked JVM) under 512 MiB with no heap flags anywhere.
   const fs::path workspace = make_dir("limits-project");
