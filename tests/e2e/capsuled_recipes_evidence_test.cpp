@@ -1,0 +1,347 @@
+// The evidence a migration harness reads from the record, from real builds in the recipe images (offline Maven in
+// jdk17-maven, python3): the box's limits as the JVM, nproc and Python see them, test cases from Surefire's XML,
+// a compile error told apart from a project without tests, the class-file census, JaCoCo coverage, and the signal
+// that ended a java that ignores SIGTERM. Part of the CapsuledRecipes suite (recipes_fixture.h).
+#include <map>
+#include <regex>
+#include <string>
+
+#include "tests/e2e/recipes_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+constexpr const char* kJunitVersion = "5.9.2";  // bookworm's JUnit 5, what jdk17-maven resolves offline
+
+// A Maven project at `root` for Java 17 with JUnit 5 as a test dependency: `build` goes into <build>, `files`
+// (relative path -> text) are written below it.
+void write_maven_project(const fs::path& root, const std::map<std::string, std::string>& files,
+                         const std::string& build = "") {
+  write_file(root / "pom.xml", R"(<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>demo</groupId>
+  <artifactId>evidence</artifactId>
+  <version>1.0-SNAPSHOT</version>
+  <properties>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding>
+    <maven.compiler.release>17</maven.compiler.release>
+  </properties>
+  <dependencies>
+    <dependency>
+      <groupId>org.junit.jupiter</groupId>
+      <artifactId>junit-jupiter</artifactId>
+      <version>)" + std::string(kJunitVersion) + R"(</version>
+      <scope>test</scope>
+    </dependency>
+  </dependencies>
+  <build>)" + build + R"(</build>
+</project>
+)");
+  for (const auto& [path, text] : files) {
+    fs::create_directories((root / path).parent_path());
+    write_file(root / path, text);
+  }
+}
+
+constexpr const char* kSign = R"(package demo;
+
+public final class Sign {
+  private Sign() {}
+
+  public static String of(int value) {
+    if (value < 0) {
+      return "negative";
+    }
+    return "positive";
+  }
+}
+)";
+
+// The sandbox mounts its own cgroups read-only at /sys/fs/cgroup and sets its CPU affinity: the JVM sizes itself
+// from the limits with no flags, and nproc and Python count the CPUs granted.
+TEST_F(CapsuledRecipes, TheBoxShowsItsLimitsToJavaMavenAndPython) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const json settings = run_in(jdk->ref(),
+                               {"/bin/sh", "-c",
+                                "java -XshowSettings:system -version 2>&1; "
+                                "java -XX:+PrintFlagsFinal -version 2>/dev/null | grep -w MaxHeapSize; nproc"},
+                               {{"limits", {{"wall_time", "2m"}, {"memory", "256m"}, {"cpus", 1}}}});
+  ASSERT_EQ(settings.value("state", ""), "succeeded") << describe(settings);
+  const std::string says = logs(settings, "stdout");
+  EXPECT_NE(says.find("Memory Limit: 256.00M"), std::string::npos) << says;
+  EXPECT_NE(says.find("Effective CPU Count: 1\n"), std::string::npos) << says;
+  EXPECT_TRUE(says.ends_with("\n1\n")) << "nproc: " << says;
+  // The default heap is sized from the memory the JVM sees: a quarter of it, but at least JDK 17's default
+  // (126 MiB) while that is under half of it; from the host's memory it would be GBs.
+  std::smatch heap;
+  ASSERT_TRUE(std::regex_search(says, heap, std::regex("MaxHeapSize += ([0-9]+)"))) << says;
+  EXPECT_LE(std::stoll(heap[1]), 128LL << 20) << says;
+
+  // A JVM build (Maven and surefire's forked JVM) under 512 MiB with no heap flags anywhere.
+  const fs::path workspace = make_dir("limits-project");
+  write_maven_project(workspace, {{"src/main/java/demo/Sign.java", kSign},
+                                  {"src/test/java/demo/SignTest.java", R"(package demo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.junit.jupiter.api.Test;
+
+class SignTest {
+  @Test void positive() { assertEquals("positive", Sign.of(3)); }
+  @Test void negative() { assertEquals("negative", Sign.of(-3)); }
+}
+)"}});
+  const json built = run_on_copy(jdk->ref(), workspace,
+                           "test -z \"$MAVEN_OPTS$JAVA_TOOL_OPTIONS$_JAVA_OPTIONS$JDK_JAVA_OPTIONS\" || "
+                           "{ echo 'JVM options set in the image' >&2; exit 99; }; mvn -B -o clean verify",
+                           {{"junit", {"target/surefire-reports/*.xml"}}},
+                           {{"wall_time", "10m"}, {"memory", "512m"}, {"cpus", 1}});
+  ASSERT_EQ(built.value("state", ""), "succeeded") << describe(built) << "\n--- stdout:\n" << logs(built, "stdout");
+  EXPECT_EQ(built["spec"]["limits"]["memory"], 512LL << 20);
+  EXPECT_EQ(built["result"]["oom_kills"], 0);
+  EXPECT_EQ(built["tests"]["total"], 2) << built["tests"];
+  EXPECT_EQ(built["tests"]["failed"], 0) << built["tests"];
+  note("mvn -B -o clean verify under 512m, 1 cpu: peak memory " +
+       std::to_string(built["result"].value("peak_memory_bytes", 0LL) / 1000000) + " MB");
+
+  const Recipe* python = python_recipe(true);
+  if (python == nullptr) GTEST_SKIP() << "no python3 output in " << recipe_root() << ": Python not checked";
+  ensure_image(*python);
+  ASSERT_FALSE(HasFailure());
+  const json counted =
+      run_in(python->ref(), {"/bin/sh", "-c", "nproc; python3 -c 'import os; print(len(os.sched_getaffinity(0)))'"},
+             {{"limits", {{"wall_time", "2m"}, {"cpus", 1}}}});
+  ASSERT_EQ(counted.value("state", ""), "succeeded") << describe(counted);
+  EXPECT_EQ(logs(counted, "stdout"), "1\n1\n");
+}
+
+// tests.cases from Surefire's XML: a passing, a failing and a disabled JUnit 5 test, each with its class, name and
+// outcome.
+TEST_F(CapsuledRecipes, TestCasesFromRealSurefireReports) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("cases-project");
+  write_maven_project(workspace, {{"src/main/java/demo/Sign.java", kSign},
+                                  {"src/test/java/demo/SignTest.java", R"(package demo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+
+class SignTest {
+  @Test void passes() { assertEquals("positive", Sign.of(3)); }
+  @Test void fails() { assertEquals("zero", Sign.of(0)); }
+  @Disabled("not yet") @Test void skipped() { assertEquals("zero", Sign.of(0)); }
+}
+)"}});
+  const json run = run_on_copy(jdk->ref(), workspace, "mvn -B -o clean verify",
+                               {{"junit", {"target/surefire-reports/*.xml"}}});
+  ASSERT_EQ(run.value("state", ""), "failed") << describe(run);
+  const json& tests = run["tests"];
+  EXPECT_EQ(tests["state"], "reports") << tests;
+  EXPECT_EQ(tests["compile_error"], false) << tests;
+  EXPECT_EQ(tests["files"], json::array({"target/surefire-reports/TEST-demo.SignTest.xml"})) << tests;
+  EXPECT_EQ(tests["total"], 3) << tests;
+  EXPECT_EQ(tests["failed"], 1) << tests;
+  EXPECT_EQ(tests["errors"], 0) << tests;
+  EXPECT_EQ(tests["skipped"], 1) << tests;
+  EXPECT_EQ(tests["cases_truncated"], false) << tests;
+  ASSERT_EQ(tests["cases"].size(), 3u) << tests;
+  std::map<std::string, json> by_name;  // JUnit 5 runs methods in an order of its own
+  for (const json& test_case : tests["cases"]) by_name[test_case.value("name", "")] = test_case;
+  ASSERT_EQ(by_name.size(), 3u) << tests;
+  for (const auto& [name, outcome] : std::map<std::string, std::string>{
+           {"passes", "passed"}, {"fails", "failed"}, {"skipped", "skipped"}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(by_name.count(name)) << tests;
+    const json& test_case = by_name[name];
+    EXPECT_EQ(test_case["class"], "demo.SignTest");
+    EXPECT_EQ(test_case["outcome"], outcome);
+    EXPECT_TRUE(test_case["time"].is_number()) << test_case;
+  }
+  EXPECT_FALSE(by_name["passes"].contains("message")) << by_name["passes"];
+  EXPECT_NE(by_name["fails"].value("message", "").find("expected: <zero> but was: <positive>"), std::string::npos)
+      << by_name["fails"];
+  EXPECT_EQ(by_name["skipped"].value("message", ""), "not yet") << by_name["skipped"];
+}
+
+// A main source that does not compile: no test ran, and the record says why.
+TEST_F(CapsuledRecipes, AMavenCompileErrorIsNotNoTests) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("broken-project");
+  write_maven_project(workspace,
+                      {{"src/main/java/demo/Broken.java", "package demo;\npublic final class Broken { int x = }\n"},
+                       {"src/test/java/demo/BrokenTest.java",
+                        "package demo;\nclass BrokenTest { @org.junit.jupiter.api.Test void runs() {} }\n"}});
+  const json run = run_on_copy(jdk->ref(), workspace, "mvn -B -o clean verify",
+                               {{"junit", {"target/surefire-reports/*.xml"}}});
+  ASSERT_EQ(run.value("state", ""), "failed") << describe(run);
+  EXPECT_NE(logs(run, "stdout").find("COMPILATION ERROR"), std::string::npos) << logs(run, "stdout");
+  EXPECT_EQ(run["tests"]["state"], "not_run") << run["tests"];
+  EXPECT_EQ(run["tests"]["compile_error"], true) << run["tests"];
+  EXPECT_EQ(run["tests"]["total"], 0) << run["tests"];
+  EXPECT_EQ(run["tests"]["files"], json::array()) << run["tests"];
+}
+
+// A project without tests that builds (Java 17, plus one class javac compiles with --release 8 in the same
+// command): tests.state none_found, and the class-file census names the odd one out.
+TEST_F(CapsuledRecipes, AMavenBuildWithoutTestsCountsItsClassFileMajors) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("no-tests-project");
+  write_maven_project(workspace, {{"src/main/java/demo/Sign.java", kSign},
+                                  {"src/main/java/demo/Main.java",
+                                   "package demo;\npublic final class Main {\n  public static void main(String[] args) "
+                                   "{ System.out.println(Sign.of(1)); }\n}\n"},
+                                  {"legacy/old/Legacy.java", "package old;\npublic class Legacy {}\n"}});
+  const json run = run_on_copy(jdk->ref(), workspace,
+                         "mvn -B -o clean verify && javac --release 8 -d target/classes legacy/old/Legacy.java",
+                         {{"junit", {"target/surefire-reports/*.xml"}}, {"classfiles", {"target/**/*.class"}}});
+  ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run);
+  EXPECT_NE(logs(run, "stdout").find("No tests to run."), std::string::npos) << logs(run, "stdout");
+  EXPECT_EQ(run["tests"]["state"], "none_found") << run["tests"];
+  EXPECT_EQ(run["tests"]["compile_error"], false) << run["tests"];
+  EXPECT_EQ(run["tests"]["total"], 0) << run["tests"];
+  const json& census = run["classfiles"];
+  ASSERT_TRUE(census.is_object()) << run.dump();
+  EXPECT_EQ(census["majors"], json({{"52", 1}, {"61", 2}})) << census;
+  EXPECT_EQ(census["expected"], 61) << census;
+  EXPECT_EQ(census["odd"], json::array({{{"path", "target/classes/old/Legacy.class"}, {"major", 52}}})) << census;
+  EXPECT_EQ(census["files"], 3) << census;
+  EXPECT_EQ(census["unreadable"], json::array()) << census;
+  EXPECT_EQ(census["truncated"], false) << census;
+}
+
+// JaCoCo coverage from a real Maven build. Debian packages no jacoco-maven-plugin, so the jdk17-maven image has
+// Debian's JaCoCo (0.8.6) as the runtime agent for surefire's argLine and the Ant tasks run by maven-antrun-plugin
+// for the XML report (images/recipes/README.md); the record's summary equals the report's own LINE and BRANCH
+// counters.
+TEST_F(CapsuledRecipes, JacocoCoverageFromARealMavenBuild) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("coverage-project");
+  write_maven_project(workspace,
+                      {{"src/main/java/demo/Sign.java", kSign},
+                       {"src/test/java/demo/SignTest.java", R"(package demo;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import org.junit.jupiter.api.Test;
+
+class SignTest {
+  @Test void positive() { assertEquals("positive", Sign.of(3)); }
+}
+)"}},
+                      R"(
+    <plugins>
+      <plugin>
+        <artifactId>maven-surefire-plugin</artifactId>
+        <configuration>
+          <argLine>-javaagent:/usr/local/share/jacoco/jacocoagent.jar=destfile=target/jacoco.exec</argLine>
+        </configuration>
+      </plugin>
+      <plugin>
+        <artifactId>maven-antrun-plugin</artifactId>
+        <version>3.1.0</version>
+        <dependencies>
+          <dependency>
+            <groupId>org.jacoco</groupId>
+            <artifactId>org.jacoco.ant</artifactId>
+            <version>0.8.6</version>
+          </dependency>
+        </dependencies>
+        <executions>
+          <execution>
+            <id>jacoco-report</id>
+            <phase>verify</phase>
+            <goals><goal>run</goal></goals>
+            <configuration>
+              <target>
+                <taskdef resource="org/jacoco/ant/antlib.xml" classpathref="maven.plugin.classpath"/>
+                <report>
+                  <executiondata><file file="${project.build.directory}/jacoco.exec"/></executiondata>
+                  <structure name="evidence">
+                    <classfiles><fileset dir="${project.build.outputDirectory}"/></classfiles>
+                    <sourcefiles><fileset dir="${project.build.sourceDirectory}"/></sourcefiles>
+                  </structure>
+                  <xml destfile="${project.build.directory}/jacoco.xml"/>
+                </report>
+              </target>
+            </configuration>
+          </execution>
+        </executions>
+      </plugin>
+    </plugins>
+  )");
+  // The report-level counters are the XML's last LINE and BRANCH counters.
+  const json run = run_on_copy(jdk->ref(), workspace,
+                         "mvn -B -o clean verify && for type in LINE BRANCH; do "
+                         "grep -o \"<counter type=\\\"$type\\\"[^>]*>\" target/jacoco.xml | tail -n1; done",
+                         {{"junit", {"target/surefire-reports/*.xml"}}, {"coverage", {"target/jacoco.xml"}}});
+  const std::string out = logs(run, "stdout");
+  ASSERT_EQ(run.value("state", ""), "succeeded") << describe(run) << "\n--- stdout:\n" << out;
+  const std::regex counter("<counter type=\"(LINE|BRANCH)\" missed=\"([0-9]+)\" covered=\"([0-9]+)\"/>");
+  json from_xml = json::object();
+  for (const std::string& line : lines_of(strip_ansi(out))) {  // Maven ends with a colour reset
+    std::smatch match;
+    if (!std::regex_match(line, match, counter)) continue;
+    const int missed = std::stoi(match[2]), covered = std::stoi(match[3]);
+    from_xml[match[1] == "LINE" ? "lines" : "branches"] = {{"covered", covered}, {"total", missed + covered}};
+  }
+  // Sign.of: `if` and `return "positive"` ran, `return "negative"` did not; one of the if's two branches taken
+  // (JaCoCo leaves the private constructor out).
+  EXPECT_EQ(from_xml, json({{"lines", {{"covered", 2}, {"total", 3}}}, {"branches", {{"covered", 1}, {"total", 2}}}}))
+      << out;
+  const json& coverage = run["coverage"];
+  ASSERT_TRUE(coverage.is_object()) << run.dump();
+  ASSERT_EQ(coverage["reports"].size(), 1u) << coverage;
+  EXPECT_EQ(coverage["reports"][0]["path"], "target/jacoco.xml") << coverage;
+  EXPECT_EQ(coverage["reports"][0]["format"], "jacoco") << coverage;
+  EXPECT_EQ(coverage["reports"][0]["lines"], from_xml["lines"]) << coverage;
+  EXPECT_EQ(coverage["reports"][0]["branches"], from_xml["branches"]) << coverage;
+  EXPECT_EQ(coverage["total"], from_xml) << coverage;
+  EXPECT_EQ(coverage["unreadable"], json::array()) << coverage;
+  EXPECT_EQ(run["tests"]["total"], 1) << run["tests"];
+}
+
+// A java that ignores SIGTERM (started with TERM ignored, which the JVM keeps) outlives the wall time and its
+// grace: the record says KILL ended it, after TERM, because of the wall time.
+TEST_F(CapsuledRecipes, AJavaIgnoringSigtermIsKilledAndTheRecordSaysSo) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const fs::path workspace = make_dir("stubborn");
+  write_file(workspace / "Stubborn.java",
+             "public class Stubborn {\n  public static void main(String[] args) throws Exception {\n"
+             "    System.out.println(\"waiting\");\n    Thread.sleep(600_000);\n  }\n}\n");
+  const json run = run_in(jdk->ref(), {"/bin/sh", "-c", "trap '' TERM; exec java Stubborn.java"},
+                          {{"workspace", {{"path", workspace.string()}, {"mode", "cow"}}},
+                           {"limits", {{"wall_time", "2s"}, {"kill_grace", "1s"}}},
+                           {"network", "none"}});
+  EXPECT_EQ(run.value("state", ""), "timed_out") << describe(run);
+  const json& result = run["result"];
+  EXPECT_EQ(result["signal"], 9) << result;
+  const json& termination = result["termination"];
+  EXPECT_EQ(termination["reason"], "wall_time") << termination;
+  EXPECT_EQ(termination["sent"], json({"TERM", "KILL"})) << termination;
+  EXPECT_GE(termination["kill_after_ms"].get<double>(), 1000) << termination;
+  EXPECT_EQ(run["spec"]["limits"]["wall_time"], 2000);
+  EXPECT_EQ(run["spec"]["limits"]["kill_grace"], 1000);
+}
+
+}  // namespace
+}  // namespace capsule::testing
