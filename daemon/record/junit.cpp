@@ -92,6 +92,25 @@ TestCase read_case(const pugi::xml_node& test, std::size_t max_message_bytes) {
   return out;
 }
 
+// Throws unless every element of the document is at most kMaxNesting levels deep. pugixml parses and walks
+// (traverse) without recursion, so this check is safe on any depth; the recursive counting and listing below
+// then never go deeper than kMaxNesting frames, whatever a sandbox nested.
+constexpr int kMaxNesting = 64;
+
+void check_nesting(pugi::xml_document& doc, const std::string& path) {
+  struct DepthCheck : pugi::xml_tree_walker {
+    bool too_deep = false;
+    bool for_each(pugi::xml_node&) override {
+      too_deep = depth() > kMaxNesting;
+      return !too_deep;  // stops the walk at the first element that is too deep
+    }
+  } check;
+  doc.traverse(check);
+  if (check.too_deep) {
+    throw JunitError(path, "nested too deep (more than " + std::to_string(kMaxNesting) + " levels); not read");
+  }
+}
+
 // Every <testcase> below `node`, in document order, up to max_cases; cases_truncated when there were more.
 void list_cases(const pugi::xml_node& node, TestCounts& counts, std::size_t max_cases, std::size_t max_message_bytes) {
   for (const pugi::xml_node& child : node.children()) {
@@ -157,6 +176,7 @@ TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes, st
     throw JunitError(path, std::string("malformed XML: ") + parsed.description() + " at offset " +
                                std::to_string(parsed.offset));
   }
+  check_nesting(doc, path);
   const pugi::xml_node root = doc.document_element();
   const std::string_view name = root.name();
   if (name != "testsuite" && name != "testsuites") {

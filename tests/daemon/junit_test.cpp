@@ -202,6 +202,28 @@ TEST_F(JunitTest, MalformedAndForeignFilesThrowWithPath) {
   }
 }
 
+std::string nested_suites(std::size_t depth) {
+  std::string text;
+  for (std::size_t i = 0; i < depth; ++i) text += "<testsuite>";
+  text += "<testcase name=\"deep\"/>";
+  for (std::size_t i = 0; i < depth; ++i) text += "</testsuite>";
+  return text;
+}
+
+TEST_F(JunitTest, DeeplyNestedReportIsUnreadableNotACrash) {
+  // A sandbox can nest suites 200k deep in 2.4 MB; walking that by recursion overflows the thread's stack.
+  try {
+    parse_junit_file(write("deep.xml", nested_suites(200000)));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_NE(e.cause().detail.find("nested too deep"), std::string::npos) << e.what();
+  }
+  const TestCounts fine = parse_junit_file(write("fine.xml", nested_suites(60)));
+  EXPECT_EQ(fine.total, 1u);
+  ASSERT_EQ(fine.cases.size(), 1u);
+  EXPECT_EQ(fine.cases[0].name, "deep");
+}
+
 TEST_F(JunitTest, CollectsOverGlobs) {
   write("target/surefire-reports/TEST-com.example.CalculatorTest.xml", kSurefireReport);
   write("target/surefire-reports/TEST-com.example.OtherTest.xml", kSurefireSmall);
