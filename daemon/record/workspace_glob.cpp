@@ -5,11 +5,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
+
+#include "base/unique_fd.h"
 
 namespace capsule::daemon {
 
@@ -130,40 +135,127 @@ class GlobWalker {
 
 }  // namespace
 
-std::string read_bounded_file(const std::string& path, std::uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw CollectError(path, std::string("open: ") + std::strerror(errno));
+namespace {
+
+// Checks the descriptor is a regular file and returns its size. Throws CollectError.
+std::uint64_t regular_file_size(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int error = errno;
-    ::close(fd);
-    throw CollectError(path, std::string("fstat: ") + std::strerror(error));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw CollectError(path, "not a regular file");
-  }
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    throw CollectError(path, "report of " + std::to_string(st.st_size) + " bytes is larger than the " +
-                               std::to_string(max_bytes >> 20) + " MiB limit; not read");
-  }
-  std::string content(static_cast<std::size_t>(st.st_size), '\0');
+  if (::fstat(fd, &st) != 0) throw CollectError(path, std::string("fstat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw CollectError(path, "not a regular file");
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+std::string too_large(std::uint64_t size, std::uint64_t max_bytes) {
+  return "report of " + std::to_string(size) + " bytes is larger than the " + std::to_string(max_bytes >> 20) +
+         " MiB limit; not read";
+}
+
+// Up to `max_bytes` from the descriptor; the string's size is what was actually read.
+std::string read_at_most(int fd, std::uint64_t max_bytes, const std::string& path) {
+  std::string content(static_cast<std::size_t>(max_bytes), '\0');
   std::size_t got = 0;
   while (got < content.size()) {
     const ssize_t n = ::read(fd, content.data() + got, content.size() - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int error = errno;
-      ::close(fd);
-      throw CollectError(path, std::string("read: ") + std::strerror(error));
-    }
+    if (n < 0) throw CollectError(path, std::string("read: ") + std::strerror(errno));
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
-  ::close(fd);
   content.resize(got);
   return content;
+}
+
+// `rel` opened beneath the root's descriptor: no symlink on the way, no ".." out of it. Throws CollectError.
+base::UniqueFd open_beneath(int root_fd, const std::string& rel) {
+  open_how how {};
+  how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  base::UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how)));
+  if (!fd) throw CollectError(rel, std::string("open: ") + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+std::string read_bounded_file(const std::string& path, std::uint64_t max_bytes, bool prefix) {
+  const base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) throw CollectError(path, std::string("open: ") + std::strerror(errno));
+  const std::uint64_t size = regular_file_size(fd.get(), path);
+  if (size > max_bytes && !prefix) throw CollectError(path, too_large(size, max_bytes));
+  return read_at_most(fd.get(), std::min(size, max_bytes), path);
+}
+
+void cut_utf8(std::string& text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return;
+  std::size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  text.resize(cut);
+}
+
+std::string quote_excerpt(std::string_view text, std::size_t max_bytes) {
+  std::string kept(text.substr(0, max_bytes + 1));  // one byte more, to find the boundary
+  cut_utf8(kept, max_bytes);
+  std::string out;
+  for (const char c : kept) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F || c == '"' || c == '\\') {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  if (kept.size() < text.size()) out += "...";
+  return out;
+}
+
+bool collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
+                   const std::function<void(std::string)>& note,
+                   const std::function<void(const std::string& rel, std::string& content)>& use) {
+  SearchBudget budget;
+  budget.deadline = limits.deadline;
+  budget.visits_left = limits.max_visited;
+  const std::vector<std::string> found = glob_within(root, globs, budget);
+  for (auto& problem : budget.problems) note(std::move(problem));
+  bool truncated = budget.exhausted;
+  const base::UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root_fd) throw CollectError(root, std::string("open: ") + std::strerror(errno));
+
+  std::size_t opened = 0;
+  std::uint64_t bytes = 0;
+  for (const std::string& rel : found) {
+    std::string limit;
+    if (opened >= limits.max_files) {
+      limit = "more than " + std::to_string(limits.max_files) + " " + limits.what;
+    } else if (std::chrono::steady_clock::now() > limits.deadline) {
+      limit = "out of time";
+    }
+    try {
+      if (limit.empty()) {
+        ++opened;
+        const base::UniqueFd fd = open_beneath(root_fd.get(), rel);
+        std::uint64_t size = regular_file_size(fd.get(), rel);
+        if (size > limits.max_file_bytes && !limits.prefix) throw CollectError(rel, too_large(size, limits.max_file_bytes));
+        size = std::min(size, limits.max_file_bytes);
+        if (bytes + size > limits.max_total_bytes) {
+          limit = "the " + limits.what + " would pass " + std::to_string(limits.max_total_bytes >> 20) + " MiB in all";
+        } else {
+          std::string content = read_at_most(fd.get(), size, rel);
+          bytes += content.size();  // charged whether or not it parses
+          use(rel, content);
+        }
+      }
+    } catch (const CollectError& e) {
+      note(rel + ": " + e.cause().detail);
+    }
+    if (!limit.empty()) {
+      truncated = true;
+      note(rel + ": not read: " + limit);
+    }
+  }
+  return truncated;
 }
 
 std::vector<std::string> glob_within(const std::string& root, const std::vector<std::string>& globs,

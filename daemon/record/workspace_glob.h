@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/stat.h>
@@ -47,9 +49,37 @@ std::vector<std::string> glob_within(const std::string& root, const std::vector<
 // glob_within without limits.
 std::vector<std::string> glob_files(const std::string& root, const std::vector<std::string>& globs);
 
-// Reads a regular file of at most `max_bytes` through one descriptor (O_NOFOLLOW | O_NONBLOCK): no FIFO,
-// device or symlink is opened for reading, and nothing past the size checked on the descriptor is read.
-// Throws CollectError.
-std::string read_bounded_file(const std::string& path, std::uint64_t max_bytes);
+// Reads a regular file through one descriptor (O_NOFOLLOW | O_NONBLOCK): no FIFO, device or symlink is opened
+// for reading. A file larger than `max_bytes` (st_size on the descriptor) is refused, or with `prefix` only its
+// first `max_bytes` are read; never more than the size checked on the descriptor. Throws CollectError.
+std::string read_bounded_file(const std::string& path, std::uint64_t max_bytes, bool prefix = false);
+
+// Cuts `text` to at most `max_bytes`, never inside a UTF-8 character.
+void cut_utf8(std::string& text, std::size_t max_bytes);
+
+// Untrusted text (an attribute value, an element name) for an error detail: at most `max_bytes` of it, cut on a
+// UTF-8 boundary and followed by "..." when cut, with control characters, '"' and '\\' written as \xNN.
+std::string quote_excerpt(std::string_view text, std::size_t max_bytes = 64);
+
+// What one collector may spend finding and reading the files its globs match.
+struct CollectLimits {
+  std::size_t max_files = 0;             // files opened (read or refused, parsed or not)
+  std::uint64_t max_file_bytes = 0;      // larger files are refused (with `prefix`: only this much is read)
+  std::uint64_t max_total_bytes = 0;     // bytes read over all files
+  bool prefix = false;
+  std::uint64_t max_visited = 0;         // directory entries looked at while matching globs
+  std::chrono::steady_clock::time_point deadline;  // for matching and reading together
+  std::string what = "reports";          // what the files are, for the "not read" notes
+};
+
+// The loop every collector shares: finds the regular files below `root` matching `globs` (glob_within), then
+// opens each beneath `root` (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: no symlink anywhere on the way, no
+// escape from the root, regular files only), reads it within `limits` and hands its bytes to `use`. Search
+// problems, read failures, CollectErrors thrown by `use`, and files left unread ("<rel>: not read: <limit>")
+// go to `note`. Returns true when a limit stopped the search or left files unread. Throws CollectError for a bad
+// glob or a root that is not a directory.
+bool collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
+                   const std::function<void(std::string)>& note,
+                   const std::function<void(const std::string& rel, std::string& content)>& use);
 
 }  // namespace capsule::daemon

@@ -224,6 +224,49 @@ TEST_F(JunitTest, DeeplyNestedReportIsUnreadableNotACrash) {
   EXPECT_EQ(fine.cases[0].name, "deep");
 }
 
+// What a report holds is quoted in errors only in part, and a case's class and name are cut like its message.
+TEST_F(JunitTest, HostileTextIsNotCopiedWhole) {
+  const std::string huge(1 << 20, '7');
+  try {
+    parse_junit_file(write("count.xml", "<testsuite tests=\"x" + huge + "\"/>"));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_LT(e.cause().detail.size(), 200u) << e.cause().detail.substr(0, 300);
+    EXPECT_NE(e.cause().detail.find("x777"), std::string::npos) << e.cause().detail.substr(0, 300);
+  }
+  const std::string name(1 << 20, 'n');
+  try {
+    parse_junit_file(write("root.xml", "<" + name + "/>"));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_LT(e.cause().detail.size(), 200u) << e.cause().detail.substr(0, 300);
+  }
+  const TestCounts counts = parse_junit_file(
+      write("case.xml", "<testsuite><testcase classname=\"" + huge + "\" name=\"" + name + "\"/></testsuite>"));
+  ASSERT_EQ(counts.cases.size(), 1u);
+  EXPECT_EQ(counts.cases[0].class_name.size(), JunitLimits{}.max_message_bytes);
+  EXPECT_EQ(counts.cases[0].name.size(), JunitLimits{}.max_message_bytes);
+}
+
+// Hard links make one big report many: every report opened counts against max_files and every byte read
+// against max_total_bytes, whether it parses or not.
+TEST_F(JunitTest, UnparsedReportsStillCostFilesAndBytes) {
+  const std::string first = write("r/a.xml", std::string(1000, 'x'));  // not XML
+  for (const char* name : {"r/b.xml", "r/c.xml", "r/d.xml"}) ASSERT_EQ(::link(first.c_str(), (dir_ + "/" + name).c_str()), 0);
+  JunitLimits limits;
+  limits.max_total_bytes = 2500;
+  const TestCounts by_size = collect_junit(dir_, {"r/*.xml"}, limits);
+  EXPECT_TRUE(by_size.truncated);
+  const std::string listed = nlohmann::json(by_size.unreadable).dump();
+  EXPECT_NE(listed.find("r/c.xml: not read: the reports would pass"), std::string::npos) << listed;
+  limits = JunitLimits{};
+  limits.max_files = 2;
+  const TestCounts by_count = collect_junit(dir_, {"r/*.xml"}, limits);
+  EXPECT_TRUE(by_count.truncated);
+  const std::string counted = nlohmann::json(by_count.unreadable).dump();
+  EXPECT_NE(counted.find("r/c.xml: not read: more than 2 reports"), std::string::npos) << counted;
+}
+
 TEST_F(JunitTest, CollectsOverGlobs) {
   write("target/surefire-reports/TEST-com.example.CalculatorTest.xml", kSurefireReport);
   write("target/surefire-reports/TEST-com.example.OtherTest.xml", kSurefireSmall);
