@@ -53,6 +53,7 @@ ClassfileCensus collect_classfiles(const std::string& root, const std::vector<st
   collect.max_total_bytes = UINT64_MAX;
   collect.prefix = true;
   collect.max_visited = limits.max_visited;
+  collect.max_listed = limits.max_listed;
   collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
   collect.what = "files";
   // The first max_listed paths of each major: enough to list the odd ones whichever major wins.

@@ -127,6 +127,7 @@ CoverageSummary collect_coverage(const std::string& root, const std::vector<std:
   collect.max_file_bytes = limits.max_file_bytes;
   collect.max_total_bytes = limits.max_total_bytes;
   collect.max_visited = limits.max_visited;
+  collect.max_listed = limits.max_listed;
   collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
   const bool truncated = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& content) {
     CoverageReport report = parse_coverage_text(content, rel);

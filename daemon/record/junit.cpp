@@ -207,6 +207,7 @@ TestCounts collect_junit(const std::string& root, const std::vector<std::string>
   collect.max_file_bytes = limits.max_file_bytes;
   collect.max_total_bytes = limits.max_total_bytes;
   collect.max_visited = limits.max_visited;
+  collect.max_listed = limits.max_listed;
   collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
   total.truncated = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& content) {
     const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());

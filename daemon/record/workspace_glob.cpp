@@ -22,11 +22,29 @@ bool SearchBudget::spend(const std::string& rel) {
   if (exhausted) return false;
   if (visits_left == 0 || std::chrono::steady_clock::now() > deadline) {
     exhausted = true;
-    problems.push_back((rel.empty() ? std::string(".") : rel) + ": search stopped here (" +
-                       (visits_left == 0 ? "too many directory entries" : "out of time") + ")");
+    note_problem((rel.empty() ? std::string(".") : rel) + ": search stopped here (" +
+                 (visits_left == 0 ? "too many directory entries" : "out of time") + ")");
     return false;
   }
   --visits_left;
+  return true;
+}
+
+void SearchBudget::note_problem(std::string problem) {
+  if (problems.size() < max_problems) problems.push_back(std::move(problem));
+  else ++problems_not_listed;
+}
+
+bool SearchBudget::take_found(const std::string& rel, std::size_t found_before) {
+  if (exhausted) return false;
+  if (found_before > max_found || rel.size() > found_bytes_left) {
+    exhausted = true;
+    note_problem(rel + ": search stopped here (" +
+                 (found_before > max_found ? "more than " + std::to_string(max_found) + " files matched"
+                                           : std::string("the matched paths are too long in all")) + ")");
+    return false;
+  }
+  found_bytes_left -= rel.size();
   return true;
 }
 
@@ -97,7 +115,7 @@ class GlobWalker {
     try {
       return lstat_if_exists(absolute(rel));
     } catch (const CollectError& e) {
-      budget_.problems.push_back(rel + ": " + e.cause().detail);
+      budget_.note_problem(rel + ": " + e.cause().detail);
       return std::nullopt;
     }
   }
@@ -106,7 +124,7 @@ class GlobWalker {
   void visit(const std::string& rel, const std::vector<std::string>& segments, std::size_t i, bool last) {
     const auto st = lstat_quietly(rel);
     if (!st) return;
-    if (last && S_ISREG(st->st_mode)) out_.insert(rel);
+    if (last && S_ISREG(st->st_mode) && !out_.contains(rel) && budget_.take_found(rel, out_.size())) out_.insert(rel);
     if (!last && S_ISDIR(st->st_mode)) match(rel, segments, i + 1);
   }
 
@@ -116,15 +134,18 @@ class GlobWalker {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) {
       if (errno != ENOENT && errno != ENOTDIR) {
-        budget_.problems.push_back((rel.empty() ? std::string(".") : rel) + ": opendir: " + std::strerror(errno));
+        budget_.note_problem((rel.empty() ? std::string(".") : rel) + ": opendir: " + std::strerror(errno));
       }
       return names;
     }
     while (const dirent* entry = ::readdir(dir)) {
       const std::string name = entry->d_name;
-      if (name != "." && name != "..") names.push_back(name);
+      if (name == "." || name == "..") continue;
+      if (!budget_.spend(join(rel, name))) break;  // a directory of millions of entries is not listed whole
+      names.push_back(name);
     }
     ::closedir(dir);
+    std::sort(names.begin(), names.end());  // the same files are found first whatever the directory's order
     return names;
   }
 
@@ -217,8 +238,13 @@ bool collect_files(const std::string& root, const std::vector<std::string>& glob
   SearchBudget budget;
   budget.deadline = limits.deadline;
   budget.visits_left = limits.max_visited;
+  budget.max_found = limits.max_files;  // one more is found, to say the rest were not read
+  budget.max_problems = limits.max_listed;
   const std::vector<std::string> found = glob_within(root, globs, budget);
   for (auto& problem : budget.problems) note(std::move(problem));
+  if (budget.problems_not_listed > 0) {
+    note("...: " + std::to_string(budget.problems_not_listed) + " more search problems not listed");
+  }
   bool truncated = budget.exhausted;
   const base::UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root_fd) throw CollectError(root, std::string("open: ") + std::strerror(errno));

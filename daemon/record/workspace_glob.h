@@ -24,16 +24,24 @@ class CollectError : public base::Error {
       : base::Error(base::Cause{"report", std::move(path), 0, std::move(reason)}) {}
 };
 
-// What one collection may still spend (directory entries looked at, time), and what it could not do
-// ("<rel>: <reason>").
+// What one collection may still spend (directory entries looked at, files found, bytes of their paths, time),
+// and what it could not do ("<rel>: <reason>", the first max_problems; the rest only counted).
 struct SearchBudget {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::uint64_t visits_left = UINT64_MAX;
+  std::size_t max_found = SIZE_MAX;          // the search stops once more files than this were found
+  std::uint64_t found_bytes_left = 64ull << 20;  // of the found files' relative paths
+  std::size_t max_problems = 100;
   std::vector<std::string> problems;
+  std::uint64_t problems_not_listed = 0;
   bool exhausted = false;
 
   // Takes one visit of `rel`; false (and a problem noted once) when the budget is spent.
   bool spend(const std::string& rel);
+  // Lists `problem`, or counts it once max_problems are listed.
+  void note_problem(std::string problem);
+  // Records a found file; false (and the search stopped, a problem noted) once too many were found.
+  bool take_found(const std::string& rel, std::size_t found_before);
 };
 
 // lstat(2); nullopt when the path does not exist. Throws CollectError for other failures.
@@ -68,6 +76,7 @@ struct CollectLimits {
   std::uint64_t max_total_bytes = 0;     // bytes read over all files
   bool prefix = false;
   std::uint64_t max_visited = 0;         // directory entries looked at while matching globs
+  std::size_t max_listed = 100;          // search problems listed (the rest are summed up in one note)
   std::chrono::steady_clock::time_point deadline;  // for matching and reading together
   std::string what = "reports";          // what the files are, for the "not read" notes
 };

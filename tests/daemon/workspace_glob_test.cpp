@@ -1,11 +1,65 @@
 // The collectors' shared helpers: quoting hostile text for error details (bounded, escaped, cut on a UTF-8
-// boundary).
+// boundary) and the search budget (problems, files found and directory entries, all bounded).
 #include "daemon/record/workspace_glob.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace capsule::daemon {
 namespace {
+
+namespace fs = std::filesystem;
+
+class SearchBudgetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/capsule-glob-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write(const std::string& rel) {
+    fs::create_directories(fs::path(dir_ + "/" + rel).parent_path());
+    std::ofstream(dir_ + "/" + rel) << "x";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SearchBudgetTest, ProblemsAreListedUpToACapAndTheRestCounted) {
+  SearchBudget budget;
+  budget.max_problems = 2;
+  for (int i = 0; i < 5; ++i) budget.note_problem("p" + std::to_string(i));
+  EXPECT_EQ(budget.problems, (std::vector<std::string>{"p0", "p1"}));
+  EXPECT_EQ(budget.problems_not_listed, 3u);
+}
+
+TEST_F(SearchBudgetTest, TheSearchStopsOnceMoreFilesThanWantedMatched) {
+  for (int i = 0; i < 10; ++i) write("r/f" + std::to_string(i) + ".xml");
+  SearchBudget budget;
+  budget.max_found = 2;
+  EXPECT_EQ(glob_within(dir_, {"r/*.xml"}, budget).size(), 3u);
+  EXPECT_TRUE(budget.exhausted);
+  ASSERT_EQ(budget.problems.size(), 1u);
+  EXPECT_NE(budget.problems[0].find("more than 2 files matched"), std::string::npos) << budget.problems[0];
+
+  SearchBudget by_bytes;
+  by_bytes.found_bytes_left = 20;  // two of "r/fN.xml" (8 bytes each)
+  EXPECT_EQ(glob_within(dir_, {"r/*.xml"}, by_bytes).size(), 2u);
+  EXPECT_TRUE(by_bytes.exhausted);
+}
+
+TEST_F(SearchBudgetTest, EveryDirectoryEntryListedCostsAVisit) {
+  for (int i = 0; i < 50; ++i) write("r/other" + std::to_string(i) + ".txt");
+  SearchBudget budget;
+  budget.visits_left = 10;
+  EXPECT_TRUE(glob_within(dir_, {"r/*.xml"}, budget).empty());
+  EXPECT_TRUE(budget.exhausted) << "50 entries listed on a budget of 10";
+}
 
 TEST(QuoteExcerpt, KeepsShortTextAndEscapesControlsQuotesAndBackslashes) {
   EXPECT_EQ(quote_excerpt("12x"), "12x");
