@@ -185,6 +185,7 @@ TestCounts& TestCounts::operator+=(const TestCounts& other) {
   unreadable.insert(unreadable.end(), other.unreadable.begin(), other.unreadable.end());
   truncated = truncated || other.truncated;
   not_read += other.not_read;
+  reports_not_read += other.reports_not_read;
   return *this;
 }
 
@@ -209,12 +210,14 @@ TestCounts collect_junit(const std::string& root, const std::vector<std::string>
   collect.max_visited = limits.max_visited;
   collect.max_listed = limits.max_listed;
   collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
-  total.truncated = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& content) {
+  const CollectOutcome outcome = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& content) {
     const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());
     TestCounts counts = parse_junit_text(content, rel, room, limits.max_message_bytes);
     counts.files = {rel};
     total += counts;
   });
+  total.truncated = outcome.truncated;
+  total.reports_not_read = outcome.files_not_read;
   return total;
 }
 

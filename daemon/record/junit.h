@@ -38,6 +38,7 @@ struct TestCounts {
   std::vector<std::string> unreadable;
   bool truncated = false;       // a limit stopped the collection: some matching reports were not counted
   std::uint64_t not_read = 0;   // matched reports (or problems) beyond what `unreadable` lists or counts
+  std::uint64_t reports_not_read = 0;  // matched reports that could not be read or parsed, or a limit left unread
 
   // {"total","failed","errors","skipped","cases","cases_truncated","files","unreadable"}, plus "truncated": true
   // and "not_read" when a limit was hit.

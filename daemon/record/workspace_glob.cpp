@@ -232,7 +232,7 @@ std::string quote_excerpt(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
-bool collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
+CollectOutcome collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
                    const std::function<void(std::string)>& note,
                    const std::function<void(const std::string& rel, std::string& content)>& use) {
   SearchBudget budget;
@@ -245,7 +245,8 @@ bool collect_files(const std::string& root, const std::vector<std::string>& glob
   if (budget.problems_not_listed > 0) {
     note("...: " + std::to_string(budget.problems_not_listed) + " more search problems not listed");
   }
-  bool truncated = budget.exhausted;
+  CollectOutcome outcome;
+  outcome.truncated = budget.exhausted;
   const base::UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!root_fd) throw CollectError(root, std::string("open: ") + std::strerror(errno));
 
@@ -274,14 +275,16 @@ bool collect_files(const std::string& root, const std::vector<std::string>& glob
         }
       }
     } catch (const CollectError& e) {
+      ++outcome.files_not_read;
       note(rel + ": " + e.cause().detail);
     }
     if (!limit.empty()) {
-      truncated = true;
+      outcome.truncated = true;
+      ++outcome.files_not_read;
       note(rel + ": not read: " + limit);
     }
   }
-  return truncated;
+  return outcome;
 }
 
 std::vector<std::string> glob_within(const std::string& root, const std::vector<std::string>& globs,

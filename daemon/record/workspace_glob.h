@@ -85,9 +85,12 @@ struct CollectLimits {
 // opens each beneath `root` (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: no symlink anywhere on the way, no
 // escape from the root, regular files only), reads it within `limits` and hands its bytes to `use`. Search
 // problems, read failures, CollectErrors thrown by `use`, and files left unread ("<rel>: not read: <limit>")
-// go to `note`. Returns true when a limit stopped the search or left files unread. Throws CollectError for a bad
-// glob or a root that is not a directory.
-bool collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
+// go to `note`. Throws CollectError for a bad glob or a root that is not a directory.
+struct CollectOutcome {
+  bool truncated = false;           // a limit stopped the search or left matched files unread
+  std::uint64_t files_not_read = 0; // matched files not read (limits) or refused (read failures, `use` threw)
+};
+CollectOutcome collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
                    const std::function<void(std::string)>& note,
                    const std::function<void(const std::string& rel, std::string& content)>& use);
 
