@@ -1,5 +1,5 @@
-// The workspace glob walker (fnmatch(3) per path segment over lstat'ed directories, no regex, no symlink
-// following) and the bounded read of one file, for the record's collectors.
+// The workspace glob walker (fnmatch(3) per path segment over directories opened by descriptor, no regex, no
+// symlink followed) and the bounded reads of matched files, for the record's collectors.
 #include "daemon/record/workspace_glob.h"
 
 #include <dirent.h>
@@ -74,32 +74,36 @@ std::vector<std::string> split_glob(const std::string& glob) {
   return segments;
 }
 
+// Walks by descriptor: every directory is opened relative to its parent's descriptor with O_NOFOLLOW and every
+// entry fstatat'ed there (AT_SYMLINK_NOFOLLOW), so a sandbox racing a directory into a symlink cannot lead the
+// walk outside the root, and path length does not matter. The depth is bounded, as are the descriptors held.
 class GlobWalker {
  public:
-  GlobWalker(const std::string& root, std::set<std::string>& out, SearchBudget& budget)
-      : root_(root), out_(out), budget_(budget) {}
+  static constexpr std::size_t kMaxDepth = 128;  // directories below the root
 
-  // Matches segments[i..] against the directory `rel` (relative to the root, "" for the root itself).
-  void match(const std::string& rel, const std::vector<std::string>& segments, std::size_t i) {
+  GlobWalker(std::set<std::string>& out, SearchBudget& budget) : out_(out), budget_(budget) {}
+
+  // Matches segments[i..] against the directory open as `dir` at `rel` (relative to the root, "" for itself).
+  void match(int dir, const std::string& rel, std::size_t depth, const std::vector<std::string>& segments,
+             std::size_t i) {
     if (budget_.exhausted) return;
     const std::string& segment = segments[i];
     const bool last = i + 1 == segments.size();
     if (segment == "**") {
-      match(rel, segments, i + 1);
-      for (const auto& name : list(rel)) {
+      match(dir, rel, depth, segments, i + 1);
+      for (const auto& name : list(dir, rel)) {
         if (name.front() == '.') continue;
-        const std::string child = join(rel, name);
-        const auto st = lstat_quietly(child);
-        if (st && S_ISDIR(st->st_mode)) match(child, segments, i);
+        const auto st = stat_quietly(dir, rel, name);
+        if (st && S_ISDIR(st->st_mode)) descend(dir, rel, name, depth, segments, i);
       }
       return;
     }
     if (segment.find_first_of("*?[") == std::string::npos) {
-      visit(join(rel, segment), segments, i, last);
+      visit(dir, rel, segment, depth, segments, i, last);
       return;
     }
-    for (const auto& name : list(rel)) {
-      if (::fnmatch(segment.c_str(), name.c_str(), FNM_PERIOD) == 0) visit(join(rel, name), segments, i, last);
+    for (const auto& name : list(dir, rel)) {
+      if (::fnmatch(segment.c_str(), name.c_str(), FNM_PERIOD) == 0) visit(dir, rel, name, depth, segments, i, last);
     }
   }
 
@@ -107,49 +111,68 @@ class GlobWalker {
   static std::string join(const std::string& rel, const std::string& name) {
     return rel.empty() ? name : rel + "/" + name;
   }
-  std::string absolute(const std::string& rel) const { return rel.empty() ? root_ : root_ + "/" + rel; }
+  static std::string shown(const std::string& rel) { return rel.empty() ? std::string(".") : rel; }
 
-  // lstat; nullopt when absent or unreadable (a problem is noted: e.g. a path past PATH_MAX).
-  std::optional<struct stat> lstat_quietly(const std::string& rel) {
-    if (!budget_.spend(rel)) return std::nullopt;
-    try {
-      return lstat_if_exists(absolute(rel));
-    } catch (const CollectError& e) {
-      budget_.note_problem(rel + ": " + e.cause().detail);
-      return std::nullopt;
+  // fstatat without following; nullopt when absent or unreadable (a problem is noted).
+  std::optional<struct stat> stat_quietly(int dir, const std::string& rel, const std::string& name) {
+    const std::string child = join(rel, name);
+    if (!budget_.spend(child)) return std::nullopt;
+    struct stat st {};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return st;
+    if (errno != ENOENT && errno != ENOTDIR) budget_.note_problem(child + ": fstatat: " + std::strerror(errno));
+    return std::nullopt;
+  }
+
+  // Opens the directory `name` in `dir` (never through a symlink) and matches segments[i..] in it.
+  void descend(int dir, const std::string& rel, const std::string& name, std::size_t depth,
+               const std::vector<std::string>& segments, std::size_t i) {
+    const std::string child = join(rel, name);
+    if (depth + 1 > kMaxDepth) {
+      budget_.note_problem(child + ": not searched: more than " + std::to_string(kMaxDepth) + " directories deep");
+      return;
     }
+    const base::UniqueFd child_fd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!child_fd) {
+      if (errno != ENOENT) budget_.note_problem(child + ": open: " + std::strerror(errno));
+      return;
+    }
+    match(child_fd.get(), child, depth + 1, segments, i);
   }
 
-  // A path that matched segment i: a report if it was the last segment, else a directory to search on.
-  void visit(const std::string& rel, const std::vector<std::string>& segments, std::size_t i, bool last) {
-    const auto st = lstat_quietly(rel);
+  // A name that matched segment i: a report if it was the last segment, else a directory to search on.
+  void visit(int dir, const std::string& rel, const std::string& name, std::size_t depth,
+             const std::vector<std::string>& segments, std::size_t i, bool last) {
+    const auto st = stat_quietly(dir, rel, name);
     if (!st) return;
-    if (last && S_ISREG(st->st_mode) && !out_.contains(rel) && budget_.take_found(rel, out_.size())) out_.insert(rel);
-    if (!last && S_ISDIR(st->st_mode)) match(rel, segments, i + 1);
+    const std::string child = join(rel, name);
+    if (last && S_ISREG(st->st_mode) && !out_.contains(child) && budget_.take_found(child, out_.size())) {
+      out_.insert(child);
+    }
+    if (!last && S_ISDIR(st->st_mode)) descend(dir, rel, name, depth, segments, i + 1);
   }
 
-  std::vector<std::string> list(const std::string& rel) {
-    const std::string path = absolute(rel);
+  // The names in `dir`, sorted (the same files are found first whatever the directory's order); every entry
+  // costs a visit, so a directory of millions of entries is not listed whole.
+  std::vector<std::string> list(int dir, const std::string& rel) {
     std::vector<std::string> names;
-    DIR* dir = ::opendir(path.c_str());
-    if (dir == nullptr) {
-      if (errno != ENOENT && errno != ENOTDIR) {
-        budget_.note_problem((rel.empty() ? std::string(".") : rel) + ": opendir: " + std::strerror(errno));
-      }
+    const int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // its own offset for readdir
+    DIR* stream = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (stream == nullptr) {
+      budget_.note_problem(shown(rel) + ": opendir: " + std::strerror(errno));
+      if (fd >= 0) ::close(fd);
       return names;
     }
-    while (const dirent* entry = ::readdir(dir)) {
+    while (const dirent* entry = ::readdir(stream)) {
       const std::string name = entry->d_name;
       if (name == "." || name == "..") continue;
-      if (!budget_.spend(join(rel, name))) break;  // a directory of millions of entries is not listed whole
+      if (!budget_.spend(join(rel, name))) break;
       names.push_back(name);
     }
-    ::closedir(dir);
-    std::sort(names.begin(), names.end());  // the same files are found first whatever the directory's order
+    ::closedir(stream);
+    std::sort(names.begin(), names.end());
     return names;
   }
 
-  const std::string& root_;
   std::set<std::string>& out_;
   SearchBudget& budget_;
 };
@@ -293,9 +316,11 @@ std::vector<std::string> glob_within(const std::string& root, const std::vector<
   if (!st || !S_ISDIR(st->st_mode)) throw CollectError(root, "the root to search is not a directory");
   std::vector<std::vector<std::string>> split;
   for (const auto& glob : globs) split.push_back(split_glob(glob));  // every glob checked before any search
+  const base::UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root_fd) throw CollectError(root, std::string("open: ") + std::strerror(errno));
   std::set<std::string> found;
-  GlobWalker walker(root, found, budget);
-  for (const auto& segments : split) walker.match("", segments, 0);
+  GlobWalker walker(found, budget);
+  for (const auto& segments : split) walker.match(root_fd.get(), "", 0, segments, 0);
   return {found.begin(), found.end()};
 }
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -370,23 +371,34 @@ TEST_F(JunitTest, CollectionIsBoundedAndSaysWhatItSkipped) {
       << nlohmann::json(by_visits.unreadable);
 }
 
-// A directory chain past PATH_MAX does not stop the counting of the reports elsewhere.
+// A directory chain past PATH_MAX is walked by descriptor (a report found there cannot be opened by its path:
+// it is listed), and one deeper than the walker's bound is searched only to that bound: neither stops the
+// counting of the reports elsewhere.
 TEST_F(JunitTest, DeepTreeDoesNotStopCounting) {
   write("target/TEST-a.xml", kSurefireSmall);
-  const std::string name(200, 'd');
-  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
-  for (int depth = 0; depth < 30; ++depth) {
-    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0755), 0);
-    const int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY);
+  const auto chain = [&](const std::string& top, const std::string& name, int depth) {
+    int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+    for (int level = 0; level < depth; ++level) {
+      const std::string here = level == 0 ? top : name;
+      ASSERT_EQ(::mkdirat(fd, here.c_str(), 0755), 0);
+      const int next = ::openat(fd, here.c_str(), O_RDONLY | O_DIRECTORY);
+      ::close(fd);
+      fd = next;
+    }
+    const int report = ::openat(fd, "TEST-deep.xml", O_WRONLY | O_CREAT, 0644);
+    ASSERT_EQ(::write(report, kSurefireSmall, std::strlen(kSurefireSmall)),
+              static_cast<ssize_t>(std::strlen(kSurefireSmall)));
+    ::close(report);
     ::close(fd);
-    fd = next;
-  }
-  ::close(fd);
+  };
+  chain("long", std::string(200, 'd'), 30);  // 6 KB of path
+  chain("deep", "d", 200);
   const TestCounts counts = collect_junit(dir_, {"**/TEST-*.xml"});
   EXPECT_EQ(counts.files, std::vector<std::string>{"target/TEST-a.xml"});
   EXPECT_EQ(counts.total, 2u);
-  ASSERT_FALSE(counts.unreadable.empty());
-  EXPECT_NE(counts.unreadable[0].find("File name too long"), std::string::npos) << counts.unreadable[0];
+  const std::string listed = nlohmann::json(counts.unreadable).dump();
+  EXPECT_NE(listed.find("/TEST-deep.xml: open: File name too long"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("not searched: more than 128 directories deep"), std::string::npos) << listed;
 }
 
 TEST(JunitCounts, AddAndJson) {

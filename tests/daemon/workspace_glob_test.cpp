@@ -73,5 +73,34 @@ TEST(QuoteExcerpt, CutsLongTextOnAUtf8Boundary) {
   EXPECT_EQ(quote_excerpt(euros, 66), std::string(63, 'a') + "\xE2\x82\xAC...");
 }
 
+// A sandbox that swaps a directory for a symlink after the search (here: while the first file is read) cannot
+// make the daemon read outside the root: files are opened beneath the root with no symlink on the way.
+TEST_F(SearchBudgetTest, ADirectorySwappedForASymlinkIsNotFollowed) {
+  write("r/a.xml");
+  write("r/sub/b.xml");
+  const std::string outside = dir_ + "-outside";
+  fs::create_directories(outside);
+  std::ofstream(outside + "/b.xml") << "secret";
+  CollectLimits limits;
+  limits.max_files = 10;
+  limits.max_file_bytes = limits.max_total_bytes = 1 << 20;
+  limits.max_visited = 1000;
+  limits.deadline = std::chrono::steady_clock::time_point::max();
+  std::vector<std::string> notes, read;
+  collect_files(
+      dir_, {"r/**/*.xml"}, limits, [&](std::string note) { notes.push_back(std::move(note)); },
+      [&](const std::string& rel, std::string& content) {
+        if (read.empty()) {
+          fs::rename(dir_ + "/r/sub", dir_ + "/r/sub.real");
+          fs::create_directory_symlink(outside, dir_ + "/r/sub");
+        }
+        read.push_back(rel + "=" + content);
+      });
+  fs::remove_all(outside);
+  EXPECT_EQ(read, std::vector<std::string>{"r/a.xml=x"});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].substr(0, 18), "r/sub/b.xml: open:") << notes[0];
+}
+
 }  // namespace
 }  // namespace capsule::daemon
