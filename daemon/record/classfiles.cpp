@@ -58,13 +58,14 @@ ClassfileCensus collect_classfiles(const std::string& root, const std::vector<st
   collect.what = "files";
   // The first max_listed paths of each major: enough to list the odd ones whichever major wins.
   std::map<unsigned, std::vector<std::string>> examples;
-  const CollectOutcome outcome = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& header) {
+  const auto use = [&](const std::string& rel, std::string& header) {
     const unsigned major = major_of(header, rel);
     ++census.files;
     ++census.majors[major];
     auto& paths = examples[major];
     if (paths.size() < limits.max_listed) paths.push_back(rel);
-  });
+  };
+  const CollectOutcome outcome = collect_files(root, globs, collect, note, use);
   census.truncated = census.truncated || outcome.truncated;
   std::uint64_t most = 0;
   for (const auto& [major, count] : census.majors) {

@@ -129,11 +129,12 @@ CoverageSummary collect_coverage(const std::string& root, const std::vector<std:
   collect.max_visited = limits.max_visited;
   collect.max_listed = limits.max_listed;
   collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
-  const CollectOutcome outcome = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& content) {
+  const auto use = [&](const std::string& rel, std::string& content) {
     CoverageReport report = parse_coverage_text(content, rel);
     summary.total += report.counts;
     summary.reports.push_back(std::move(report));
-  });
+  };
+  const CollectOutcome outcome = collect_files(root, globs, collect, note, use);
   summary.truncated = summary.truncated || outcome.truncated;
   return summary;
 }

@@ -210,12 +210,13 @@ TestCounts collect_junit(const std::string& root, const std::vector<std::string>
   collect.max_visited = limits.max_visited;
   collect.max_listed = limits.max_listed;
   collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
-  const CollectOutcome outcome = collect_files(root, globs, collect, note, [&](const std::string& rel, std::string& content) {
+  const auto use = [&](const std::string& rel, std::string& content) {
     const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());
     TestCounts counts = parse_junit_text(content, rel, room, limits.max_message_bytes);
     counts.files = {rel};
     total += counts;
-  });
+  };
+  const CollectOutcome outcome = collect_files(root, globs, collect, note, use);
   total.truncated = outcome.truncated;
   total.reports_not_read = outcome.files_not_read;
   return total;

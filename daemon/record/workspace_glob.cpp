@@ -255,9 +255,9 @@ std::string quote_excerpt(std::string_view text, std::size_t max_bytes) {
   return out;
 }
 
-CollectOutcome collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
-                   const std::function<void(std::string)>& note,
-                   const std::function<void(const std::string& rel, std::string& content)>& use) {
+CollectOutcome collect_files(const std::string& root, const std::vector<std::string>& globs,
+                             const CollectLimits& limits, const std::function<void(std::string)>& note,
+                             const std::function<void(const std::string& rel, std::string& content)>& use) {
   SearchBudget budget;
   budget.deadline = limits.deadline;
   budget.visits_left = limits.max_visited;
@@ -287,7 +287,9 @@ CollectOutcome collect_files(const std::string& root, const std::vector<std::str
         ++opened;
         const base::UniqueFd fd = open_beneath(root_fd.get(), rel);
         std::uint64_t size = regular_file_size(fd.get(), rel);
-        if (size > limits.max_file_bytes && !limits.prefix) throw CollectError(rel, too_large(size, limits.max_file_bytes));
+        if (size > limits.max_file_bytes && !limits.prefix) {
+          throw CollectError(rel, too_large(size, limits.max_file_bytes));
+        }
         size = std::min(size, limits.max_file_bytes);
         if (bytes + size > limits.max_total_bytes) {
           limit = "the " + limits.what + " would pass " + std::to_string(limits.max_total_bytes >> 20) + " MiB in all";

@@ -90,8 +90,8 @@ struct CollectOutcome {
   bool truncated = false;           // a limit stopped the search or left matched files unread
   std::uint64_t files_not_read = 0; // matched files not read (limits) or refused (read failures, `use` threw)
 };
-CollectOutcome collect_files(const std::string& root, const std::vector<std::string>& globs, const CollectLimits& limits,
-                   const std::function<void(std::string)>& note,
-                   const std::function<void(const std::string& rel, std::string& content)>& use);
+CollectOutcome collect_files(const std::string& root, const std::vector<std::string>& globs,
+                             const CollectLimits& limits, const std::function<void(std::string)>& note,
+                             const std::function<void(const std::string& rel, std::string& content)>& use);
 
 }  // namespace capsule::daemon

@@ -253,7 +253,9 @@ TEST_F(JunitTest, HostileTextIsNotCopiedWhole) {
 // against max_total_bytes, whether it parses or not.
 TEST_F(JunitTest, UnparsedReportsStillCostFilesAndBytes) {
   const std::string first = write("r/a.xml", std::string(1000, 'x'));  // not XML
-  for (const char* name : {"r/b.xml", "r/c.xml", "r/d.xml"}) ASSERT_EQ(::link(first.c_str(), (dir_ + "/" + name).c_str()), 0);
+  for (const char* name : {"r/b.xml", "r/c.xml", "r/d.xml"}) {
+    ASSERT_EQ(::link(first.c_str(), (dir_ + "/" + name).c_str()), 0);
+  }
   JunitLimits limits;
   limits.max_total_bytes = 2500;
   const TestCounts by_size = collect_junit(dir_, {"r/*.xml"}, limits);
