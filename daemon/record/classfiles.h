@@ -15,6 +15,7 @@ struct ClassfileLimits {
   std::size_t max_files = 200000;               // class files read
   std::uint64_t max_visited = 1000000;          // directory entries looked at while matching globs
   std::chrono::milliseconds time_budget{20000}; // for matching and reading together
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();  // if earlier
   std::size_t max_listed = 100;                 // entries in odd and unreadable
 };
 
@@ -35,7 +36,8 @@ struct ClassfileCensus {
 // a regular file, never through a symlink. Throws CollectError for anything else (short, wrong magic, errors).
 unsigned classfile_major(const std::string& path);
 
-// classfile_major over the regular files below `root` matching `globs` (workspace_glob.h), within `limits`.
+// The majors of the regular files below `root` matching `globs`, whose headers collect_files (workspace_glob.h)
+// reads within `limits` (every file opened counts against max_files, a class file or not).
 // Throws CollectError for a bad glob or a root that is not a directory.
 ClassfileCensus collect_classfiles(const std::string& root, const std::vector<std::string>& globs,
                                    const ClassfileLimits& limits = {});

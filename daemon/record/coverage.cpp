@@ -2,8 +2,7 @@
 // Cobertura's root attributes, read from bounded files found by the workspace glob.
 #include "daemon/record/coverage.h"
 
-#include <sys/stat.h>
-
+#include <algorithm>
 #include <charconv>
 #include <pugixml.hpp>
 
@@ -17,7 +16,7 @@ std::uint64_t count_of(const pugi::xml_node& node, const char* attribute, const 
   std::uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-    throw CollectError(path, std::string("<") + node.name() + " " + attribute + "=\"" + std::string(text) +
+    throw CollectError(path, std::string("<") + node.name() + " " + attribute + "=\"" + quote_excerpt(text) +
                                  "\"> is not a count");
   }
   return value;
@@ -83,8 +82,10 @@ nlohmann::json CoverageSummary::to_json() const {
           {"truncated", truncated}};
 }
 
-CoverageReport parse_coverage_file(const std::string& path, std::uint64_t max_bytes) {
-  std::string content = read_bounded_file(path, max_bytes);  // outlives doc, which parses it in place
+namespace {
+
+// One report's bytes, parsed in place (pugixml changes `content`); `path` names it in errors.
+CoverageReport parse_coverage_text(std::string& content, const std::string& path) {
   pugi::xml_document doc;
   const pugi::xml_parse_result parsed = doc.load_buffer_inplace(content.data(), content.size());
   if (!parsed) {
@@ -102,47 +103,39 @@ CoverageReport parse_coverage_file(const std::string& path, std::uint64_t max_by
     report.format = "cobertura";
     report.counts = cobertura_counts(root, path);
   } else {
-    throw CollectError(path, "not a JaCoCo or Cobertura report (root element <" + std::string(name) + ">)");
+    throw CollectError(path, "not a JaCoCo or Cobertura report (root element <" + quote_excerpt(name) + ">)");
   }
   return report;
 }
 
+}  // namespace
+
+CoverageReport parse_coverage_file(const std::string& path, std::uint64_t max_bytes) {
+  std::string content = read_bounded_file(path, max_bytes);
+  return parse_coverage_text(content, path);
+}
+
 CoverageSummary collect_coverage(const std::string& root, const std::vector<std::string>& globs,
                                  const CoverageLimits& limits) {
-  SearchBudget budget;
-  budget.deadline = std::chrono::steady_clock::now() + limits.time_budget;
-  budget.visits_left = limits.max_visited;
   CoverageSummary summary;
   const auto note = [&](std::string text) {
     if (summary.unreadable.size() < limits.max_listed) summary.unreadable.push_back(std::move(text));
     else summary.truncated = true;
   };
-  const std::vector<std::string> found = glob_within(root, globs, budget);
-  for (auto& problem : budget.problems) note(std::move(problem));
-  if (budget.exhausted) summary.truncated = true;
-
-  std::uint64_t bytes = 0;
-  for (const std::string& rel : found) {
-    const std::string path = root + "/" + rel;
-    struct stat st {};
-    const std::uint64_t size = ::lstat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
-    if (summary.reports.size() >= limits.max_files || std::chrono::steady_clock::now() > budget.deadline ||
-        (size <= limits.max_file_bytes && bytes + size > limits.max_total_bytes)) {
-      summary.truncated = true;
-      note(rel + ": not read: more than " + std::to_string(limits.max_files) + " reports, " +
-           std::to_string(limits.max_total_bytes >> 20) + " MiB in all, or out of time");
-      continue;
-    }
-    try {
-      CoverageReport report = parse_coverage_file(path, limits.max_file_bytes);
-      bytes += size;
-      report.path = rel;
-      summary.total += report.counts;
-      summary.reports.push_back(std::move(report));
-    } catch (const CollectError& e) {
-      note(rel + ": " + e.cause().detail);
-    }
-  }
+  CollectLimits collect;
+  collect.max_files = limits.max_files;
+  collect.max_file_bytes = limits.max_file_bytes;
+  collect.max_total_bytes = limits.max_total_bytes;
+  collect.max_visited = limits.max_visited;
+  collect.max_listed = limits.max_listed;
+  collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
+  const auto use = [&](const std::string& rel, std::string& content) {
+    CoverageReport report = parse_coverage_text(content, rel);
+    summary.total += report.counts;
+    summary.reports.push_back(std::move(report));
+  };
+  const CollectOutcome outcome = collect_files(root, globs, collect, note, use);
+  summary.truncated = summary.truncated || outcome.truncated;
   return summary;
 }
 

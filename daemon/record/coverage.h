@@ -12,10 +12,13 @@ namespace capsule::daemon {
 
 struct CoverageLimits {
   std::size_t max_files = 100;                  // reports parsed
-  std::uint64_t max_file_bytes = 64ull << 20;   // apparent size of one report; larger ones are not read
-  std::uint64_t max_total_bytes = 256ull << 20; // bytes parsed over all reports
+  // Apparent size of one report; larger ones are not read. pugixml's DOM takes up to ~16 times the text
+  // (a node per element), so one report costs at most ~256 MiB while parsed.
+  std::uint64_t max_file_bytes = 16ull << 20;
+  std::uint64_t max_total_bytes = 256ull << 20; // bytes read over all reports (parsed or not)
   std::uint64_t max_visited = 1000000;          // directory entries looked at while matching globs
   std::chrono::milliseconds time_budget{20000}; // for matching and parsing together
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();  // if earlier
   std::size_t max_listed = 100;                 // entries in unreadable
 };
 
@@ -47,7 +50,9 @@ struct CoverageSummary {
 // unreadable, oversized, malformed or unknown files and for counters that are not counts.
 CoverageReport parse_coverage_file(const std::string& path, std::uint64_t max_bytes = CoverageLimits{}.max_file_bytes);
 
-// parse_coverage_file over the files below `root` matching `globs` (workspace_glob.h), within `limits`.
+// The reports below `root` matching `globs`, read by collect_files (workspace_glob.h) within `limits`: every
+// report opened counts against max_files and its bytes against max_total_bytes, parsed or not. Errors quote at
+// most 64 bytes of what a report holds.
 CoverageSummary collect_coverage(const std::string& root, const std::vector<std::string>& globs,
                                  const CoverageLimits& limits = {});
 

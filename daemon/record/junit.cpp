@@ -2,8 +2,6 @@
 // JunitLimits is applied here.
 #include "daemon/record/junit.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <charconv>
 #include <pugixml.hpp>
@@ -18,7 +16,7 @@ std::uint64_t count_attribute(const pugi::xml_node& suite, const char* name, con
   std::uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) {
-    throw JunitError(path, std::string("<testsuite ") + name + "=\"" + std::string(text) + "\"> is not a count");
+    throw JunitError(path, std::string("<testsuite ") + name + "=\"" + quote_excerpt(text) + "\"> is not a count");
   }
   return value;
 }
@@ -68,20 +66,18 @@ std::optional<double> seconds_attribute(const pugi::xml_node& test) {
 // The message attribute of the <failure>, <error> or <skipped> child, else its text; at most max_bytes,
 // never cut inside a UTF-8 character.
 std::string case_message(const pugi::xml_node& outcome, std::size_t max_bytes) {
-  std::string text = outcome.attribute("message").value();
+  std::string text(std::string_view(outcome.attribute("message").value()).substr(0, max_bytes + 1));
   if (text.empty()) text = outcome.text().get();
-  if (text.size() > max_bytes) {
-    std::size_t cut = max_bytes;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-    text.resize(cut);
-  }
+  cut_utf8(text, max_bytes);
   return text;
 }
 
 TestCase read_case(const pugi::xml_node& test, std::size_t max_message_bytes) {
   TestCase out;
-  out.class_name = test.attribute("classname").value();
-  out.name = test.attribute("name").value();
+  out.class_name = std::string_view(test.attribute("classname").value()).substr(0, max_message_bytes + 1);
+  cut_utf8(out.class_name, max_message_bytes);
+  out.name = std::string_view(test.attribute("name").value()).substr(0, max_message_bytes + 1);
+  cut_utf8(out.name, max_message_bytes);
   out.time = seconds_attribute(test);
   pugi::xml_node outcome;
   if ((outcome = test.child("failure"))) out.outcome = "failed";
@@ -90,6 +86,25 @@ TestCase read_case(const pugi::xml_node& test, std::size_t max_message_bytes) {
   else out.outcome = "passed";
   if (outcome) out.message = case_message(outcome, max_message_bytes);
   return out;
+}
+
+// Throws unless every element of the document is at most kMaxNesting levels deep. pugixml parses and walks
+// (traverse) without recursion, so this check is safe on any depth; the recursive counting and listing below
+// then never go deeper than kMaxNesting frames, whatever a sandbox nested.
+constexpr int kMaxNesting = 64;
+
+void check_nesting(pugi::xml_document& doc, const std::string& path) {
+  struct DepthCheck : pugi::xml_tree_walker {
+    bool too_deep = false;
+    bool for_each(pugi::xml_node&) override {
+      too_deep = depth() > kMaxNesting;
+      return !too_deep;  // stops the walk at the first element that is too deep
+    }
+  } check;
+  doc.traverse(check);
+  if (check.too_deep) {
+    throw JunitError(path, "nested too deep (more than " + std::to_string(kMaxNesting) + " levels); not read");
+  }
 }
 
 // Every <testcase> below `node`, in document order, up to max_cases; cases_truncated when there were more.
@@ -103,6 +118,31 @@ void list_cases(const pugi::xml_node& node, TestCounts& counts, std::size_t max_
       list_cases(child, counts, max_cases, max_message_bytes);
     }
   }
+}
+
+// One report's bytes, parsed in place (pugixml changes `content`); `path` names it in errors. Throws JunitError.
+TestCounts parse_junit_text(std::string& content, const std::string& path, std::size_t max_cases,
+                            std::size_t max_message_bytes) {
+  pugi::xml_document doc;
+  const pugi::xml_parse_result parsed = doc.load_buffer_inplace(content.data(), content.size());
+  if (!parsed) {
+    throw JunitError(path, std::string("malformed XML: ") + parsed.description() + " at offset " +
+                               std::to_string(parsed.offset));
+  }
+  check_nesting(doc, path);
+  const pugi::xml_node root = doc.document_element();
+  const std::string_view name = root.name();
+  if (name != "testsuite" && name != "testsuites") {
+    throw JunitError(path, "not a JUnit report (root element <" + quote_excerpt(name) + ">)");
+  }
+  TestCounts counts;
+  if (name == "testsuite") {
+    count_suite(root, counts, path);
+  } else {
+    count_children(root, counts, path);
+  }
+  list_cases(doc, counts, max_cases, max_message_bytes);
+  return counts;
 }
 
 }  // namespace
@@ -145,78 +185,40 @@ TestCounts& TestCounts::operator+=(const TestCounts& other) {
   unreadable.insert(unreadable.end(), other.unreadable.begin(), other.unreadable.end());
   truncated = truncated || other.truncated;
   not_read += other.not_read;
+  reports_not_read += other.reports_not_read;
   return *this;
 }
 
 TestCounts parse_junit_file(const std::string& path, std::uint64_t max_bytes, std::size_t max_cases,
                             std::size_t max_message_bytes) {
-  std::string content = read_bounded_file(path, max_bytes);  // outlives doc, which parses it in place
-  pugi::xml_document doc;
-  const pugi::xml_parse_result parsed = doc.load_buffer_inplace(content.data(), content.size());
-  if (!parsed) {
-    throw JunitError(path, std::string("malformed XML: ") + parsed.description() + " at offset " +
-                               std::to_string(parsed.offset));
-  }
-  const pugi::xml_node root = doc.document_element();
-  const std::string_view name = root.name();
-  if (name != "testsuite" && name != "testsuites") {
-    throw JunitError(path, "not a JUnit report (root element <" + std::string(name) + ">)");
-  }
-  TestCounts counts;
-  if (name == "testsuite") {
-    count_suite(root, counts, path);
-  } else {
-    count_children(root, counts, path);
-  }
-  list_cases(doc, counts, max_cases, max_message_bytes);
+  std::string content = read_bounded_file(path, max_bytes);
+  TestCounts counts = parse_junit_text(content, path, max_cases, max_message_bytes);
   counts.files.push_back(path);
   return counts;
 }
 
 TestCounts collect_junit(const std::string& root, const std::vector<std::string>& globs, const JunitLimits& limits) {
-  SearchBudget budget;
-  budget.deadline = std::chrono::steady_clock::now() + limits.time_budget;
-  budget.visits_left = limits.max_visited;
   TestCounts total;
   const auto note = [&](std::string text) {
     if (total.unreadable.size() < limits.max_listed) total.unreadable.push_back(std::move(text));
     else ++total.not_read;
   };
-  const std::vector<std::string> found = glob_within(root, globs, budget);
-  for (auto& problem : budget.problems) note(std::move(problem));
-  if (budget.exhausted) total.truncated = true;
-
-  std::size_t parsed = 0;
-  std::uint64_t bytes = 0;
-  for (const auto& rel : found) {
-    const std::string path = root + "/" + rel;
-    std::string limit;
-    struct stat st {};
-    if (parsed >= limits.max_files) {
-      limit = "not read: more than " + std::to_string(limits.max_files) + " reports";
-    } else if (std::chrono::steady_clock::now() > budget.deadline) {
-      limit = "not read: out of time (" + std::to_string(limits.time_budget.count()) + " ms for all reports)";
-    } else if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-               bytes + static_cast<std::uint64_t>(st.st_size) > limits.max_total_bytes &&
-               static_cast<std::uint64_t>(st.st_size) <= limits.max_file_bytes) {
-      limit = "not read: the reports would pass " + std::to_string(limits.max_total_bytes >> 20) + " MiB in all";
-    }
-    if (!limit.empty()) {
-      total.truncated = true;
-      note(rel + ": " + limit);
-      continue;
-    }
-    try {
-      const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());
-      TestCounts counts = parse_junit_file(path, limits.max_file_bytes, room, limits.max_message_bytes);
-      ++parsed;
-      bytes += static_cast<std::uint64_t>(st.st_size);
-      counts.files = {rel};
-      total += counts;
-    } catch (const JunitError& e) {
-      note(rel + ": " + e.cause().detail);
-    }
-  }
+  CollectLimits collect;
+  collect.max_files = limits.max_files;
+  collect.max_file_bytes = limits.max_file_bytes;
+  collect.max_total_bytes = limits.max_total_bytes;
+  collect.max_visited = limits.max_visited;
+  collect.max_listed = limits.max_listed;
+  collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
+  const auto use = [&](const std::string& rel, std::string& content) {
+    const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());
+    TestCounts counts = parse_junit_text(content, rel, room, limits.max_message_bytes);
+    counts.files = {rel};
+    total += counts;
+  };
+  const CollectOutcome outcome = collect_files(root, globs, collect, note, use);
+  total.truncated = outcome.truncated;
+  total.reports_not_read = outcome.files_not_read;
   return total;
 }
 

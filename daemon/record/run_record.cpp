@@ -99,7 +99,16 @@ void bound_stream_parts(json& result, std::size_t max_part_bytes) {
     if (head_cut || tail_cut) stream["truncated"] = true;
     if (stream.contains("tail_lines") && stream["tail_lines"].is_array()) {
       json& lines = stream["tail_lines"];
-      while (!lines.empty() && json_size(lines) > max_part_bytes) lines.erase(lines.begin());  // oldest first
+      // "[" + lines joined by "," + "]": drop the oldest lines until the newest ones fit.
+      std::size_t size = 2 + (lines.empty() ? 0 : lines.size() - 1);
+      std::vector<std::size_t> sizes;
+      sizes.reserve(lines.size());
+      for (const json& line : lines) size += sizes.emplace_back(json_size(line));
+      std::size_t drop = 0;
+      for (; drop < sizes.size() && size > max_part_bytes; ++drop) {
+        size -= sizes[drop] + (drop + 1 < sizes.size() ? 1 : 0);  // the line and its comma, if one is left
+      }
+      lines.erase(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(drop));
     }
   }
 }
@@ -165,9 +174,12 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
   // Collectors look at what the run wrote: a cow workspace's upper layer, else the workspace itself.
   const bool have_root = spec.workspace && (!cow || have_upper);
   const std::string root = !have_root ? "" : cow ? sources.upper_dir : spec.workspace->path;
+  const auto collectors_deadline = std::chrono::steady_clock::now() + sources.collect_time;
   if (!spec.junit_globs.empty() && have_root) {
     try {
-      const TestCounts counts = collect_junit(root, spec.junit_globs);
+      JunitLimits limits;
+      limits.deadline = collectors_deadline;
+      const TestCounts counts = collect_junit(root, spec.junit_globs, limits);
       json tests = counts.to_json();
       tests["state"] = tests_state(counts, result.status == sandbox::Status::kSucceeded);
       tests["compile_error"] = output_shows_compile_error(result);
@@ -178,14 +190,18 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
   }
   if (!spec.classfile_globs.empty() && have_root) {
     try {
-      record["classfiles"] = collect_classfiles(root, spec.classfile_globs).to_json();
+      ClassfileLimits limits;
+      limits.deadline = collectors_deadline;
+      record["classfiles"] = collect_classfiles(root, spec.classfile_globs, limits).to_json();
     } catch (const std::exception& e) {
       failed("classfiles", e);
     }
   }
   if (!spec.coverage_globs.empty() && have_root) {
     try {
-      record["coverage"] = collect_coverage(root, spec.coverage_globs).to_json();
+      CoverageLimits limits;
+      limits.deadline = collectors_deadline;
+      record["coverage"] = collect_coverage(root, spec.coverage_globs, limits).to_json();
     } catch (const std::exception& e) {
       failed("coverage", e);
     }

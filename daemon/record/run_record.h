@@ -2,6 +2,7 @@
 // "diff", "proxy"}, kept under a hard size ceiling so nothing a sandbox produces can make the ledger refuse it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -21,6 +22,9 @@ constexpr std::size_t kMaxStreamPartBytes = 512u << 10;
 struct RecordSources {
   std::string upper_dir;  // the cow workspace's overlay upper directory ("" when there is none)
   std::optional<nlohmann::json> proxy;  // the package proxy's record, for network "proxy" runs
+  // For the collectors (junit, classfiles, coverage) together: one deadline for the whole record, so a
+  // finisher thread is held at most this long by what the sandbox left.
+  std::chrono::milliseconds collect_time{20000};
 };
 
 // {"result": result_to_json(result, spec.tail_lines) without "status", "diff" (cow workspaces), "tests"
@@ -32,7 +36,8 @@ nlohmann::json build_record(const spec::RunSpec& spec, const sandbox::Result& re
 
 // Cuts a result's stdout/stderr head (keeping its start) and tail (keeping its end) at character boundaries
 // until each is at most `max_part_bytes` of JSON text; a stream that was cut gets "truncated": true. Its
-// tail_lines lose their oldest lines until they are at most that size too.
+// tail_lines lose their oldest lines until they are at most that size too (in one pass: each line is measured
+// once).
 void bound_stream_parts(nlohmann::json& result, std::size_t max_part_bytes = kMaxStreamPartBytes);
 
 // Makes the record's JSON text at most `max_bytes`: first shortens the diff lists, the tests' cases

@@ -8,7 +8,7 @@ namespace capsule::daemon {
 
 std::string tests_state(const TestCounts& counts, bool command_succeeded) {
   if (!counts.files.empty()) return "reports";
-  if (!counts.unreadable.empty() || counts.not_read > 0) return "unreadable";
+  if (counts.reports_not_read > 0) return "unreadable";  // search problems alone matched nothing
   return command_succeeded ? "none_found" : "not_run";
 }
 

@@ -9,7 +9,8 @@
 
 namespace capsule::daemon {
 
-// "reports": at least one report was read; "unreadable": reports matched but none could be read;
+// "reports": at least one report was read; "unreadable": reports matched but none could be read
+// (TestCounts::reports_not_read; a directory the search could not enter is no report);
 // "none_found": no report matched and the command succeeded; "not_run": no report matched and the command
 // did not succeed (it failed, timed out, was killed, or never started).
 std::string tests_state(const TestCounts& counts, bool command_succeeded);

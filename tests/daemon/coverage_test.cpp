@@ -81,6 +81,33 @@ TEST_F(CoverageTest, ReportsAreSummedAndBadOnesListed) {
   EXPECT_EQ(j["truncated"], false);
 }
 
+TEST_F(CoverageTest, HostileCountsAreQuotedInPart) {
+  const std::string huge(1 << 20, '9');
+  try {
+    parse_coverage_file(write("big.xml", "<coverage lines-covered=\"-" + huge + "\" lines-valid=\"1\"/>"));
+    FAIL();
+  } catch (const CollectError& e) {
+    EXPECT_LT(e.cause().detail.size(), 200u) << e.cause().detail.substr(0, 300);
+    EXPECT_NE(e.cause().detail.find("=\"-999"), std::string::npos) << e.cause().detail.substr(0, 300);
+  }
+  try {
+    parse_coverage_file(write("root.xml", "<" + std::string(1 << 20, 'r') + "/>"));
+    FAIL();
+  } catch (const CollectError& e) {
+    EXPECT_LT(e.cause().detail.size(), 200u) << e.cause().detail.substr(0, 300);
+  }
+}
+
+// pugixml's DOM is many times the text: the default per-report cap keeps one parse to a few hundred MiB.
+TEST_F(CoverageTest, DefaultPerReportCapIs16MiB) {
+  const std::string sparse = write("sparse.xml", kCoberturaReport);
+  ASSERT_EQ(::truncate(sparse.c_str(), 17ll << 20), 0);
+  const CoverageSummary summary = collect_coverage(dir_, {"*.xml"});
+  EXPECT_TRUE(summary.reports.empty());
+  ASSERT_EQ(summary.unreadable.size(), 1u);
+  EXPECT_NE(summary.unreadable[0].find("larger than the 16 MiB limit"), std::string::npos) << summary.unreadable[0];
+}
+
 TEST_F(CoverageTest, SizeAndCountAreBounded) {
   write("one.xml", kCoberturaReport);
   write("two.xml", kCoberturaReport);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -202,6 +203,73 @@ TEST_F(JunitTest, MalformedAndForeignFilesThrowWithPath) {
   }
 }
 
+std::string nested_suites(std::size_t depth) {
+  std::string text;
+  for (std::size_t i = 0; i < depth; ++i) text += "<testsuite>";
+  text += "<testcase name=\"deep\"/>";
+  for (std::size_t i = 0; i < depth; ++i) text += "</testsuite>";
+  return text;
+}
+
+TEST_F(JunitTest, DeeplyNestedReportIsUnreadableNotACrash) {
+  // A sandbox can nest suites 200k deep in 2.4 MB; walking that by recursion overflows the thread's stack.
+  try {
+    parse_junit_file(write("deep.xml", nested_suites(200000)));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_NE(e.cause().detail.find("nested too deep"), std::string::npos) << e.what();
+  }
+  const TestCounts fine = parse_junit_file(write("fine.xml", nested_suites(60)));
+  EXPECT_EQ(fine.total, 1u);
+  ASSERT_EQ(fine.cases.size(), 1u);
+  EXPECT_EQ(fine.cases[0].name, "deep");
+}
+
+// What a report holds is quoted in errors only in part, and a case's class and name are cut like its message.
+TEST_F(JunitTest, HostileTextIsNotCopiedWhole) {
+  const std::string huge(1 << 20, '7');
+  try {
+    parse_junit_file(write("count.xml", "<testsuite tests=\"x" + huge + "\"/>"));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_LT(e.cause().detail.size(), 200u) << e.cause().detail.substr(0, 300);
+    EXPECT_NE(e.cause().detail.find("x777"), std::string::npos) << e.cause().detail.substr(0, 300);
+  }
+  const std::string name(1 << 20, 'n');
+  try {
+    parse_junit_file(write("root.xml", "<" + name + "/>"));
+    FAIL();
+  } catch (const JunitError& e) {
+    EXPECT_LT(e.cause().detail.size(), 200u) << e.cause().detail.substr(0, 300);
+  }
+  const TestCounts counts = parse_junit_file(
+      write("case.xml", "<testsuite><testcase classname=\"" + huge + "\" name=\"" + name + "\"/></testsuite>"));
+  ASSERT_EQ(counts.cases.size(), 1u);
+  EXPECT_EQ(counts.cases[0].class_name.size(), JunitLimits{}.max_message_bytes);
+  EXPECT_EQ(counts.cases[0].name.size(), JunitLimits{}.max_message_bytes);
+}
+
+// Hard links make one big report many: every report opened counts against max_files and every byte read
+// against max_total_bytes, whether it parses or not.
+TEST_F(JunitTest, UnparsedReportsStillCostFilesAndBytes) {
+  const std::string first = write("r/a.xml", std::string(1000, 'x'));  // not XML
+  for (const char* name : {"r/b.xml", "r/c.xml", "r/d.xml"}) {
+    ASSERT_EQ(::link(first.c_str(), (dir_ + "/" + name).c_str()), 0);
+  }
+  JunitLimits limits;
+  limits.max_total_bytes = 2500;
+  const TestCounts by_size = collect_junit(dir_, {"r/*.xml"}, limits);
+  EXPECT_TRUE(by_size.truncated);
+  const std::string listed = nlohmann::json(by_size.unreadable).dump();
+  EXPECT_NE(listed.find("r/c.xml: not read: the reports would pass"), std::string::npos) << listed;
+  limits = JunitLimits{};
+  limits.max_files = 2;
+  const TestCounts by_count = collect_junit(dir_, {"r/*.xml"}, limits);
+  EXPECT_TRUE(by_count.truncated);
+  const std::string counted = nlohmann::json(by_count.unreadable).dump();
+  EXPECT_NE(counted.find("r/c.xml: not read: more than 2 reports"), std::string::npos) << counted;
+}
+
 TEST_F(JunitTest, CollectsOverGlobs) {
   write("target/surefire-reports/TEST-com.example.CalculatorTest.xml", kSurefireReport);
   write("target/surefire-reports/TEST-com.example.OtherTest.xml", kSurefireSmall);
@@ -305,23 +373,34 @@ TEST_F(JunitTest, CollectionIsBoundedAndSaysWhatItSkipped) {
       << nlohmann::json(by_visits.unreadable);
 }
 
-// A directory chain past PATH_MAX does not stop the counting of the reports elsewhere.
+// A directory chain past PATH_MAX is walked by descriptor (a report found there cannot be opened by its path:
+// it is listed), and one deeper than the walker's bound is searched only to that bound: neither stops the
+// counting of the reports elsewhere.
 TEST_F(JunitTest, DeepTreeDoesNotStopCounting) {
   write("target/TEST-a.xml", kSurefireSmall);
-  const std::string name(200, 'd');
-  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
-  for (int depth = 0; depth < 30; ++depth) {
-    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0755), 0);
-    const int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY);
+  const auto chain = [&](const std::string& top, const std::string& name, int depth) {
+    int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
+    for (int level = 0; level < depth; ++level) {
+      const std::string here = level == 0 ? top : name;
+      ASSERT_EQ(::mkdirat(fd, here.c_str(), 0755), 0);
+      const int next = ::openat(fd, here.c_str(), O_RDONLY | O_DIRECTORY);
+      ::close(fd);
+      fd = next;
+    }
+    const int report = ::openat(fd, "TEST-deep.xml", O_WRONLY | O_CREAT, 0644);
+    ASSERT_EQ(::write(report, kSurefireSmall, std::strlen(kSurefireSmall)),
+              static_cast<ssize_t>(std::strlen(kSurefireSmall)));
+    ::close(report);
     ::close(fd);
-    fd = next;
-  }
-  ::close(fd);
+  };
+  chain("long", std::string(200, 'd'), 30);  // 6 KB of path
+  chain("deep", "d", 200);
   const TestCounts counts = collect_junit(dir_, {"**/TEST-*.xml"});
   EXPECT_EQ(counts.files, std::vector<std::string>{"target/TEST-a.xml"});
   EXPECT_EQ(counts.total, 2u);
-  ASSERT_FALSE(counts.unreadable.empty());
-  EXPECT_NE(counts.unreadable[0].find("File name too long"), std::string::npos) << counts.unreadable[0];
+  const std::string listed = nlohmann::json(counts.unreadable).dump();
+  EXPECT_NE(listed.find("/TEST-deep.xml: open: File name too long"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("not searched: more than 128 directories deep"), std::string::npos) << listed;
 }
 
 TEST(JunitCounts, AddAndJson) {

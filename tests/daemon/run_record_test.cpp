@@ -68,6 +68,45 @@ TEST(RunRecord, TailLinesLoseTheirOldestLinesToTheBound) {
   EXPECT_EQ(record["stdout"]["tail_lines"], json({"middle", "newest"}));
 }
 
+// Each line is measured once: 200k lines (the quadratic trim re-serialised ~2 MB per dropped line) keep exactly
+// the newest lines that fit.
+TEST(RunRecord, ManyTailLinesAreTrimmedToTheNewestThatFit) {
+  json lines = json::array();
+  for (int i = 0; i < 200000; ++i) lines.push_back("line " + std::to_string(100000 + i));  // 11 chars, 13 in JSON
+  json record = {{"stdout", {{"head", ""}, {"tail", ""}, {"tail_lines", lines}}}};
+  bound_stream_parts(record, 1000);
+  const json& kept = record["stdout"]["tail_lines"];
+  EXPECT_LE(json_size(kept), 1000u);
+  EXPECT_EQ(kept.size(), (1000u - 2 + 1) / 14);  // "[" + 13 bytes a line, "," between + "]"
+  EXPECT_EQ(kept.back(), "line 299999");
+}
+
+// The collectors share one deadline: with no time left, junit, classfiles and coverage all say so.
+TEST(RunRecord, CollectorsShareOneDeadline) {
+  namespace fs = std::filesystem;
+  char pattern[] = "/tmp/capsule-record-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  std::ofstream(dir + "/TEST-a.xml") << R"(<testsuite tests="1"/>)";
+  std::ofstream(dir + "/A.class") << "x";
+  std::ofstream(dir + "/coverage.xml") << R"(<coverage lines-valid="4" lines-covered="3"/>)";
+  spec::RunSpec spec = spec::parse_run_spec(
+      json{{"argv", {"true"}},
+           {"workspace", {{"path", dir}, {"mode", "rw"}}},
+           {"collect", {{"junit", {"*.xml"}}, {"classfiles", {"*.class"}}, {"coverage", {"coverage.xml"}}}}},
+      spec::default_limit_policy());
+  sandbox::Result result;
+  result.status = sandbox::Status::kSucceeded;
+  RecordSources sources;
+  sources.collect_time = std::chrono::milliseconds(-1);
+  const json record = build_record(spec, result, sources);
+  for (const char* section : {"tests", "classfiles", "coverage"}) {
+    EXPECT_EQ(record[section]["truncated"], true) << section << ": " << record.dump();
+    EXPECT_NE(record[section]["unreadable"].dump().find("out of time"), std::string::npos) << record.dump();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(RunRecord, CasesGiveWayBeforeTheOtherTestLists) {
   json cases = json::array();
   for (int i = 0; i < 2000; ++i) cases.push_back({{"class", "C"}, {"name", "t" + std::to_string(i)}, {"outcome", "passed"}});

@@ -13,7 +13,13 @@ TEST(TestsState, FromReportsAndHowTheCommandEnded) {
   EXPECT_EQ(tests_state(none, false), "not_run");
   TestCounts broken;
   broken.unreadable = {"TEST-a.xml: malformed XML"};
+  broken.reports_not_read = 1;
   EXPECT_EQ(tests_state(broken, false), "unreadable");
+  TestCounts search_problem;  // a directory the search could not enter matched no report
+  search_problem.unreadable = {"build: opendir: Permission denied"};
+  search_problem.not_read = 3;
+  EXPECT_EQ(tests_state(search_problem, true), "none_found");
+  EXPECT_EQ(tests_state(search_problem, false), "not_run");
   TestCounts read;
   read.files = {"TEST-a.xml"};
   read.unreadable = {"TEST-b.xml: malformed XML"};
