@@ -47,14 +47,10 @@ ClassfileCensus collect_classfiles(const std::string& root, const std::vector<st
     if (census.unreadable.size() < limits.max_listed) census.unreadable.push_back(std::move(text));
     else census.truncated = true;
   };
-  CollectLimits collect;
-  collect.max_files = limits.max_files;
+  CollectLimits collect = collect_limits_of(limits);
   collect.max_file_bytes = kHeaderBytes;
   collect.max_total_bytes = UINT64_MAX;
   collect.prefix = true;
-  collect.max_visited = limits.max_visited;
-  collect.max_listed = limits.max_listed;
-  collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
   collect.what = "files";
   // The first max_listed paths of each major: enough to list the odd ones whichever major wins.
   std::map<unsigned, std::vector<std::string>> examples;

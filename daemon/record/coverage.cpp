@@ -122,13 +122,9 @@ CoverageSummary collect_coverage(const std::string& root, const std::vector<std:
     if (summary.unreadable.size() < limits.max_listed) summary.unreadable.push_back(std::move(text));
     else summary.truncated = true;
   };
-  CollectLimits collect;
-  collect.max_files = limits.max_files;
+  CollectLimits collect = collect_limits_of(limits);
   collect.max_file_bytes = limits.max_file_bytes;
   collect.max_total_bytes = limits.max_total_bytes;
-  collect.max_visited = limits.max_visited;
-  collect.max_listed = limits.max_listed;
-  collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
   const auto use = [&](const std::string& rel, std::string& content) {
     CoverageReport report = parse_coverage_text(content, rel);
     summary.total += report.counts;

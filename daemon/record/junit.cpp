@@ -203,13 +203,9 @@ TestCounts collect_junit(const std::string& root, const std::vector<std::string>
     if (total.unreadable.size() < limits.max_listed) total.unreadable.push_back(std::move(text));
     else ++total.not_read;
   };
-  CollectLimits collect;
-  collect.max_files = limits.max_files;
+  CollectLimits collect = collect_limits_of(limits);
   collect.max_file_bytes = limits.max_file_bytes;
   collect.max_total_bytes = limits.max_total_bytes;
-  collect.max_visited = limits.max_visited;
-  collect.max_listed = limits.max_listed;
-  collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
   const auto use = [&](const std::string& rel, std::string& content) {
     const std::size_t room = limits.max_cases - std::min(limits.max_cases, total.cases.size());
     TestCounts counts = parse_junit_text(content, rel, room, limits.max_message_bytes);

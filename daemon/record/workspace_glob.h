@@ -2,6 +2,7 @@
 // under a search budget, and the bounded read of one untrusted file; shared by every record collector.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -80,6 +81,18 @@ struct CollectLimits {
   std::chrono::steady_clock::time_point deadline;  // for matching and reading together
   std::string what = "reports";          // what the files are, for the "not read" notes
 };
+
+// The shared part of a collector's own limits (JunitLimits, CoverageLimits, ClassfileLimits name these fields
+// alike): files, entries visited, listed problems, and the earlier of its deadline and its time budget from now.
+template <class CollectorLimits>
+CollectLimits collect_limits_of(const CollectorLimits& limits) {
+  CollectLimits collect;
+  collect.max_files = limits.max_files;
+  collect.max_visited = limits.max_visited;
+  collect.max_listed = limits.max_listed;
+  collect.deadline = std::min(limits.deadline, std::chrono::steady_clock::now() + limits.time_budget);
+  return collect;
+}
 
 // The loop every collector shares: finds the regular files below `root` matching `globs` (glob_within), then
 // opens each beneath `root` (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: no symlink anywhere on the way, no

@@ -15,31 +15,12 @@
 namespace capsule::testing {
 namespace {
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string shell_quoted(const std::string& arg) {
-  std::string out = "'";
-  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 class CapsuledSessionCli : public Capsuled {
  protected:
   // Runs `capsule --socket S args...` with stdin from /dev/null (or `stdin_file`).
-  Cli capsule(const std::vector<std::string>& args, const std::string& stdin_file = "/dev/null") {
-    std::string command = shell_quoted(std::string(CAPSULE_BIN_DIR) + "/capsule") + " --socket " + shell_quoted(socket_);
-    for (const std::string& arg : args) command += " " + shell_quoted(arg);
-    command += " <" + shell_quoted(stdin_file) + " >" + shell_quoted((dir_ / "cli.out").string()) + " 2>" +
-               shell_quoted((dir_ / "cli.err").string());
-    const int status = std::system(command.c_str());
-    Cli out;
-    out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    out.out = slurp(dir_ / "cli.out");
-    out.err = slurp(dir_ / "cli.err");
-    return out;
+  Cli capsule(std::vector<std::string> args, const std::string& stdin_file = "/dev/null") {
+    args.insert(args.begin(), {"--socket", socket_});
+    return run_capsule_cli(dir_, args, {}, stdin_file);
   }
   std::string create_session(const fs::path& workspace, std::vector<std::string> flags = {}) {
     flags.insert(flags.begin(), {"session", "create", "-q", "-W", workspace.string()});

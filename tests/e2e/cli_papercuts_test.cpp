@@ -12,28 +12,6 @@
 namespace capsule::testing {
 namespace {
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string shell_quoted(const std::string& arg) {
-  std::string out = "'";
-  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `ENV... capsule args...` through sh, stdin from /dev/null, output captured in `dir`.
-Cli run_capsule(const fs::path& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-  std::string command = "env";
-  for (const std::string& item : env) command += " " + shell_quoted(item);
-  command += " " + shell_quoted(std::string(CAPSULE_BIN_DIR) + "/capsule");
-  for (const std::string& arg : args) command += " " + shell_quoted(arg);
-  command += " </dev/null >" + shell_quoted((dir / "cli.out").string()) + " 2>" + shell_quoted((dir / "cli.err").string());
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "cli.out"), slurp(dir / "cli.err")};
-}
-
 // What is at `path`: nothing, or its type, size and modification time (a log written to changes them).
 std::string footprint(const fs::path& path) {
   struct stat st {};
@@ -50,7 +28,7 @@ TEST(CliPapercuts, HelpShowsTheRunExitStatusOnlyWhereItApplies) {
   const fs::path dir = pattern;
   for (const std::vector<std::string>& args : {std::vector<std::string>{"run", "--help"}, {"session", "exec", "--help"},
                                               {"session", "attach", "--help"}}) {
-    const Cli o = run_capsule(dir, args);
+    const Cli o = run_capsule_cli(dir, args);
     EXPECT_EQ(o.code, 0) << o.err;
     EXPECT_NE(o.out.find(kExitStatusText), std::string::npos) << args[0] << " " << args[1] << ":\n" << o.out;
   }
@@ -58,11 +36,11 @@ TEST(CliPapercuts, HelpShowsTheRunExitStatusOnlyWhereItApplies) {
        {std::vector<std::string>{"runs", "ls", "--help"}, {"runs", "logs", "--help"}, {"images", "import", "--help"},
         {"session", "ls", "--help"}, {"session", "create", "--help"}, {"version", "--help"}, {"daemon", "--help"},
         {"proxy", "serve", "--help"}, {"--help"}}) {
-    const Cli o = run_capsule(dir, args);
+    const Cli o = run_capsule_cli(dir, args);
     EXPECT_EQ(o.code, 0) << o.err;
     EXPECT_EQ(o.out.find(kExitStatusText), std::string::npos) << args[0] << ":\n" << o.out;
   }
-  EXPECT_NE(run_capsule(dir, {"--help"}).out.find("`capsule run --help` tells"), std::string::npos);
+  EXPECT_NE(run_capsule_cli(dir, {"--help"}).out.find("`capsule run --help` tells"), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -79,18 +57,18 @@ TEST(CliPapercuts, ASocketWithoutDaemonNeverUsesTheDefaultStateDir) {
   const fs::path system_state = "/var/lib/capsule";
   const std::string before = footprint(system_state) + " | " + footprint(system_state / "capsuled.log");
 
-  Cli o = run_capsule(dir, {"--socket", socket.string(), "run", "--", "echo", "hi"}, env);
+  Cli o = run_capsule_cli(dir, {"--socket", socket.string(), "run", "--", "echo", "hi"}, env);
   EXPECT_EQ(o.code, 125) << o.err;
   EXPECT_EQ(o.out, "");
   EXPECT_NE(o.err.find("no daemon answers at " + socket.string()), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("daemon --state-dir DIR"), std::string::npos) << o.err;
   EXPECT_EQ(o.err.find("started capsuled"), std::string::npos) << o.err;
 
-  o = run_capsule(dir, {"--socket", socket.string(), "session", "create"}, env);
+  o = run_capsule_cli(dir, {"--socket", socket.string(), "session", "create"}, env);
   EXPECT_NE(o.code, 0);
   EXPECT_NE(o.err.find("is not known"), std::string::npos) << o.err;
 
-  o = run_capsule(dir, {"--socket", socket.string(), "daemon"}, env);
+  o = run_capsule_cli(dir, {"--socket", socket.string(), "daemon"}, env);
   EXPECT_EQ(o.code, 1) << o.err;
   EXPECT_NE(o.err.find("the state directory of a capsuled on " + socket.string() + " is not known"),
             std::string::npos) << o.err;
@@ -106,7 +84,7 @@ class CapsuledCliPapercuts : public Capsuled {
  protected:
   Cli capsule(std::vector<std::string> args) {
     args.insert(args.begin(), {"--socket", socket_});
-    return run_capsule(dir_, args);
+    return run_capsule_cli(dir_, args);
   }
   std::string logs(const std::string& id, const std::string& query) {
     const HttpResponse response = call("GET", "/v1/runs/" + id + "/logs?" + query);

@@ -85,6 +85,24 @@ std::map<std::string, std::string> snapshot_tree(const fs::path& root) {
   return files;
 }
 
+std::string shell_quoted(const std::string& arg) {
+  std::string out = "'";
+  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Cli run_capsule_cli(const fs::path& dir, const std::vector<std::string>& args, const std::vector<std::string>& env,
+                    const std::string& stdin_file) {
+  std::string command = "env";
+  for (const std::string& item : env) command += " " + shell_quoted(item);
+  command += " " + shell_quoted(std::string(CAPSULE_BIN_DIR) + "/capsule");
+  for (const std::string& arg : args) command += " " + shell_quoted(arg);
+  command += " <" + shell_quoted(stdin_file) + " >" + shell_quoted((dir / "cli.out").string()) + " 2>" +
+             shell_quoted((dir / "cli.err").string());
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "cli.out"), slurp(dir / "cli.err")};
+}
+
 bool cgroup_v1() { return fs::exists("/sys/fs/cgroup/memory/cgroup.procs"); }
 
 std::vector<fs::path> cgroup_parent_dirs(const std::string& parent) {

@@ -32,6 +32,18 @@ void write_file(const fs::path& path, const std::string& content);
 std::map<std::string, std::string> snapshot_tree(const fs::path& root);
 
 // ---- The host: cgroups, processes, mounts.
+// The capsule CLI as a test runs it: exit status and captured output.
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+// arg in single quotes for sh.
+std::string shell_quoted(const std::string& arg);
+// Runs `env ENV... <build>/bin/capsule ARGS...` through sh, stdin from stdin_file, stdout and stderr captured in
+// files under dir (cli.out, cli.err).
+Cli run_capsule_cli(const fs::path& dir, const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                    const std::string& stdin_file = "/dev/null");
+
 bool cgroup_v1();
 // The cgroup parent's directory in each hierarchy the daemon uses.
 std::vector<fs::path> cgroup_parent_dirs(const std::string& parent);
