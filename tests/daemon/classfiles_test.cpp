@@ -9,31 +9,21 @@
 #include <fstream>
 
 #include "daemon/record/workspace_glob.h"
+#include "tests/support/scratch_dir_test.h"
 
 namespace capsule::daemon {
 namespace {
 
 namespace fs = std::filesystem;
 
-class ClassfilesTest : public ::testing::Test {
+class ClassfilesTest : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/capsule-classfiles-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A class file's header (magic, minor 0, major) and a little body.
   void write_class(const std::string& rel, unsigned major) {
-    const std::string path = dir_ + "/" + rel;
-    fs::create_directories(fs::path(path).parent_path());
     const char header[] = {'\xCA', '\xFE', '\xBA', '\xBE', 0, 0, static_cast<char>(major >> 8),
                            static_cast<char>(major & 0xff), 0, 1};
-    std::ofstream(path, std::ios::binary).write(header, sizeof header);
+    write(rel, std::string(header, sizeof header));
   }
-
-  std::string dir_;
 };
 
 TEST_F(ClassfilesTest, MajorsAreCountedAndTheOddOnesListed) {

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "daemon/record/workspace_glob.h"
+#include "tests/support/scratch_dir_test.h"
 
 namespace capsule::daemon {
 namespace {
@@ -25,24 +26,7 @@ const char* kCoberturaReport = R"(<?xml version="1.0" ?>
 </coverage>
 )";
 
-class CoverageTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/capsule-coverage-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& rel, const std::string& text) {
-    const std::string path = dir_ + "/" + rel;
-    fs::create_directories(fs::path(path).parent_path());
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-
-  std::string dir_;
-};
+class CoverageTest : public testing::ScratchDirTest {};
 
 TEST_F(CoverageTest, JacocoReportLevelCounters) {
   const CoverageReport report = parse_coverage_file(write("jacoco.xml", kJacocoReport));

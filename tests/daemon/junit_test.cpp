@@ -1,6 +1,7 @@
 // JUnit counting and cases: Maven Surefire and pytest reports as those tools write them, suites without count
 // attributes, nested suites, malformed files, and the report globs (*, ?, **) over a workspace tree.
 #include "daemon/record/junit.h"
+#include "tests/support/scratch_dir_test.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -58,24 +59,7 @@ E       RuntimeError: no database
 
 tests/conftest.py:4: RuntimeError</error></testcase><testcase classname="tests.test_app" name="test_ok_too" time="0.001" /></testsuite></testsuites>)";
 
-class JunitTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/capsule-junit-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string write(const std::string& rel, const std::string& text) {
-    const std::string path = dir_ + "/" + rel;
-    fs::create_directories(fs::path(path).parent_path());
-    std::ofstream(path, std::ios::binary) << text;
-    return path;
-  }
-
-  std::string dir_;
-};
+class JunitTest : public testing::ScratchDirTest {};
 
 TEST_F(JunitTest, SurefireReport) {
   const std::string path = write("TEST-com.example.CalculatorTest.xml", kSurefireReport);

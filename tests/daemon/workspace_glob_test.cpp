@@ -1,6 +1,7 @@
 // The collectors' shared helpers: quoting hostile text for error details (bounded, escaped, cut on a UTF-8
 // boundary) and the search budget (problems, files found and directory entries, all bounded).
 #include "daemon/record/workspace_glob.h"
+#include "tests/support/scratch_dir_test.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,21 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class SearchBudgetTest : public ::testing::Test {
+class SearchBudgetTest : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/capsule-glob-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  void write(const std::string& rel) {
-    fs::create_directories(fs::path(dir_ + "/" + rel).parent_path());
-    std::ofstream(dir_ + "/" + rel) << "x";
-  }
-
-  std::string dir_;
+  void write(const std::string& rel) { ScratchDirTest::write(rel, "x"); }
 };
 
 TEST_F(SearchBudgetTest, ProblemsAreListedUpToACapAndTheRestCounted) {
