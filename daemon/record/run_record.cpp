@@ -158,25 +158,26 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
   json record = {{"result", std::move(summary)}};
   if (sources.proxy) record["proxy"] = *sources.proxy;
   std::string collect_error;
-  const auto failed = [&](const char* what, const std::exception& e) {
-    collect_error += (collect_error.empty() ? "" : "; ") + std::string(what) + ": " + e.what();
+  // Each part of the record is collected on its own: one that fails is named in collect_error, the rest stay.
+  const auto collect = [&](const char* what, const auto& body) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      collect_error += (collect_error.empty() ? "" : "; ") + std::string(what) + ": " + e.what();
+    }
   };
   const bool cow = spec.cow_workspace();
   std::error_code ec;
   const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
   if (have_upper) {
-    try {
-      record["diff"] = diff_upper(sources.upper_dir, spec.workspace->path).to_json();
-    } catch (const std::exception& e) {
-      failed("diff", e);
-    }
+    collect("diff", [&] { record["diff"] = diff_upper(sources.upper_dir, spec.workspace->path).to_json(); });
   }
   // Collectors look at what the run wrote: a cow workspace's upper layer, else the workspace itself.
   const bool have_root = spec.workspace && (!cow || have_upper);
   const std::string root = !have_root ? "" : cow ? sources.upper_dir : spec.workspace->path;
   const auto collectors_deadline = std::chrono::steady_clock::now() + sources.collect_time;
   if (!spec.junit_globs.empty() && have_root) {
-    try {
+    collect("junit", [&] {
       JunitLimits limits;
       limits.deadline = collectors_deadline;
       const TestCounts counts = collect_junit(root, spec.junit_globs, limits);
@@ -184,27 +185,21 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
       tests["state"] = tests_state(counts, result.status == sandbox::Status::kSucceeded);
       tests["compile_error"] = output_shows_compile_error(result);
       record["tests"] = std::move(tests);
-    } catch (const std::exception& e) {
-      failed("junit", e);
-    }
+    });
   }
   if (!spec.classfile_globs.empty() && have_root) {
-    try {
+    collect("classfiles", [&] {
       ClassfileLimits limits;
       limits.deadline = collectors_deadline;
       record["classfiles"] = collect_classfiles(root, spec.classfile_globs, limits).to_json();
-    } catch (const std::exception& e) {
-      failed("classfiles", e);
-    }
+    });
   }
   if (!spec.coverage_globs.empty() && have_root) {
-    try {
+    collect("coverage", [&] {
       CoverageLimits limits;
       limits.deadline = collectors_deadline;
       record["coverage"] = collect_coverage(root, spec.coverage_globs, limits).to_json();
-    } catch (const std::exception& e) {
-      failed("coverage", e);
-    }
+    });
   }
   if (!collect_error.empty()) record["collect_error"] = collect_error;
   return bound_record(std::move(record));
