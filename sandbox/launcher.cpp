@@ -40,6 +40,7 @@ namespace capsule::sandbox {
 struct Launcher::State {
   LauncherOptions options;
   std::unique_ptr<CgroupManager> cgroups;
+  std::vector<CgroupViewMount> cgroup_views;  // what every box mounts at /sys/fs/cgroup; fixed for the host
   base::UniqueFd init_exe;
   std::unique_ptr<Spawner> spawner;  // clones every box's init; needs init_exe
   std::mutex cache_mutex;
@@ -183,6 +184,7 @@ Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) 
   if (!state_->init_exe) throw_errno("launcher", options.init_binary, "open capsule-init");
   state_->spawner = std::make_unique<Spawner>(state_->init_exe.get());
   state_->cgroups = detect_cgroups(options.cgroup);
+  state_->cgroup_views = state_->cgroups->view_mounts();
   state_->options = std::move(options);
   if (state_->options.pool.boxes_per_environment > 0) {
     state_->pool = std::make_unique<BoxPool>([this](const EnvironmentSpec& spec) { return create(spec); },
@@ -304,7 +306,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
                                     : state_->writable_bind(bind));
   }
   InitConfig init_config = make_init_config(spec, overlays, *box->scratch_, program_hex);
-  init_config.cgroup_views = state_->cgroups->view_mounts();
+  init_config.cgroup_views = state_->cgroup_views;
   if (const std::string leaf = box->cgroup_->init_leaf_procs_file(); !leaf.empty()) {
     passed.emplace_back(open(leaf.c_str(), O_WRONLY | O_CLOEXEC));
     if (!passed.back()) throw_errno("cgroup", leaf, "open");
