@@ -203,10 +203,24 @@ struct HostBait {
   }
 };
 
-std::vector<std::string> mountinfo_lines() {
+bool starts_with_dir(const std::string& path, const std::string& dir) {
+  return path == dir || path.rfind(dir + "/", 0) == 0;
+}
+
+// The host's mount table, less what other test processes mount and unmount meanwhile in their own temp dirs (their
+// daemons' scratch and disks): a mount point under /tmp or /var/tmp counts only under `own_dirs`.
+std::vector<std::string> mountinfo_lines(const std::vector<std::string>& own_dirs) {
   std::vector<std::string> lines;
   std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, devices, root, mount_point;
+    fields >> id >> parent >> devices >> root >> mount_point;
+    const bool in_temp = starts_with_dir(mount_point, "/tmp") || starts_with_dir(mount_point, "/var/tmp");
+    const bool own = std::any_of(own_dirs.begin(), own_dirs.end(),
+                                 [&](const std::string& dir) { return starts_with_dir(mount_point, dir); });
+    if (!in_temp || own) lines.push_back(line);
+  }
   std::sort(lines.begin(), lines.end());
   return lines;
 }
@@ -244,7 +258,7 @@ class HostileTest : public ::testing::Test {
     ASSERT_NE(bait_, nullptr);
     ASSERT_TRUE(bait_->victim_alive());
     ASSERT_TRUE(bait_->victim_has_sandbox_uid());
-    mounts_before_ = mountinfo_lines();
+    mounts_before_ = mountinfo_lines(own_dirs());
     hostname_before_ = host_name();
     ASSERT_EQ(stat(bait_->marker.c_str(), &marker_before_), 0);
     listing_before_ = listing(bait_->dir);
@@ -252,10 +266,10 @@ class HostileTest : public ::testing::Test {
 
   void TearDown() override {
     // Mounts from concurrent test processes come and go; one the sandbox leaked on the host would stay.
-    auto mounts = mountinfo_lines();
+    auto mounts = mountinfo_lines(own_dirs());
     for (int i = 0; i < 20 && mounts != mounts_before_; ++i) {
       std::this_thread::sleep_for(100ms);
-      mounts = mountinfo_lines();
+      mounts = mountinfo_lines(own_dirs());
     }
     EXPECT_EQ(mounts.size(), mounts_before_.size()) << "host mount table changed";
     EXPECT_EQ(mounts, mounts_before_);
@@ -298,6 +312,9 @@ class HostileTest : public ::testing::Test {
   }
 
   static HostBait* bait_;
+  // Where this process's sandboxes and bait live: mounts there count even in a temp dir.
+  static std::vector<std::string> own_dirs() { return {shared_launcher().options().scratch_dir, bait_->dir}; }
+
   std::vector<std::string> mounts_before_;
   std::string hostname_before_;
   struct stat marker_before_ {};
