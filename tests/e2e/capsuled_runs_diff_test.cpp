@@ -154,6 +154,24 @@ TEST_F(CapsuledRunsDiff, AnotherUsersRunsAreUnknownToTheCaller) {
   EXPECT_EQ(own.status, 200) << own.body;
 }
 
+TEST_F(CapsuledRunsDiff, SessionExecsCarryStreamDigestsAndCompare) {
+  const HttpResponse created = call("POST", "/v1/sessions", json::object());
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string session = body_json(created)["id"];
+  const auto exec = [&](const std::string& script) {
+    const HttpResponse response = call("POST", "/v1/sessions/" + session + "/exec", sh(script));
+    EXPECT_EQ(response.status, 200) << response.body;
+    return body_json(response);
+  };
+  const json first = exec("echo one"), second = exec("echo one; echo two >&2");
+  EXPECT_EQ(first["result"]["stdout"]["sha256"], second["result"]["stdout"]["sha256"]) << first["result"];
+  const json diff = body_json(call("GET", "/v1/runs/diff?a=" + first["id"].get<std::string>() + "&b=" +
+                                             second["id"].get<std::string>()));
+  EXPECT_EQ(diff["stdout"]["same"], true) << diff;
+  EXPECT_EQ(diff["stderr"]["same"], false);
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + session).status, 200);
+}
+
 TEST_F(CapsuledRunsDiff, ALiveRunCannotBeCompared) {
   const std::string done = finished_run(sh("true"));
   const std::string live = submit(sh("sleep 60"));
