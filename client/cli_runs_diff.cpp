@@ -40,8 +40,9 @@ std::string counts(const json& tests) {
 void print_tests(std::ostream& out, const json& tests) {
   out << "tests: a: " << counts(at(tests, "a")) << "; b: " << counts(at(tests, "b")) << "\n";
   for (const json& c : at(tests, "changed")) out << "  changed  " << word(at(c, "name")) << ": " << a_to_b(c) << "\n";
-  for (const json& c : at(tests, "added")) out << "  only b   " << word(at(c, "name")) << ": " << word(at(c, "outcome")) << "\n";
-  for (const json& c : at(tests, "removed")) out << "  only a   " << word(at(c, "name")) << ": " << word(at(c, "outcome")) << "\n";
+  for (const auto& [list, label] : {std::pair{"added", "  only b   "}, std::pair{"removed", "  only a   "}}) {
+    for (const json& c : at(tests, list)) out << label << word(at(c, "name")) << ": " << word(at(c, "outcome")) << "\n";
+  }
   if (at(tests, "truncated") == true) out << "  (case lists cut: a record's cases or this list were truncated)\n";
 }
 
@@ -82,7 +83,9 @@ void print_files(std::ostream& out, const json& files) {
   if (at(files, "truncated") == true) out << "  (list cut)\n";
 }
 
-std::string milliseconds(const json& value) { return value.is_number() ? std::to_string(value.get<std::int64_t>()) + " ms" : kNone; }
+std::string milliseconds(const json& value) {
+  return value.is_number() ? std::to_string(value.get<std::int64_t>()) + " ms" : kNone;
+}
 
 }  // namespace
 

@@ -84,7 +84,9 @@ json diff_dependencies(const json& a, const json& b, std::size_t max_listed) {
   for (const auto& [url, sha256] : in_a) {
     const auto other = in_b.find(url);
     if (other == in_b.end()) add_bounded(out["removed"], url, max_listed, truncated);
-    else if (other->second != sha256) add_bounded(out["changed"], {{"url", url}, {"a", sha256}, {"b", other->second}}, max_listed, truncated);
+    else if (other->second != sha256) {
+      add_bounded(out["changed"], {{"url", url}, {"a", sha256}, {"b", other->second}}, max_listed, truncated);
+    }
   }
   for (const auto& [url, sha256] : in_b) {
     if (!in_a.count(url)) add_bounded(out["added"], url, max_listed, truncated);
@@ -158,7 +160,9 @@ json diff_pinned(const json& a, const json& b) {
 json diff_timings(const json& a, const json& b) {
   const json wall_a = field_of(a, "result", "wall_ms"), wall_b = field_of(b, "result", "wall_ms");
   json ratio;
-  if (wall_a.is_number() && wall_b.is_number() && wall_a.get<double>() > 0) ratio = wall_b.get<double>() / wall_a.get<double>();
+  if (wall_a.is_number() && wall_b.is_number() && wall_a.get<double>() > 0) {
+    ratio = wall_b.get<double>() / wall_a.get<double>();
+  }
   return {{"wall_ms", pair_of(wall_a, wall_b)}, {"ratio", ratio}};
 }
 
