@@ -10,6 +10,7 @@
 #include "client/cli_proxy.h"
 #include "client/cli_run.h"
 #include "client/cli_runs.h"
+#include "client/cli_runs_diff.h"
 #include "client/cli_session.h"
 #include "client/cli_toolchains.h"
 #include "client/run_view.h"
@@ -65,6 +66,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> rm_ids;
   CLI::App* runs_rm = runs->add_subcommand("rm", "delete finished runs: their records and logs");
   runs_rm->add_option("ids", rm_ids, "run ids")->required();
+  std::string diff_a, diff_b;
+  CLI::App* runs_diff = runs->add_subcommand("diff", "how two finished runs differ: verdict, tests, output, "
+                                                     "dependencies, files, pins, timings");
+  runs_diff->add_option("a", diff_a, "run id")->required();
+  runs_diff->add_option("b", diff_b, "run id")->required();
+  runs_diff->add_flag("--json", json, "print the API's JSON instead of a summary");
 
   SessionCommands sessions;
   add_session_commands(app, sessions);
@@ -124,6 +131,7 @@ int main(int argc, char** argv) {
 
   // After every subcommand was added: CLI11 copies a parent's footer into the subcommands made after it is set.
   app.footer(kOtherExitCodesHelp);
+  runs_diff->footer(kRunsDiffExitHelp);
 
   try {
     app.parse(cut, argv);
@@ -149,6 +157,7 @@ int main(int argc, char** argv) {
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow, tail);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
+    if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, json);
     if (import->parsed()) return cmd_images_import(socket, import_options);
     if (images_ls->parsed()) return cmd_images_ls(socket, json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);
@@ -165,7 +174,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "capsule: " << e.what() << "\n";
-    return run->parsed() ? kExitCapsuleFailed : 1;
+    return run->parsed() ? kExitCapsuleFailed : runs_diff->parsed() ? kExitDiffTrouble : 1;
   }
   return 2;
 }

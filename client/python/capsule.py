@@ -163,6 +163,18 @@ class Client:
     def cancel(self, run_id):
         return self._json("POST", f"{self._run_path(run_id)}/cancel")
 
+    def diff_runs(self, a, b):
+        """How finished run b differs from run a (GET /v1/runs/diff): same_verdict, status, exit_code, tests
+        (changed/added/removed cases), stdout/stderr digests, dependencies, files, pinned, timings."""
+        query = urllib.parse.urlencode({"a": a, "b": b})
+        return self._json("GET", f"/v1/runs/diff?{query}")
+
+    def flakiness(self, run_ids):
+        """The flip rates of the verdict and of each test case over 2..100 finished runs (GET /v1/runs/flakiness):
+        {"runs", "verdict": {"passed", "failed", "flip_rate"}, "cases": [...], "flaky": [names]}."""
+        query = urllib.parse.urlencode({"runs": ",".join(run_ids)}, safe=",")
+        return self._json("GET", f"/v1/runs/flakiness?{query}")
+
     # --- sessions -----------------------------------------------------------------------------------------
     def create_session(self, **spec):
         """Creates a session from SessionSpec fields (image, toolchains, layers, as_of, workspace, limits,

@@ -41,6 +41,7 @@ void register_run_logs_api(http::Router& router, ApiContext& context);  // run_l
 void register_sessions_api(http::Router& router, ApiContext& context);  // sessions_api.cpp
 void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
 void register_toolchains_api(http::Router& router, ApiContext& context);     // toolchains_api.cpp
+void register_run_diff_api(http::Router& router, ApiContext& context);       // run_diff_api.cpp
 
 // Request helpers every handler file uses.
 std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on

@@ -103,6 +103,7 @@ void LogWriter::append(std::string_view data) {
   if (!open_) throw LogStoreError(path_, "append after close");
   if (data.empty()) return;
   if (fd_ < 0) create_file();  // the head takes the first byte, so the file comes before any ring
+  hasher_.update(data);
   std::string_view stored = data;
   if (head_bytes_ > 0) {
     const std::uint64_t room = appended_ < head_bytes_ ? head_bytes_ - appended_ : 0;
@@ -161,6 +162,7 @@ void LogWriter::write_ring_tail() {
 void LogWriter::close() {
   if (!open_) return;
   open_ = false;
+  sha256_ = hasher_.finish().str();
   if (fd_ < 0) return;  // nothing was written: no file, nothing to finish
   std::optional<LogStoreError> first;  // every step runs; the first failure is the one reported
   try {

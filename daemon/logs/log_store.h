@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "store/digest.h"
 #include "daemon/logs/log_reader.h"
 #include "daemon/logs/log_watchers.h"
 
@@ -29,6 +30,13 @@ enum class Stream { kStdout, kStderr };
 
 // "stdout" or "stderr".
 const char* stream_name(Stream stream);
+
+// What a stream carried, whole: the sha256 ("sha256:<hex>") of every byte the command wrote to it, including
+// the bytes a capped log dropped, and how many bytes that was.
+struct StreamDigest {
+  std::string sha256;
+  std::uint64_t bytes = 0;
+};
 
 // The line a capped log holds between its head and its tail.
 std::string truncation_marker(std::uint64_t dropped_bytes);
@@ -56,6 +64,8 @@ class LogWriter {
 
   const std::string& path() const { return path_; }
   std::uint64_t bytes_appended() const { return appended_; }
+  // Every byte appended (those past the cap too), hashed as they came; once closed (an empty sha256 before).
+  StreamDigest digest() const { return {sha256_, appended_}; }
 
  private:
   void create_file();
@@ -76,6 +86,8 @@ class LogWriter {
   int ring_fd_ = -1;               // opened at the first byte past the head
   std::uint64_t ring_position_ = 0;  // next write offset in the ring
   std::uint64_t ring_filled_ = 0;
+  store::Sha256 hasher_;           // over every byte appended, stored or dropped
+  std::string sha256_;             // hasher_'s result, set at close
 };
 
 // How a capped log was cut: bytes the run wrote, and bytes left out between head and tail.

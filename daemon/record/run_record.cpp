@@ -154,6 +154,12 @@ json failure_record(const std::string& reason, const sandbox::Result& result) {
 json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources) {
   json summary = sandbox::result_to_json(result, spec.tail_lines);
   summary.erase("status");  // the run's state
+  for (const auto& [name, digest] :
+       {std::pair{"stdout", &sources.stdout_digest}, std::pair{"stderr", &sources.stderr_digest}}) {
+    if (!*digest || !summary[name].is_object()) continue;
+    summary[name]["sha256"] = (*digest)->sha256;
+    summary[name]["bytes"] = (*digest)->bytes;
+  }
   bound_stream_parts(summary);
   json record = {{"result", std::move(summary)}};
   if (sources.proxy) record["proxy"] = *sources.proxy;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/logs/log_store.h"
 #include "spec/run_spec.h"
 #include "sandbox/result.h"
 
@@ -25,9 +26,11 @@ struct RecordSources {
   // For the collectors (junit, classfiles, coverage) together: one deadline for the whole record, so a
   // finisher thread is held at most this long by what the sandbox left.
   std::chrono::milliseconds collect_time{20000};
+  // The closed logs' digests (LogWriter::digest), written as result.stdout/stderr "sha256" and "bytes".
+  std::optional<StreamDigest> stdout_digest, stderr_digest;
 };
 
-// {"result": result_to_json(result, spec.tail_lines) without "status", "diff" (cow workspaces), "tests"
+// {"result": result_to_json(result, spec.tail_lines) without "status" (with the sources' stream digests), "diff" (cow workspaces), "tests"
 // (collect.junit, with "state" and "compile_error"), "classfiles" (collect.classfiles), "coverage"
 // (collect.coverage), "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded
 // (bound_record). A collector that fails leaves its cause in "collect_error" instead of its section; never

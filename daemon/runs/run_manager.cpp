@@ -294,6 +294,8 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     for (auto* log : {run->stdout_log.get(), run->stderr_log.get()}) {
       if (log != nullptr) log->close();
     }
+    if (run->stdout_log) sources.stdout_digest = run->stdout_log->digest();
+    if (run->stderr_log) sources.stderr_digest = run->stderr_log->digest();
     record = build_record(run->submission.spec, result, sources);
   } catch (const std::exception& e) {
     state = "internal_error";

@@ -252,6 +252,8 @@ void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandb
       RecordSources sources;
       if (run->proxy) sources.proxy = run->proxy->record(run->proxy_served_before);
       run->proxy.reset();
+      if (run->stdout_log) sources.stdout_digest = run->stdout_log->digest();
+      if (run->stderr_log) sources.stderr_digest = run->stderr_log->digest();
       record = build_record(as_run, result, sources);
     } catch (const std::exception& e) {
       state = "internal_error";

@@ -337,6 +337,20 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(second["pinned"], first["pinned"])
         self.assertEqual(second["result"]["stdout"]["head"], "again\n")
 
+    def test_diff_runs_and_flakiness(self):
+        passed = self.client.run(["sh", "-c", "echo ok"])
+        failed = self.client.run(["sh", "-c", "echo no; exit 1"])
+        diff = self.client.diff_runs(passed["id"], failed["id"])
+        self.assertFalse(diff["same_verdict"])
+        self.assertEqual(diff["exit_code"], {"a": 0, "b": 1})
+        self.assertFalse(diff["stdout"]["same"])
+        report = self.client.flakiness([passed["id"], failed["id"]])
+        self.assertEqual(report["runs"], 2)
+        self.assertEqual(report["verdict"], {"passed": 1, "failed": 1, "flip_rate": 0.5})
+        self.assertEqual(report["flaky"], [])
+        with self.assertRaises(capsule.NotFound):
+            self.client.diff_runs(passed["id"], "no-such-run")
+
     def test_run_without_wait_and_limits(self):
         accepted = self.client.run(["sleep", "30"], wait=False, limits={"wall_time": "1s"})
         self.assertEqual(accepted["state"], "queued")

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include "store/digest.h"
+
 namespace capsule::daemon {
 namespace {
 
@@ -55,6 +57,28 @@ TEST_F(LogStoreTest, RoundTripsBothStreams) {
   ASSERT_GE(raw.size(), 2u);
   EXPECT_EQ(static_cast<unsigned char>(raw[0]), 0x1f);  // gzip magic: `zcat` can read the logs too
   EXPECT_EQ(static_cast<unsigned char>(raw[1]), 0x8b);
+}
+
+TEST_F(LogStoreTest, DigestCoversEveryByteWrittenIncludingThoseTheCapDropped) {
+  LogStore store(dir_, LogStoreOptions{64});
+  auto out = store.open_writer("r1", Stream::kStdout);
+  std::string written;
+  for (int i = 0; i < 100; ++i) {
+    const std::string piece = "line " + std::to_string(i) + "\n";
+    out->append(piece);
+    written += piece;
+  }
+  EXPECT_EQ(out->digest().sha256, "") << "known once closed";
+  out->close();
+  ASSERT_TRUE(store.truncation("r1", Stream::kStdout)) << "the cap dropped bytes";
+  EXPECT_NE(store.read_all("r1", Stream::kStdout), written);
+  EXPECT_EQ(out->digest().sha256, store::sha256_of(written).str());
+  EXPECT_EQ(out->digest().bytes, written.size());
+
+  auto silent = store.open_writer("r1", Stream::kStderr);
+  silent->close();
+  EXPECT_EQ(silent->digest().sha256, store::sha256_of("").str()) << "a silent stream has the empty digest";
+  EXPECT_EQ(silent->digest().bytes, 0u);
 }
 
 TEST_F(LogStoreTest, ReadsWhatIsFlushedWhileTheRunIsStillWriting) {

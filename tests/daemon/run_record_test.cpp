@@ -107,6 +107,19 @@ TEST(RunRecord, CollectorsShareOneDeadline) {
   fs::remove_all(dir);
 }
 
+TEST(RunRecord, StreamDigestsFromTheLogsAreWrittenIntoTheResult) {
+  const spec::RunSpec spec = spec::parse_run_spec(json{{"argv", {"true"}}}, spec::default_limit_policy());
+  sandbox::Result result;
+  result.status = sandbox::Status::kSucceeded;
+  result.stdout_capture.total_bytes = 3;
+  RecordSources sources;
+  sources.stdout_digest = StreamDigest{"sha256:abc", 3};
+  const json record = build_record(spec, result, sources);
+  EXPECT_EQ(record["result"]["stdout"]["sha256"], "sha256:abc");
+  EXPECT_EQ(record["result"]["stdout"]["bytes"], 3);
+  EXPECT_FALSE(record["result"]["stderr"].contains("sha256")) << "no log, no digest: " << record.dump();
+}
+
 TEST(RunRecord, CasesGiveWayBeforeTheOtherTestLists) {
   json cases = json::array();
   for (int i = 0; i < 2000; ++i) cases.push_back({{"class", "C"}, {"name", "t" + std::to_string(i)}, {"outcome", "passed"}});

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "daemon/logs/log_store.h"
+#include "store/digest.h"
 #include "tests/support/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -175,6 +176,8 @@ TEST_F(CapsuledLogs, ALogPastTheCapKeepsHeadMarkerAndTail) {
   EXPECT_EQ(out.headers.at("x-capsule-log-total-bytes"), std::to_string(full.size()));
   const HttpResponse err = call("GET", "/v1/runs/" + id + "/logs?stream=stderr");
   EXPECT_EQ(err.headers.count("x-capsule-log-dropped-bytes"), 0u);
+  EXPECT_EQ(run["result"]["stdout"]["sha256"], store::sha256_of(full).str()) << "of every byte, the dropped too";
+  EXPECT_EQ(run["result"]["stdout"]["bytes"], full.size());
   expect_healthy();
 }
 

@@ -119,6 +119,12 @@ async function exercise() {
   await check("GET", "/v1/runs/{id}/logs", `/v1/runs/${run.id}/logs?tail=1`);
   await check("GET", "/v1/runs/{id}/logs", `/v1/runs/${run.id}/logs?stream=neither`);
   await check("POST", "/v1/runs/{id}/cancel", `/v1/runs/${run.id}/cancel`);
+  const other = await check("POST", "/v1/runs", "/v1/runs?wait=true", { argv: ["/bin/sh", "-c", "echo other; exit 3"] });
+  await check("GET", "/v1/runs/diff", `/v1/runs/diff?a=${run.id}&b=${other.id}`);
+  await check("GET", "/v1/runs/diff", `/v1/runs/diff?a=${run.id}`);
+  await check("GET", "/v1/runs/diff", `/v1/runs/diff?a=${run.id}&b=absent`);
+  await check("GET", "/v1/runs/flakiness", `/v1/runs/flakiness?runs=${run.id},${other.id}`);
+  await check("GET", "/v1/runs/flakiness", `/v1/runs/flakiness?runs=${run.id}`);
 
   await check("GET", "/v1/images", "/v1/images");
   await check("POST", "/v1/images", "/v1/images", { source: `${dir}/absent`, format: "layout", ref: "a:b" });

@@ -1,0 +1,186 @@
+// GET /v1/runs/diff, GET /v1/runs/flakiness and `capsule runs diff` against a real capsuled: runs whose JUnit
+// reports differ, a case failing one run in three, other users' runs (404) and a live run (409).
+#include <unistd.h>
+
+#include "tests/support/auth_users.h"
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
+const std::string kGroup = test_name("capsule-td");
+
+// A run that writes a JUnit report with pkg.T.flaky (failing when $FAIL is set) and pkg.T.steady, prints its
+// outcome and exits 1 when it failed.
+json junit_run(const fs::path& workspace, bool fail) {
+  json spec = sh(R"(cd /workspace
+if [ -n "$FAIL" ]; then flaky='<testcase classname="pkg.T" name="flaky"><failure message="boom"/></testcase>'
+else flaky='<testcase classname="pkg.T" name="flaky"/>'; fi
+printf '<testsuite name="pkg.T">%s<testcase classname="pkg.T" name="steady"/></testsuite>\n' "$flaky" > TEST-pkg.T.xml
+echo "outcome: ${FAIL:-pass}"
+[ -z "$FAIL" ])");
+  spec["workspace"] = {{"path", workspace.string()}};
+  spec["collect"] = {{"junit", {"TEST-*.xml"}}};
+  if (fail) spec["env"] = {{"FAIL", "yes"}};
+  return spec;
+}
+
+// alice and bob are members of the socket's group: each sees only their own runs; root sees all.
+class CapsuledRunsDiff : public Capsuled {
+ protected:
+  static void SetUpTestSuite() {
+    try {
+      create_group(kGroup);
+      alice_ = create_user(test_name("capsule-td-alice"), kGroup, {});
+      bob_ = create_user(test_name("capsule-td-bob"), kGroup, {});
+    } catch (const std::exception& e) {
+      setup_error_ = e.what();
+    }
+  }
+  static void TearDownTestSuite() {
+    for (const char* user : {"capsule-td-alice", "capsule-td-bob"}) remove_user(test_name(user));
+    remove_group(kGroup);
+  }
+  void SetUp() override {
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+    Capsuled::SetUp();
+    const fs::path config = dir_ / "capsuled.json";
+    write_file(config, json{{"socket_group", kGroup}}.dump());
+    start({"--config", config.string()});
+  }
+
+  Cli capsule(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--socket", socket_});
+    return run_capsule_cli(dir_, args);
+  }
+  std::string finished_run(const json& spec) const {
+    const json run = run_and_wait(spec);
+    EXPECT_TRUE(is_finished(run["state"])) << run;
+    return run["id"];
+  }
+
+  static inline TestUser alice_, bob_;
+  static inline std::string setup_error_;
+};
+
+TEST_F(CapsuledRunsDiff, DiffShowsTheChangedCasesAndTheStdoutDigests) {
+  const fs::path workspace = make_dir("ws");
+  const std::string passed = finished_run(junit_run(workspace, false));
+  const std::string failed = finished_run(junit_run(workspace, true));
+  const std::string passed_again = finished_run(junit_run(workspace, false));
+
+  const json run = get_run(passed);
+  const std::string digest = run["result"]["stdout"].value("sha256", "");
+  EXPECT_EQ(digest.size(), 7u + 64u) << run["result"]["stdout"];
+  EXPECT_EQ(run["result"]["stdout"]["bytes"], std::string("outcome: pass\n").size());
+
+  const HttpResponse response = call("GET", "/v1/runs/diff?a=" + passed + "&b=" + failed);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json diff = body_json(response);
+  EXPECT_EQ(diff["same_verdict"], false) << diff;
+  EXPECT_EQ(diff["verdict"], json({{"a", "passed"}, {"b", "failed"}}));
+  EXPECT_EQ(diff["status"], json({{"a", "succeeded"}, {"b", "failed"}}));
+  EXPECT_EQ(diff["exit_code"], json({{"a", 0}, {"b", 1}}));
+  EXPECT_EQ(diff["tests"]["changed"], json::parse(R"([{"name": "pkg.T.flaky", "a": "passed", "b": "failed"}])"));
+  EXPECT_EQ(diff["tests"]["b"]["failed"], 1);
+  EXPECT_EQ(diff["stdout"]["same"], false);
+  EXPECT_EQ(diff["stdout"]["a"], digest);
+  EXPECT_EQ(diff["stderr"]["same"], true) << "both empty";
+  EXPECT_TRUE(diff["files"].is_object()) << "cow runs have workspace diffs: " << diff;
+
+  const json same = body_json(call("GET", "/v1/runs/diff?a=" + passed + "&b=" + passed_again));
+  EXPECT_EQ(same["same_verdict"], true) << same;
+  EXPECT_EQ(same["stdout"]["same"], true);
+  EXPECT_EQ(same["tests"]["changed"], json::array());
+  EXPECT_EQ(same["files"]["changed"], json::array()) << "the same report, the same size";
+
+  // The CLI exits like diff(1): 0 same verdicts, 1 different, 2 trouble.
+  const Cli differ = capsule({"runs", "diff", passed, failed});
+  EXPECT_EQ(differ.code, 1) << differ.err;
+  EXPECT_NE(differ.out.find("verdict: DIFFERENT: passed -> failed"), std::string::npos) << differ.out;
+  EXPECT_NE(differ.out.find("changed  pkg.T.flaky: passed -> failed"), std::string::npos) << differ.out;
+  EXPECT_NE(differ.out.find("stdout: different"), std::string::npos) << differ.out;
+  const Cli alike = capsule({"runs", "diff", passed, passed_again, "--json"});
+  EXPECT_EQ(alike.code, 0) << alike.err;
+  EXPECT_EQ(json::parse(alike.out)["same_verdict"], true);
+  const Cli unknown = capsule({"runs", "diff", passed, "no-such-run"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("no run with id no-such-run"), std::string::npos) << unknown.err;
+  EXPECT_EQ(capsule({"runs", "diff", passed}).code, 2) << "usage";
+
+  expect_error(call("GET", "/v1/runs/diff?a=" + passed), 400, "invalid_query", "b");
+}
+
+TEST_F(CapsuledRunsDiff, FlakinessReportsACaseFailingOneRunInThree) {
+  const fs::path workspace = make_dir("ws");
+  std::string ids;
+  for (int i = 0; i < 6; ++i) ids += (ids.empty() ? "" : ",") + finished_run(junit_run(workspace, i % 3 == 2));
+  const HttpResponse response = call("GET", "/v1/runs/flakiness?runs=" + ids);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json report = body_json(response);
+  EXPECT_EQ(report["runs"], 6);
+  EXPECT_EQ(report["verdict"]["passed"], 4);
+  EXPECT_EQ(report["verdict"]["failed"], 2);
+  EXPECT_DOUBLE_EQ(report["verdict"]["flip_rate"].get<double>(), 1.0 / 3);
+  ASSERT_EQ(report["cases"].size(), 2u) << report;
+  EXPECT_EQ(report["cases"][0]["name"], "pkg.T.flaky");
+  EXPECT_EQ(report["cases"][0]["passed"], 4);
+  EXPECT_EQ(report["cases"][0]["failed"], 2);
+  EXPECT_DOUBLE_EQ(report["cases"][0]["flip_rate"].get<double>(), 1.0 / 3);
+  EXPECT_EQ(report["cases"][1]["flip_rate"], 0.0);
+  EXPECT_EQ(report["flaky"], json({"pkg.T.flaky"}));
+
+  const std::string first = ids.substr(0, ids.find(','));
+  expect_error(call("GET", "/v1/runs/flakiness?runs=" + first), 400, "invalid_query", "from 2 to 100");
+  expect_error(call("GET", "/v1/runs/flakiness?runs=" + first + "," + first), 400, "invalid_query", "twice");
+  expect_error(call("GET", "/v1/runs/flakiness?runs=" + first + ",nope"), 404, "not_found", "nope");
+}
+
+TEST_F(CapsuledRunsDiff, AnotherUsersRunsAreUnknownToTheCaller) {
+  const UserCall alices = call_as(alice_, socket_, "POST", "/v1/runs?wait=true", sh("echo alice"));
+  ASSERT_EQ(alices.status, 200) << alices.body << alices.failure;
+  const UserCall bobs = call_as(bob_, socket_, "POST", "/v1/runs?wait=true", sh("echo bob"));
+  ASSERT_EQ(bobs.status, 200) << bobs.body << bobs.failure;
+  const std::string alice_run = alices.json()["id"], bob_run = bobs.json()["id"];
+  for (const std::string& target : {"/v1/runs/diff?a=" + bob_run + "&b=" + alice_run,
+                                    "/v1/runs/flakiness?runs=" + bob_run + "," + alice_run}) {
+    const UserCall refused = call_as(bob_, socket_, "GET", target);
+    EXPECT_EQ(refused.status, 404) << target << ": " << refused.body;
+    EXPECT_EQ(refused.json()["error"]["message"], "no run with id " + alice_run) << "as for an unknown id";
+    EXPECT_EQ(call("GET", target).status, 200) << "root sees both";
+  }
+  const UserCall own = call_as(alice_, socket_, "GET", "/v1/runs/diff?a=" + alice_run + "&b=" + alice_run);
+  EXPECT_EQ(own.status, 200) << own.body;
+}
+
+TEST_F(CapsuledRunsDiff, SessionExecsCarryStreamDigestsAndCompare) {
+  const HttpResponse created = call("POST", "/v1/sessions", json::object());
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string session = body_json(created)["id"];
+  const auto exec = [&](const std::string& script) {
+    const HttpResponse response = call("POST", "/v1/sessions/" + session + "/exec", sh(script));
+    EXPECT_EQ(response.status, 200) << response.body;
+    return body_json(response);
+  };
+  const json first = exec("echo one"), second = exec("echo one; echo two >&2");
+  EXPECT_EQ(first["result"]["stdout"]["sha256"], second["result"]["stdout"]["sha256"]) << first["result"];
+  const json diff = body_json(call("GET", "/v1/runs/diff?a=" + first["id"].get<std::string>() + "&b=" +
+                                             second["id"].get<std::string>()));
+  EXPECT_EQ(diff["stdout"]["same"], true) << diff;
+  EXPECT_EQ(diff["stderr"]["same"], false);
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + session).status, 200);
+}
+
+TEST_F(CapsuledRunsDiff, ALiveRunCannotBeCompared) {
+  const std::string done = finished_run(sh("true"));
+  const std::string live = submit(sh("sleep 60"));
+  wait_running(live);
+  expect_error(call("GET", "/v1/runs/diff?a=" + done + "&b=" + live), 409, "run_active", live);
+  expect_error(call("GET", "/v1/runs/flakiness?runs=" + done + "," + live), 409, "run_active", live);
+  ASSERT_EQ(call("POST", "/v1/runs/" + live + "/cancel").status, 202);
+  wait_finished(live);
+}
+
+}  // namespace
+}  // namespace capsule::testing
