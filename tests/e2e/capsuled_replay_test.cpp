@@ -167,6 +167,11 @@ TEST_F(CapsuledReplay, RepeatGivesThatManyReplaysLabelledWithTheOriginal) {
                  "invalid_request", bad.begin().key());
   }
   expect_error(call("POST", "/v1/runs/nope/replay"), 404, "not_found", "nope");
+  const std::string running = submit(sh("sleep 60"));
+  wait_running(running);
+  expect_error(call("POST", "/v1/runs/" + running + "/replay"), 409, "run_active", "has not finished");
+  ASSERT_EQ(call("POST", "/v1/runs/" + running + "/cancel").status, 202);
+  wait_finished(running);
 }
 
 TEST_F(CapsuledReplay, VaryReversesPytestOrderAndSetsMavenOptsAndLimitsOnEveryOtherReplay) {
