@@ -53,6 +53,7 @@ void register_api(http::Router& router, ApiContext& ctx) {
   register_sessions_api(router, ctx);
   register_session_files_api(router, ctx);
   register_toolchains_api(router, ctx);
+  register_snapshots_api(router, ctx);
 }
 
 }  // namespace capsule::daemon
