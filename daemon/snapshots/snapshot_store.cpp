@@ -194,12 +194,12 @@ void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner
   std::lock_guard lock(mutex_);
   std::optional<SnapshotInfo> info = find(digest);
   if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
-  if (leases_.count(digest)) {
-    throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
-  }
   if (owner) {
     std::erase(info->owners, *owner);
-    if (!info->owners.empty()) return write_meta(*info);
+    if (!info->owners.empty()) return write_meta(*info);  // the others' snapshot stays: only a claim is gone
+  }
+  if (leases_.count(digest)) {
+    throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
   }
   const store::Digest parsed = store::Digest::parse(digest);
   fs::remove(meta_path(parsed.hex()));  // gone from here on; the rest is space to reclaim
