@@ -108,7 +108,9 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
   } cleanup{staging};
   try {
     // Unpacked as the tar says (owners, mtimes, hard links inside the tree), then packed in canonical form.
-    images::unpack_layer(source_tar, staging / "tree", unpack_limits(limits_));
+    images::UnpackLimits scratch = unpack_limits(limits_);
+    scratch.sync = false;  // thrown away once packed: nothing to make durable
+    images::unpack_layer(source_tar, staging / "tree", scratch);
     store::BlobWriter writer = blobs_.writer();
     images::PackOptions options;
     options.gzip = false;
