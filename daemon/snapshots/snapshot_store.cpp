@@ -145,8 +145,9 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
   } catch (const http::ApiError&) {
     throw;
   } catch (const base::Error& e) {
-    const std::string& step = e.cause().step;
-    throw http::ApiError(step == "unpack" ? "invalid_archive" : "internal_error", std::string("snapshot: ") + e.what());
+    // The unpacker refusing an entry (a hard link or a write leaving the tree) is the source's fault.
+    const bool refused_entry = e.cause().step == "unpack";
+    throw http::ApiError(refused_entry ? "invalid_archive" : "internal_error", std::string("snapshot: ") + e.what());
   }
 }
 
