@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/auth.h"
+#include "daemon/snapshots/snapshot_store.h"
 #include "images/image_store.h"
 #include "images/toolchain_select.h"
 #include "proxy/frozen_set.h"
@@ -29,6 +30,9 @@ struct Submission {
   std::shared_ptr<const OpenedHostPath> workspace_dir;
   // A replay of a network "proxy" run: its proxy serves only the original's objects (daemon/api/run_replay_api.cpp).
   std::shared_ptr<const proxy::FrozenSet> frozen;
+  // A snapshot workspace (or a reproducible run's snapshot of its directory): its tree is the workspace's overlay
+  // lower, held (not removable) for as long as the submission (snapshots/snapshot_workspace.h).
+  std::shared_ptr<const SnapshotLease> workspace_snapshot;
 };
 
 // POST /v1/runs: a spec (the request itself), or {"spec": ..., "pinned": ...} as GET /v1/runs/{id} shows them.
