@@ -42,7 +42,24 @@ SnapshotInfo info_from_json(const json& j) {
   info.created = j.at("created").get<std::string>();
   info.source = j.at("source");
   info.owners = j.at("owners").get<std::vector<uid_t>>();
+  info.tree_boot = j.value("tree_boot", "");
   return info;
+}
+
+// This boot's id: a tree unpacked under another may have lost unsynced writes in a crash of the machine.
+const std::string& boot_id() {
+  static const std::string id = [] {
+    std::string text;
+    try {
+      base::UniqueFd fd = base::open_regular_file("/proc/sys/kernel/random/boot_id", kStep);
+      text = base::read_fd(fd.get(), 64, kStep, "boot_id");
+    } catch (const std::exception&) {
+      return std::string("unknown");  // every lease after a restart unpacks again: slower, still right
+    }
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  }();
+  return id;
 }
 
 // The images' unpacker, with the snapshot limits: a tree as the tar says, nothing outside it.
@@ -96,6 +113,7 @@ void SnapshotStore::write_meta(const SnapshotInfo& info) const {
   json j = info.to_json();
   j.erase("creator");
   j["owners"] = info.owners;
+  j["tree_boot"] = info.tree_boot;
   base::write_file_atomic(meta_path(store::Digest::parse(info.digest).hex()), j.dump(2) + "\n", kStep, 0600);
 }
 
@@ -130,10 +148,8 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
     }
     if (writer.commit() != packed.diff_id) base::throw_error(kStep, digest, "the stored tar hashes differently");
     const fs::path tree = tree_path(packed.diff_id.hex());
-    remove_quietly(tree);  // a tree without metadata: a failed create's
-    // The overlay lower is the canonical tar itself unpacked: root-owned, mtime 0, exactly what the digest names.
-    images::unpack_layer(blobs_.path(packed.diff_id), tree, unpack_limits(limits_));
-    SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now_rfc3339(), source, {owner}};
+    unpack_tree(packed.diff_id);
+    SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now_rfc3339(), source, {owner}, boot_id()};
     try {
       write_meta(info);
     } catch (...) {
@@ -180,9 +196,30 @@ std::vector<SnapshotInfo> SnapshotStore::list() const {
 
 fs::path SnapshotStore::tar_path(const std::string& digest) const { return blobs_.path(store::Digest::parse(digest)); }
 
+// The overlay lower is the canonical tar itself unpacked: root-owned, mtime 0, exactly what the digest names. Not
+// synced (a syncfs here cost seconds on a busy ext4): the tree's meta names this boot, and lease() unpacks a tree
+// of an earlier boot again.
+void SnapshotStore::unpack_tree(const store::Digest& digest) const {
+  const fs::path tree = tree_path(digest.hex());
+  remove_quietly(tree);
+  images::UnpackLimits limits = unpack_limits(limits_);
+  limits.sync = false;
+  images::unpack_layer(blobs_.path(digest), tree, limits);
+}
+
 std::shared_ptr<const SnapshotLease> SnapshotStore::lease(const std::string& digest) {
   std::lock_guard lock(mutex_);
-  if (!find(digest)) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+  std::optional<SnapshotInfo> info = find(digest);
+  if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+  if (info->tree_boot != boot_id()) {
+    try {
+      unpack_tree(store::Digest::parse(digest));
+    } catch (const std::exception& e) {
+      throw http::ApiError("internal_error", "snapshot " + digest + ": unpacking its tree again failed: " + e.what());
+    }
+    info->tree_boot = boot_id();
+    write_meta(*info);
+  }
   ++leases_[digest];
   return std::shared_ptr<const SnapshotLease>(
       new SnapshotLease(this, digest, tree_path(store::Digest::parse(digest).hex()).string()));

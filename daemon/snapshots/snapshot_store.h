@@ -26,6 +26,9 @@ struct SnapshotInfo {
   std::string created;        // RFC 3339
   nlohmann::json source;      // {"dir": ...} | {"tar": ...} | {"git": ..., "rev": ..., "commit": ...}
   std::vector<uid_t> owners;  // who created it (each caller that created the same digest), first the first
+  // The boot (/proc/sys/kernel/random/boot_id) its tree was unpacked in: the tree is written without syncing (the
+  // blob is durable), so after a reboot a lease unpacks it again from the blob before using it. Not in to_json.
+  std::string tree_boot;
 
   // {digest, size, files, created, source, creator}: the API's snapshot object.
   nlohmann::json to_json() const;
@@ -86,6 +89,7 @@ class SnapshotStore {
   std::filesystem::path meta_path(const std::string& hex) const;
   std::filesystem::path tree_path(const std::string& hex) const;
   void write_meta(const SnapshotInfo& info) const;
+  void unpack_tree(const store::Digest& digest) const;  // trees/<hex> from the blob, replacing what is there
   void remove_leftovers();
 
   std::filesystem::path root_;
