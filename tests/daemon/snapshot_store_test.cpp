@@ -125,5 +125,21 @@ TEST_F(SnapshotStoreTest, LeftoversOfACrashAreRemovedAtStart) {
   EXPECT_TRUE(fs::is_empty(dir_ / "store" / "trees"));
 }
 
+TEST_F(SnapshotStoreTest, ATreeUnpackedInAnotherBootIsUnpackedAgainBeforeUse) {
+  sh("mkdir -p t/d && echo a > t/d/a && echo b > t/b && tar -cf t.tar -C t .");
+  SnapshotStore store(dir_ / "store");
+  const SnapshotInfo info = store.create(dir_ / "t.tar", {{"tar", "t"}}, 0);
+  const std::string hex = info.digest.substr(7);
+  // What a crash of the machine may leave of a tree written without syncing: a file emptied, one missing.
+  sh("truncate -s 0 store/trees/" + hex + "/b && rm store/trees/" + hex + "/d/a");
+  { std::shared_ptr<const SnapshotLease> same_boot = store.lease(info.digest); }
+  EXPECT_FALSE(fs::exists(dir_ / "store" / "trees" / hex / "d" / "a")) << "in the boot that wrote it, the tree is used as is";
+  sh("sed -i 's/\"tree_boot\": \"[^\"]*\"/\"tree_boot\": \"an-earlier-boot\"/' store/meta/" + hex + ".json");
+  std::shared_ptr<const SnapshotLease> lease = store.lease(info.digest);
+  EXPECT_EQ(fs::file_size(fs::path(lease->tree()) / "b"), 2u);
+  EXPECT_TRUE(fs::exists(fs::path(lease->tree()) / "d" / "a"));
+  EXPECT_EQ(store.find(info.digest)->tree_boot, info.tree_boot) << "unpacked again in this boot, and recorded";
+}
+
 }  // namespace
 }  // namespace capsule::daemon
