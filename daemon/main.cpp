@@ -23,6 +23,7 @@
 #include "daemon/config.h"
 #include "daemon/api/images_api.h"
 #include "daemon/logs/retention.h"
+#include "daemon/snapshots/snapshot_store.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "images/host_image.h"
@@ -214,6 +215,7 @@ int serve(daemon::DaemonConfig config) {
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir;
   capsule::images::ImageStore store(state + "/store");
+  daemon::SnapshotStore snapshots(state + "/snapshots");  // before the runs and sessions that hold its leases
   const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
   run_options.images = {&store, &python_releases};
   boost::asio::io_context io;
@@ -236,6 +238,7 @@ int serve(daemon::DaemonConfig config) {
   capsule::http::Router router;
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}, sessions};
   context.images = run_options.images;
+  context.snapshots = &snapshots;
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
     if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");

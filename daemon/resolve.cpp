@@ -123,7 +123,7 @@ void pin_images(Submission& run, const ImageCatalog& catalog) {
 void authorize_workspace(Submission& run, const Caller& caller) {
   run.caller = caller;
   run.workspace_dir.reset();
-  if (caller.is_root() || !run.spec.workspace) return;
+  if (caller.is_root() || !run.spec.workspace || !run.spec.workspace->snapshot.empty()) return;
   const spec::Workspace& workspace = *run.spec.workspace;
   const bool writable = workspace.mode == WorkspaceMode::kReadWrite;
   auto opened = std::make_shared<OpenedHostPath>(open_as_caller(
@@ -206,7 +206,13 @@ sandbox::SandboxSpec resolve_run(Submission& run, const ResolveContext& context)
   for (const auto& [key, value] : spec.env) env[key] = value;
   if (image_home && !env.count("HOME")) env["HOME"] = *image_home;  // as Docker: the user's passwd entry
   for (const auto& [key, value] : env) out.env.push_back(key + "=" + value);
-  if (spec.workspace) {
+  if (run.workspace_snapshot) {
+    // The snapshot's tree (root-owned, shown as sandbox root's) under the run's own upper: nothing is copied.
+    out.overlays.push_back(sandbox::OverlayMount{
+        {run.workspace_snapshot->tree()}, context.run_dir + "/upper", context.run_dir + "/work", "/workspace"});
+  } else if (spec.workspace && !spec.workspace->snapshot.empty()) {
+    throw http::ApiError("snapshot_not_found", "workspace.snapshot: " + spec.workspace->snapshot + " was not attached");
+  } else if (spec.workspace) {
     // Root: the path, as always. Anyone else: the directory authorize_workspace opened as the caller.
     std::string source = spec.workspace->path;
     if (!run.caller.is_root()) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/auth.h"
+#include "daemon/snapshots/snapshot_store.h"
 #include "images/image_store.h"
 #include "images/toolchain_select.h"
 #include "sandbox/spec.h"
@@ -26,6 +27,9 @@ struct Submission {
   // The workspace directory as the caller opened it; the sandbox mounts this exact directory through
   // /proc/self/fd (it stays open as long as the submission), so a path swapped after the check changes nothing.
   std::shared_ptr<const OpenedHostPath> workspace_dir;
+  // A snapshot workspace (or a reproducible run's snapshot of its directory): its tree is the workspace's overlay
+  // lower, held (not removable) for as long as the submission (snapshots/snapshot_workspace.h).
+  std::shared_ptr<const SnapshotLease> workspace_snapshot;
 };
 
 // POST /v1/runs: a spec (the request itself), or {"spec": ..., "pinned": ...} as GET /v1/runs/{id} shows them.

@@ -146,6 +146,7 @@ class Packer {
   }
 
   void add_xattrs(int fd, struct archive_entry* entry, const std::string& shown) const {
+    if (!options_.xattrs) return;
     ssize_t size = flistxattr(fd, nullptr, 0);
     if (size <= 0) return;
     std::string list(static_cast<std::size_t>(size), '\0');

@@ -16,6 +16,7 @@ struct PackOptions {
   std::int64_t epoch = 0;    // mtimes later than this are clamped to it (SOURCE_DATE_EPOCH style)
   bool gzip = true;          // gzip without name or timestamp in its header
   bool zero_owners = false;  // record every entry as 0:0 (for archives of generated files)
+  bool xattrs = true;        // false: no xattrs at all (snapshots: only contents, modes and link targets count)
 };
 
 struct PackResult {

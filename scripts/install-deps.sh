@@ -7,7 +7,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config
   libsqlite3-dev libarchive-dev libpugixml-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
-  bubblewrap util-linux e2fsprogs iproute2 debootstrap patchelf
+  bubblewrap util-linux e2fsprogs iproute2 debootstrap patchelf git tar
   openjdk-17-jdk-headless maven python3 python3-pip python3-venv python3-pytest python3-coverage
   hyperfine"
 missing=""

@@ -8,6 +8,7 @@
 #include "images/image_ref.h"
 #include "images/toolchain_select.h"
 #include "spec/json_fields.h"
+#include "store/digest.h"
 
 namespace capsule::spec {
 namespace {
@@ -28,18 +29,24 @@ Workspace parse_workspace(const json& ws) {
   if (ws.is_string()) {
     out.path = ws.get<std::string>();
   } else if (ws.is_object()) {
-    reject_unknown(ws, "workspace", {"path", "mode"});
-    if (!ws.contains("path")) invalid("workspace.path", "is required");
-    out.path = string_field(ws["path"], "workspace.path");
+    reject_unknown(ws, "workspace", {"path", "snapshot", "mode"});
+    if (ws.contains("path") == ws.contains("snapshot")) invalid("workspace", "give either path or snapshot");
+    if (ws.contains("snapshot")) {
+      out.snapshot = string_field(ws["snapshot"], "workspace.snapshot");
+      if (!store::Digest::try_parse(out.snapshot)) invalid("workspace.snapshot", "must be a digest sha256:<64 hex>");
+    } else {
+      out.path = string_field(ws["path"], "workspace.path");
+    }
     if (ws.contains("mode")) {
       const auto mode = parse_mode(string_field(ws["mode"], "workspace.mode"));
       if (!mode) invalid("workspace.mode", "must be cow, ro or rw");
       out.mode = *mode;
+      if (!out.snapshot.empty() && out.mode != WorkspaceMode::kCow) invalid("workspace.mode", "a snapshot is always cow");
     }
   } else {
-    invalid("workspace", "must be a path or {\"path\", \"mode\"}");
+    invalid("workspace", "must be a path, {\"path\", \"mode\"} or {\"snapshot\"}");
   }
-  if (!is_absolute_clean(out.path)) invalid("workspace.path", "must be an absolute host path");
+  if (out.snapshot.empty() && !is_absolute_clean(out.path)) invalid("workspace.path", "must be an absolute host path");
   return out;
 }
 
@@ -90,7 +97,7 @@ std::optional<WorkspaceMode> parse_mode(const std::string& name) {
 RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "argv", "env", "cwd", "workspace", "limits",
-                            "network", "policy", "labels", "collect", "stdin"});
+                            "network", "policy", "labels", "collect", "stdin", "reproducible"});
   RunSpec spec;
   if (!body.contains("argv")) invalid("argv", "is required");
   if (body.contains("toolchains") || body.contains("as_of")) {
@@ -150,6 +157,13 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   }
   if (body.contains("collect")) parse_collect(body["collect"], spec);
   if (body.contains("stdin")) spec.stdin_data = string_field(body["stdin"], "stdin");
+  if (body.contains("reproducible")) {
+    if (!body["reproducible"].is_boolean()) invalid("reproducible", "must be true or false");
+    spec.reproducible = body["reproducible"].get<bool>();
+    if (spec.reproducible && (!spec.workspace || !spec.cow_workspace())) {
+      invalid("reproducible", "needs a copy-on-write workspace (a host directory to snapshot, or a snapshot)");
+    }
+  }
   return spec;
 }
 
@@ -170,8 +184,14 @@ json to_json(const RunSpec& spec) {
   else j["toolchains"] = spec.toolchains;
   if (spec.as_of) j["as_of"] = *spec.as_of;
   if (spec.cwd) j["cwd"] = *spec.cwd;
-  if (spec.workspace) j["workspace"] = {{"path", spec.workspace->path}, {"mode", mode_name(spec.workspace->mode)}};
+  if (spec.workspace && spec.workspace->snapshot.empty()) {
+    j["workspace"] = {{"path", spec.workspace->path}, {"mode", mode_name(spec.workspace->mode)}};
+  }
+  if (spec.workspace && !spec.workspace->snapshot.empty()) {
+    j["workspace"] = {{"snapshot", spec.workspace->snapshot}, {"mode", mode_name(spec.workspace->mode)}};
+  }
   if (spec.stdin_data) j["stdin"] = *spec.stdin_data;
+  if (spec.reproducible) j["reproducible"] = true;
   return j;
 }
 

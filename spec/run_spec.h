@@ -19,7 +19,8 @@ const char* mode_name(WorkspaceMode mode);
 std::optional<WorkspaceMode> parse_mode(const std::string& name);
 
 struct Workspace {
-  std::string path;  // absolute host directory, shown at /workspace
+  std::string path;      // absolute host directory, shown at /workspace
+  std::string snapshot;  // or, instead of path: a stored snapshot ("sha256:..."), always copy-on-write
   WorkspaceMode mode = WorkspaceMode::kCow;
 };
 
@@ -41,6 +42,7 @@ struct RunSpec {
   std::vector<std::string> classfile_globs;  // collect.classfiles: class files -> "classfiles" (major versions)
   std::vector<std::string> coverage_globs;   // collect.coverage: JaCoCo / Cobertura XML -> "coverage"
   std::optional<std::string> stdin_data;
+  bool reproducible = false;  // a host-directory workspace is snapshotted at submit; pinned.workspace_digest names it
 
   bool cow_workspace() const { return workspace && workspace->mode == WorkspaceMode::kCow; }
 };

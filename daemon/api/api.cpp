@@ -54,6 +54,7 @@ void register_api(http::Router& router, ApiContext& ctx) {
   register_session_files_api(router, ctx);
   register_toolchains_api(router, ctx);
   register_run_diff_api(router, ctx);
+  register_snapshots_api(router, ctx);
 }
 
 }  // namespace capsule::daemon

@@ -16,6 +16,8 @@
 
 namespace capsule::daemon {
 
+class SnapshotStore;
+
 struct ApiContext {
   boost::asio::io_context& io;  // timers for following logs
   RunManager& runs;
@@ -31,6 +33,8 @@ struct ApiContext {
   // piece, before its box goes), session_calls.stop() after it (their waits on the session thread end then).
   BlockingCalls session_calls{"session calls", 4, 60};  // create, delete, reset, checkpoint
   BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs, log tails: at most 8 at once
+  SnapshotStore* snapshots = nullptr;                   // snapshots/snapshot_store.h; none: the routes answer 501
+  BlockingCalls snapshot_calls{"snapshot creations", 2, 8};  // sources read as their callers, canonicalised
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
@@ -42,6 +46,7 @@ void register_sessions_api(http::Router& router, ApiContext& context);  // sessi
 void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
 void register_toolchains_api(http::Router& router, ApiContext& context);     // toolchains_api.cpp
 void register_run_diff_api(http::Router& router, ApiContext& context);       // run_diff_api.cpp
+void register_snapshots_api(http::Router& router, ApiContext& context);      // snapshots_api.cpp
 
 // Request helpers every handler file uses.
 std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on

@@ -7,25 +7,23 @@
 
 #include "daemon/api/api.h"
 #include "daemon/api/event_lines.h"
+#include "daemon/snapshots/snapshot_workspace.h"
 
 namespace capsule::daemon {
 namespace {
 
 using nlohmann::json;
 
-// POST /v1/runs (a spec, or a stored run's {spec, pinned}): 202 with the id, or the finished run (?wait=true),
-// or a stream of events (ndjson).
-void submit_run(ApiContext& ctx, const http::Request& request, http::Responder responder) {
-  Submission run = parse_submission(parse_body(request), ctx.limits);
-  authorize_workspace(run, caller_of(request.peer));
-  Peer peer{request.peer.uid, request.peer.pid};
-  if (wants_ndjson(request)) {
+// Queues an accepted run and answers: 202 with the id, the finished run (`wait`), or a stream of events (`ndjson`).
+void start_run(ApiContext& ctx, const Submission& run, const Peer& peer, bool ndjson, bool wait,
+               const http::Responder& responder) {
+  if (ndjson) {
     auto lines = std::make_shared<EventLines>();
     ctx.runs.submit(run, peer, [lines](const json& event) { lines->add(event); });
     lines->start(responder);
     return;
   }
-  if (query_flag(request, "wait")) {
+  if (wait) {
     ctx.runs.submit(run, peer, [responder](const json& event) {
       if (event.value("event", "") == "finished") responder.respond(http::json_response(200, event["run"]));
     });
@@ -33,6 +31,26 @@ void submit_run(ApiContext& ctx, const http::Request& request, http::Responder r
   }
   const std::string id = ctx.runs.submit(run, peer);
   responder.respond(http::json_response(202, {{"id", id}, {"state", "queued"}}));
+}
+
+// POST /v1/runs (a spec, or a stored run's {spec, pinned}). A reproducible run's directory is snapshotted first,
+// as the caller, on a worker (snapshots/snapshot_workspace.h).
+void submit_run(ApiContext& ctx, const http::Request& request, http::Responder responder) {
+  Submission run = parse_submission(parse_body(request), ctx.limits);
+  authorize_workspace(run, caller_of(request.peer));
+  const Peer peer{request.peer.uid, request.peer.pid};
+  const bool ndjson = wants_ndjson(request);
+  const bool wait = query_flag(request, "wait");
+  if (snapshots_at_submit(run)) {
+    answer_later(ctx.snapshot_calls, peer.uid, responder, [&ctx, run, peer, ndjson, wait](const http::Responder& answer) {
+      Submission snapshotted = run;
+      attach_snapshot_workspace(snapshotted, ctx.snapshots, ctx.access);
+      start_run(ctx, snapshotted, peer, ndjson, wait, answer);
+    });
+    return;
+  }
+  attach_snapshot_workspace(run, ctx.snapshots, ctx.access);
+  start_run(ctx, run, peer, ndjson, wait, responder);
 }
 
 // A page of the runs `caller` may see: the ledger's pages, filtered to the caller's own runs unless it sees

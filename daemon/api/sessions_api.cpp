@@ -8,6 +8,7 @@
 
 #include "daemon/api/api.h"
 #include "daemon/api/event_lines.h"
+#include "daemon/snapshots/snapshot_workspace.h"
 #include "spec/session_spec.h"
 
 namespace capsule::daemon {
@@ -41,6 +42,7 @@ void create_session(ApiContext& ctx, const http::Request& request, const http::R
   Submission submission;
   submission.spec = spec.environment;
   authorize_workspace(submission, caller_of(request.peer));
+  attach_snapshot_workspace(submission, ctx.snapshots, ctx.access);
   const Peer peer{request.peer.uid, request.peer.pid};
   answer_later(ctx.session_calls, peer.uid, responder, [&ctx, spec, submission, peer](const http::Responder& answer) {
     answer.respond(http::json_response(201, ctx.sessions.create(spec, submission, peer)));

@@ -176,7 +176,8 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
   std::error_code ec;
   const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
   if (have_upper) {
-    collect("diff", [&] { record["diff"] = diff_upper(sources.upper_dir, spec.workspace->path).to_json(); });
+    const std::string& lower = sources.lower_dir.empty() ? spec.workspace->path : sources.lower_dir;
+    collect("diff", [&] { record["diff"] = diff_upper(sources.upper_dir, lower).to_json(); });
   }
   // Collectors look at what the run wrote: a cow workspace's upper layer, else the workspace itself.
   const bool have_root = spec.workspace && (!cow || have_upper);

@@ -22,6 +22,7 @@ constexpr std::size_t kMaxStreamPartBytes = 512u << 10;
 // What finishing reads besides the result: where the cow upper dir and the workspace are.
 struct RecordSources {
   std::string upper_dir;  // the cow workspace's overlay upper directory ("" when there is none)
+  std::string lower_dir;  // what the upper is a change of: a snapshot's tree ("": the workspace path)
   std::optional<nlohmann::json> proxy;  // the package proxy's record, for network "proxy" runs
   // For the collectors (junit, classfiles, coverage) together: one deadline for the whole record, so a
   // finisher thread is held at most this long by what the sandbox left.

@@ -287,6 +287,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
   try {
     RecordSources sources;
     sources.upper_dir = run->run_dir + "/upper";
+    if (run->submission.workspace_snapshot) sources.lower_dir = run->submission.workspace_snapshot->tree();
     if (run->proxy) {
       sources.proxy = run->proxy->record();
       run->proxy.reset();
@@ -315,6 +316,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.
     std::lock_guard lock(mutex_);
     live_.erase(run->id);
+    run->submission.workspace_snapshot.reset();  // a snapshot it used may be removed once it is done
     ++tearing_down_;
     if (run->started) --running_;
     ++stats_.finished_by_status[state];

@@ -1,0 +1,120 @@
+// The /v1/snapshots resource: create from a host directory, tar or git repository (as the caller, on a worker),
+// list, show (?info=true) or export the canonical tar, and remove. docs/api.md, "Snapshots".
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/api/api.h"
+#include "daemon/snapshots/snapshot_sources.h"
+#include "daemon/snapshots/snapshot_store.h"
+
+namespace capsule::daemon {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::size_t kExportChunk = 1 << 20;
+
+SnapshotStore& store_of(ApiContext& ctx) {
+  if (ctx.snapshots == nullptr) throw http::ApiError("not_implemented", "this capsuled has no snapshot store");
+  return *ctx.snapshots;
+}
+
+bool may_see(const Caller& caller, const AccessPolicy& access, const SnapshotInfo& info) {
+  return sees_all_runs(caller, access) ||
+         (caller.known && std::find(info.owners.begin(), info.owners.end(), caller.uid) != info.owners.end());
+}
+
+// The snapshot `digest` if the caller may see it; otherwise the answer an unknown digest gets.
+SnapshotInfo require_visible_snapshot(ApiContext& ctx, const http::Request& request) {
+  const std::string digest = checked_snapshot_digest(request.params.at("digest"), "digest");
+  std::optional<SnapshotInfo> info = store_of(ctx).find(digest);
+  if (!info || !may_see(caller_of(request.peer), ctx.access, *info)) {
+    throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+  }
+  return *info;
+}
+
+// POST /v1/snapshots: the source is read as the caller on a worker; 201 with the snapshot.
+void create_snapshot(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
+  SnapshotStore& store = store_of(ctx);
+  const SnapshotSourceRequest source = parse_snapshot_source(parse_body(request));
+  const Caller caller = caller_of(request.peer);
+  if (!caller.known) throw http::ApiError("forbidden", caller.describe() + " may not create snapshots");
+  answer_later(ctx.snapshot_calls, caller.uid, responder, [&store, source, caller](const http::Responder& answer) {
+    const fs::path staging = store.make_staging();
+    struct Cleanup {
+      fs::path dir;
+      ~Cleanup() {
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+      }
+    } cleanup{staging};
+    const PreparedSource prepared = prepare_snapshot_source(source, caller, staging, store.limits());
+    answer.respond(http::json_response(201, store.create(prepared.tar, prepared.description, caller.uid).to_json()));
+  });
+}
+
+// Sends the file chunk by chunk, each once the previous one has gone out.
+void send_chunks(const std::shared_ptr<http::StreamWriter>& writer, const std::shared_ptr<base::UniqueFd>& fd) {
+  std::string chunk(kExportChunk, '\0');
+  ssize_t got;
+  do {
+    got = read(fd->get(), chunk.data(), chunk.size());
+  } while (got < 0 && errno == EINTR);
+  if (got <= 0) {
+    if (got == 0) writer->finish();
+    return;  // a read error: dropped unfinished, the client sees a truncated body
+  }
+  chunk.resize(static_cast<std::size_t>(got));
+  if (!writer->write(std::move(chunk))) return;
+  writer->when_drained([writer, fd] { send_chunks(writer, fd); });
+}
+
+// GET /v1/snapshots/{digest}: the canonical tar, streamed; ?info=true: the snapshot object.
+void get_snapshot(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
+  const SnapshotInfo info = require_visible_snapshot(ctx, request);
+  if (query_flag(request, "info")) return responder.respond(http::json_response(200, info.to_json()));
+  auto fd = std::make_shared<base::UniqueFd>(open(store_of(ctx).tar_path(info.digest).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!*fd) throw http::ApiError("internal_error", "snapshot " + info.digest + ": " + std::strerror(errno));
+  auto writer = responder.start_stream(200, "application/x-tar",
+                                       {{"X-Capsule-Size", std::to_string(info.size)}, {"X-Capsule-Digest", info.digest}});
+  send_chunks(writer, fd);
+}
+
+http::Response list_snapshots(ApiContext& ctx, const http::Request& request) {
+  const Caller caller = caller_of(request.peer);
+  json list = json::array();
+  for (const SnapshotInfo& info : store_of(ctx).list()) {
+    if (may_see(caller, ctx.access, info)) list.push_back(info.to_json());
+  }
+  return http::json_response(200, {{"snapshots", list}});
+}
+
+// DELETE: root and the admin group remove the snapshot; an owner removes its own claim, and the snapshot goes
+// with the last one.
+http::Response delete_snapshot(ApiContext& ctx, const http::Request& request) {
+  const SnapshotInfo info = require_visible_snapshot(ctx, request);
+  const Caller caller = caller_of(request.peer);
+  const bool everyone = sees_all_runs(caller, ctx.access);
+  store_of(ctx).remove(info.digest, everyone ? std::nullopt : std::optional<uid_t>(caller.uid));
+  return http::json_response(200, {{"removed", info.digest}});
+}
+
+}  // namespace
+
+void register_snapshots_api(http::Router& router, ApiContext& ctx) {
+  router.add("POST", "/v1/snapshots", [&ctx](const http::Request& request, http::Responder responder) {
+    create_snapshot(ctx, request, responder);
+  });
+  router.add("GET", "/v1/snapshots", [&ctx](const http::Request& request) { return list_snapshots(ctx, request); });
+  router.add("GET", "/v1/snapshots/{digest}", [&ctx](const http::Request& request, http::Responder responder) {
+    get_snapshot(ctx, request, responder);
+  });
+  router.add("DELETE", "/v1/snapshots/{digest}", [&ctx](const http::Request& request) { return delete_snapshot(ctx, request); });
+}
+
+}  // namespace capsule::daemon

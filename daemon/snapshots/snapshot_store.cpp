@@ -1,0 +1,210 @@
+// The snapshot store on disk: snapshots/{blobs,tmp} (store/blob_store.h), trees/<hex>, meta/<hex>.json and
+// staging/. A snapshot exists once its metadata does: it is written last, and removed first.
+#include "daemon/snapshots/snapshot_store.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/dates.h"
+#include "base/error.h"
+#include "base/file_util.h"
+#include "http/response.h"
+#include "images/layer_unpack.h"
+#include "images/tar_pack.h"
+
+namespace capsule::daemon {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kStep = "snapshot";
+constexpr std::uint64_t kMaxMetaBytes = 1 << 20;
+
+void remove_quietly(const fs::path& path) {
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
+}
+
+std::string now_rfc3339() {
+  using namespace std::chrono;
+  const auto micros = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  return base::format_rfc3339(micros - micros % base::kMicrosPerSecond);
+}
+
+SnapshotInfo info_from_json(const json& j) {
+  SnapshotInfo info;
+  info.digest = j.at("digest").get<std::string>();
+  info.size = j.at("size").get<std::uint64_t>();
+  info.files = j.at("files").get<std::uint64_t>();
+  info.created = j.at("created").get<std::string>();
+  info.source = j.at("source");
+  info.owners = j.at("owners").get<std::vector<uid_t>>();
+  return info;
+}
+
+// The images' unpacker, with the snapshot limits: a tree as the tar says, nothing outside it.
+images::UnpackLimits unpack_limits(const SnapshotLimits& limits) {
+  images::UnpackLimits out;
+  out.max_file_bytes = limits.max_bytes;
+  out.max_total_bytes = limits.max_tar_bytes();
+  out.max_entries = limits.max_files;
+  return out;
+}
+
+}  // namespace
+
+json SnapshotInfo::to_json() const {
+  return {{"digest", digest}, {"size", size}, {"files", files}, {"created", created}, {"source", source},
+          {"creator", owners.empty() ? json(nullptr) : json(owners.front())}};
+}
+
+SnapshotLease::~SnapshotLease() { store_->release(digest_); }
+
+std::string checked_snapshot_digest(const std::string& text, const std::string& field) {
+  if (!store::Digest::try_parse(text)) {
+    throw http::ApiError("snapshot_not_found", field + ": '" + text + "' is not a snapshot digest (sha256:<64 hex>)");
+  }
+  return text;
+}
+
+SnapshotStore::SnapshotStore(fs::path root, SnapshotLimits limits)
+    : root_((base::make_dir(root, 0700, kStep), root)), limits_(limits), blobs_(root_) {
+  for (const char* sub : {"trees", "meta", "staging"}) base::make_dir(root_ / sub, 0700, kStep);
+  remove_leftovers();
+}
+
+void SnapshotStore::remove_leftovers() {
+  for (const auto& entry : fs::directory_iterator(root_ / "staging")) remove_quietly(entry.path());
+  for (const auto& entry : fs::directory_iterator(root_ / "trees")) {
+    const std::string name = entry.path().filename().string();
+    if (name.front() == '.' || !fs::exists(meta_path(name))) remove_quietly(entry.path());
+  }
+  for (const store::Digest& digest : blobs_.list()) {
+    if (!fs::exists(meta_path(digest.hex()))) blobs_.remove(digest);
+  }
+}
+
+fs::path SnapshotStore::meta_path(const std::string& hex) const { return root_ / "meta" / (hex + ".json"); }
+fs::path SnapshotStore::tree_path(const std::string& hex) const { return root_ / "trees" / hex; }
+
+fs::path SnapshotStore::make_staging() const { return base::make_temp_dir(root_ / "staging", "create-", kStep); }
+
+void SnapshotStore::write_meta(const SnapshotInfo& info) const {
+  json j = info.to_json();
+  j.erase("creator");
+  j["owners"] = info.owners;
+  base::write_file_atomic(meta_path(store::Digest::parse(info.digest).hex()), j.dump(2) + "\n", kStep, 0600);
+}
+
+SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& source, uid_t owner) {
+  check_source_tar(source_tar, limits_);
+  const fs::path staging = make_staging();
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { remove_quietly(dir); }
+  } cleanup{staging};
+  try {
+    // Unpacked as the tar says (owners, mtimes, hard links inside the tree), then packed in canonical form.
+    images::unpack_layer(source_tar, staging / "tree", unpack_limits(limits_));
+    store::BlobWriter writer = blobs_.writer();
+    images::PackOptions options;
+    options.gzip = false;
+    options.zero_owners = true;
+    options.xattrs = false;
+    const images::PackResult packed =
+        images::pack_directory(staging / "tree", [&writer](const void* data, std::size_t size) { writer.write(data, size); },
+                               options);
+    const std::string digest = packed.diff_id.str();
+    std::lock_guard lock(mutex_);
+    if (std::optional<SnapshotInfo> existing = find(digest)) {
+      if (std::find(existing->owners.begin(), existing->owners.end(), owner) == existing->owners.end()) {
+        existing->owners.push_back(owner);
+        write_meta(*existing);
+      }
+      return *existing;
+    }
+    if (writer.commit() != packed.diff_id) base::throw_error(kStep, digest, "the stored tar hashes differently");
+    const fs::path tree = tree_path(packed.diff_id.hex());
+    remove_quietly(tree);  // a tree without metadata: a failed create's
+    // The overlay lower is the canonical tar itself unpacked: root-owned, mtime 0, exactly what the digest names.
+    images::unpack_layer(blobs_.path(packed.diff_id), tree, unpack_limits(limits_));
+    SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now_rfc3339(), source, {owner}};
+    try {
+      write_meta(info);
+    } catch (...) {
+      remove_quietly(tree);
+      blobs_.remove(packed.diff_id);
+      throw;
+    }
+    return info;
+  } catch (const http::ApiError&) {
+    throw;
+  } catch (const base::Error& e) {
+    const std::string& step = e.cause().step;
+    throw http::ApiError(step == "unpack" ? "invalid_archive" : "internal_error", std::string("snapshot: ") + e.what());
+  }
+}
+
+std::optional<SnapshotInfo> SnapshotStore::find(const std::string& digest) const {
+  const std::optional<store::Digest> parsed = store::Digest::try_parse(digest);
+  if (!parsed) return std::nullopt;
+  const fs::path meta = meta_path(parsed->hex());
+  std::error_code ec;
+  if (!fs::exists(meta, ec)) return std::nullopt;
+  try {
+    base::UniqueFd fd = base::open_regular_file(meta, kStep);
+    return info_from_json(json::parse(base::read_fd(fd.get(), kMaxMetaBytes, kStep, meta.string())));
+  } catch (const std::exception& e) {
+    throw http::ApiError("internal_error", "snapshot " + digest + ": unreadable metadata (" + e.what() + ")");
+  }
+}
+
+std::vector<SnapshotInfo> SnapshotStore::list() const {
+  std::vector<SnapshotInfo> out;
+  for (const auto& entry : fs::directory_iterator(root_ / "meta")) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() != 64 + 5 || entry.path().extension() != ".json") continue;
+    if (auto info = find("sha256:" + name.substr(0, 64))) out.push_back(std::move(*info));
+  }
+  std::sort(out.begin(), out.end(), [](const SnapshotInfo& a, const SnapshotInfo& b) {
+    return a.created != b.created ? a.created < b.created : a.digest < b.digest;
+  });
+  return out;
+}
+
+fs::path SnapshotStore::tar_path(const std::string& digest) const { return blobs_.path(store::Digest::parse(digest)); }
+
+std::shared_ptr<const SnapshotLease> SnapshotStore::lease(const std::string& digest) {
+  std::lock_guard lock(mutex_);
+  if (!find(digest)) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+  ++leases_[digest];
+  return std::shared_ptr<const SnapshotLease>(
+      new SnapshotLease(this, digest, tree_path(store::Digest::parse(digest).hex()).string()));
+}
+
+void SnapshotStore::release(const std::string& digest) {
+  std::lock_guard lock(mutex_);
+  if (--leases_[digest] <= 0) leases_.erase(digest);
+}
+
+void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner) {
+  std::lock_guard lock(mutex_);
+  std::optional<SnapshotInfo> info = find(digest);
+  if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+  if (leases_.count(digest)) {
+    throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
+  }
+  if (owner) {
+    std::erase(info->owners, *owner);
+    if (!info->owners.empty()) return write_meta(*info);
+  }
+  const store::Digest parsed = store::Digest::parse(digest);
+  fs::remove(meta_path(parsed.hex()));  // gone from here on; the rest is space to reclaim
+  remove_quietly(tree_path(parsed.hex()));
+  blobs_.remove(parsed);
+}
+
+}  // namespace capsule::daemon

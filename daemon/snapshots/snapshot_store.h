@@ -1,0 +1,101 @@
+// SnapshotStore: <state>/snapshots/ holds each snapshot as its canonical tar (a blob, its sha256 the snapshot's
+// digest), the same tree unpacked once (an overlay lower for workspaces) and a small JSON of metadata.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/snapshots/snapshot_limits.h"
+#include "store/blob_store.h"
+
+namespace capsule::daemon {
+
+struct SnapshotInfo {
+  std::string digest;         // "sha256:<hex>" of the canonical tar
+  std::uint64_t size = 0;     // bytes of the canonical tar
+  std::uint64_t files = 0;    // its entries: regular files, directories, symlinks (hard links included)
+  std::string created;        // RFC 3339
+  nlohmann::json source;      // {"dir": ...} | {"tar": ...} | {"git": ..., "rev": ..., "commit": ...}
+  std::vector<uid_t> owners;  // who created it (each caller that created the same digest), first the first
+
+  // {digest, size, files, created, source, creator}: the API's snapshot object.
+  nlohmann::json to_json() const;
+};
+
+// Held by a run or session using a snapshot as its workspace: while any lease is alive the snapshot cannot be
+// removed (409 snapshot_in_use).
+class SnapshotLease {
+ public:
+  ~SnapshotLease();
+  SnapshotLease(const SnapshotLease&) = delete;
+  SnapshotLease& operator=(const SnapshotLease&) = delete;
+  const std::string& digest() const { return digest_; }
+  const std::string& tree() const { return tree_; }  // the unpacked tree: root-owned, never written
+
+ private:
+  friend class SnapshotStore;
+  SnapshotLease(class SnapshotStore* store, std::string digest, std::string tree)
+      : store_(store), digest_(std::move(digest)), tree_(std::move(tree)) {}
+  class SnapshotStore* store_;
+  std::string digest_;
+  std::string tree_;
+};
+
+class SnapshotStore {
+ public:
+  // Creates the layout (0700) and removes what a create interrupted by a crash left: staging dirs, and trees or
+  // blobs without metadata.
+  SnapshotStore(std::filesystem::path root, SnapshotLimits limits = {});
+  SnapshotStore(const SnapshotStore&) = delete;
+  SnapshotStore& operator=(const SnapshotStore&) = delete;
+
+  // A fresh private dir for one create's source files; removed by the caller (or at the next start).
+  std::filesystem::path make_staging() const;
+
+  // Canonicalises the tar at `source_tar` (checked with check_source_tar, unpacked with the images' safe
+  // unpacker, packed again sorted with 0:0 owners, mtime 0 and no xattrs) and stores it. A digest already stored
+  // is returned as it is, `owner` added to its owners. Atomic: on any error nothing new is left. Throws
+  // http::ApiError (413 snapshot_too_large, 400 invalid_archive, 500).
+  SnapshotInfo create(const std::filesystem::path& source_tar, const nlohmann::json& source, uid_t owner);
+
+  std::optional<SnapshotInfo> find(const std::string& digest) const;  // nullopt for unknown or malformed digests
+  std::vector<SnapshotInfo> list() const;                             // sorted by created time
+  std::filesystem::path tar_path(const std::string& digest) const;    // the canonical tar of a stored snapshot
+
+  // A lease on a stored snapshot; 404 snapshot_not_found otherwise.
+  std::shared_ptr<const SnapshotLease> lease(const std::string& digest);
+
+  // Removes `owner` from the snapshot's owners (every owner when `owner` is nullopt: root); the snapshot goes
+  // when none is left. 409 snapshot_in_use while a run or session holds a lease, 404 snapshot_not_found.
+  void remove(const std::string& digest, std::optional<uid_t> owner);
+
+  const SnapshotLimits& limits() const { return limits_; }
+
+ private:
+  friend class SnapshotLease;
+  void release(const std::string& digest);
+  std::filesystem::path meta_path(const std::string& hex) const;
+  std::filesystem::path tree_path(const std::string& hex) const;
+  void write_meta(const SnapshotInfo& info) const;
+  void remove_leftovers();
+
+  std::filesystem::path root_;
+  SnapshotLimits limits_;
+  store::BlobStore blobs_;
+  mutable std::mutex mutex_;            // metadata, trees and leases change together
+  std::map<std::string, int> leases_;   // digest -> live leases
+};
+
+// "sha256:<hex>" -> 404 snapshot_not_found for anything else, naming `field`.
+std::string checked_snapshot_digest(const std::string& text, const std::string& field);
+
+}  // namespace capsule::daemon

@@ -1,0 +1,69 @@
+// attach_snapshot_workspace: which digest a workspace stands for (given, pinned, or made now from the directory
+// as the caller) and the lease that keeps it while the run or session lives.
+#include "daemon/snapshots/snapshot_workspace.h"
+
+#include <algorithm>
+
+#include "daemon/snapshots/snapshot_sources.h"
+#include "http/response.h"
+
+namespace capsule::daemon {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The directory snapshotted now, read as the submission's caller (its opened directory when not root).
+std::string snapshot_directory(const Submission& run, SnapshotStore& store) {
+  const std::string& path = run.spec.workspace->path;
+  std::shared_ptr<const OpenedHostPath> dir = run.workspace_dir;
+  if (!dir) {
+    dir = std::make_shared<OpenedHostPath>(
+        open_as_caller(run.caller, path, HostAccess::kReadDir, "workspace.path", "invalid_spec"));
+  }
+  const fs::path staging = store.make_staging();
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{staging};
+  const fs::path tar = tar_directory_as(run.caller, *dir, staging, store.limits());
+  return store.create(tar, {{"dir", path}, {"reproducible", true}}, run.caller.uid).digest;
+}
+
+}  // namespace
+
+bool snapshots_at_submit(const Submission& run) {
+  return run.spec.reproducible && run.spec.workspace && run.spec.workspace->snapshot.empty() &&
+         !(run.pins_given && run.pinned.workspace_digest);
+}
+
+void attach_snapshot_workspace(Submission& run, SnapshotStore* store, const AccessPolicy& access) {
+  run.workspace_snapshot.reset();
+  if (!run.spec.workspace) return;
+  const spec::Workspace& workspace = *run.spec.workspace;
+  if (workspace.snapshot.empty() && !run.spec.reproducible) return;
+  const std::string field = workspace.snapshot.empty() ? "pinned.workspace_digest" : "workspace.snapshot";
+  if (store == nullptr) throw http::ApiError("snapshot_not_found", field + ": this capsuled has no snapshot store");
+  std::string digest;
+  if (!workspace.snapshot.empty()) {
+    digest = workspace.snapshot;
+    if (run.pins_given && run.pinned.workspace_digest && *run.pinned.workspace_digest != digest) {
+      throw http::ApiError("pin_mismatch", "pinned.workspace_digest: " + *run.pinned.workspace_digest +
+                                               " is not the spec's workspace.snapshot " + digest);
+    }
+  } else if (run.pins_given && run.pinned.workspace_digest) {
+    digest = checked_snapshot_digest(*run.pinned.workspace_digest, field);
+  } else {
+    digest = snapshot_directory(run, *store);
+  }
+  const std::optional<SnapshotInfo> info = store->find(digest);
+  const bool visible = info && (sees_all_runs(run.caller, access) ||
+                                std::find(info->owners.begin(), info->owners.end(), run.caller.uid) != info->owners.end());
+  if (!visible) throw http::ApiError("snapshot_not_found", field + ": no snapshot " + digest);
+  run.workspace_snapshot = store->lease(digest);
+  run.pinned.workspace_digest = digest;
+}
+
+}  // namespace capsule::daemon
