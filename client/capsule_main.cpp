@@ -8,6 +8,7 @@
 #include "client/cli_daemon.h"
 #include "client/cli_images.h"
 #include "client/cli_proxy.h"
+#include "client/cli_replay.h"
 #include "client/cli_run.h"
 #include "client/cli_runs.h"
 #include "client/cli_runs_diff.h"
@@ -40,6 +41,15 @@ int main(int argc, char** argv) {
   add_run_flags(*run, run_options);
   run->prefix_command();  // `capsule run IMAGE CMD ARGS...` also works without "--"
   run->footer(kExitCodeHelp);
+
+  ReplayOptions replay_options;
+  CLI::App* replay = app.add_subcommand("replay", "run a finished run again from its spec and pins, the proxy "
+                                                  "frozen to what it received; --repeat N: flakiness report");
+  replay->add_option("id", replay_options.id, "run id")->required();
+  replay->add_option("--repeat", replay_options.repeat, "replay N times (1 to 50) and report flip rates");
+  replay->add_option("--vary", replay_options.vary, "on every other replay: cpus,memory,order (any of them)");
+  replay->add_flag("--json", replay_options.json, "print the run object (or the report) as JSON");
+  replay->footer(kExitCodeHelp);
 
   CLI::App* runs = app.add_subcommand("runs", "list, inspect and cancel runs");
   runs->require_subcommand(1);
@@ -137,7 +147,7 @@ int main(int argc, char** argv) {
     app.parse(cut, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    const bool exits_as_a_run = run->parsed() || sessions.exec->parsed() || sessions.attach->parsed();
+    const bool exits_as_a_run = run->parsed() || replay->parsed() || sessions.exec->parsed() || sessions.attach->parsed();
     return code == 0 ? 0 : exits_as_a_run ? kExitCapsuleFailed : 2;
   }
   if (socket.empty()) socket = default_socket_path();
@@ -147,6 +157,7 @@ int main(int argc, char** argv) {
       run_options.argv = command_argv(run->remaining(), cut < argc, after_separator);
       return cmd_run(socket, run_options);
     }
+    if (replay->parsed()) return cmd_replay(socket, replay_options);
     if (sessions.session->parsed()) return cmd_session(socket, sessions, cut < argc, after_separator);
     if (!after_separator.empty()) {
       std::cerr << "capsule: unexpected arguments after --\n";
@@ -174,7 +185,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::cerr << "capsule: " << e.what() << "\n";
-    return run->parsed() ? kExitCapsuleFailed : runs_diff->parsed() ? kExitDiffTrouble : 1;
+    return run->parsed() || replay->parsed() ? kExitCapsuleFailed : runs_diff->parsed() ? kExitDiffTrouble : 1;
   }
   return 2;
 }

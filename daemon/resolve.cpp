@@ -3,15 +3,18 @@
 #include "daemon/resolve.h"
 
 #include <sys/stat.h>
+#include <sys/utsname.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "daemon/runs/replay_vary.h"
 #include "http/response.h"
 #include "images/host_image.h"
 #include "images/image_stack.h"
 #include "images/image_user.h"
 #include "sandbox/userns.h"
+#include "spec/capsule_version.h"
 #include "spec/json_fields.h"
 #include "store/digest.h"
 
@@ -247,6 +250,8 @@ sandbox::SandboxSpec resolve_run(Submission& run, const ResolveContext& context)
         break;
     }
   }
+  // A replay varied with "order" (runs/replay_vary.h) loads this plugin by name: it is there, read-only.
+  if (uses_test_order_plugin(spec)) out.mounts.push_back(test_order_plugin_mount(context.images_dir));
   out.cwd = spec.cwd.value_or(spec.workspace ? "/workspace" : image_cwd);
   const std::string policy_path = context.policies_dir + "/" + spec.policy + ".json";
   struct stat st;
@@ -261,7 +266,28 @@ sandbox::SandboxSpec resolve_run(Submission& run, const ResolveContext& context)
   out.limits = spec.limits;
   if (out.limits.disk_bytes == 0) out.limits.disk_inodes = 0;  // inodes count only on a disk of the run's own
   out.stdin_data = spec.stdin_data;
+  pin_run_facts(run);
   return out;
+}
+
+void pin_run_facts(Submission& run) {
+  spec::Pinned& pinned = run.pinned;
+  struct utsname names{};
+  pinned.kernel = uname(&names) == 0 ? std::optional<std::string>(names.release) : std::nullopt;
+  pinned.capsule = spec::kCapsuleVersion;
+  std::vector<std::string> reasons;
+  if (run.pinned.image_digests.empty()) {
+    pinned.host_image = images::host_image_digest();
+    reasons.push_back(images::kHostImageNotReplayable);
+  } else {
+    pinned.host_image.reset();
+  }
+  if (run.spec.workspace && !pinned.workspace_digest) {
+    reasons.push_back(std::string("the workspace is the host directory ") + run.spec.workspace->path +
+                      " without a snapshot (workspace_digest is null): replaying later uses its contents then");
+  }
+  pinned.not_replayable = std::move(reasons);
+  pinned.dependencies.clear();
 }
 
 }  // namespace capsule::daemon

@@ -9,6 +9,7 @@
 #include "daemon/snapshots/snapshot_store.h"
 #include "images/image_store.h"
 #include "images/toolchain_select.h"
+#include "proxy/frozen_set.h"
 #include "sandbox/spec.h"
 #include "spec/pinned.h"
 #include "spec/run_spec.h"
@@ -30,6 +31,8 @@ struct Submission {
   // A snapshot workspace (or a reproducible run's snapshot of its directory): its tree is the workspace's overlay
   // lower, held (not removable) for as long as the submission (snapshots/snapshot_workspace.h).
   std::shared_ptr<const SnapshotLease> workspace_snapshot;
+  // A replay of a network "proxy" run: its proxy serves only the original's objects (daemon/api/run_replay_api.cpp).
+  std::shared_ptr<const proxy::FrozenSet> frozen;
 };
 
 // POST /v1/runs: a spec (the request itself), or {"spec": ..., "pinned": ...} as GET /v1/runs/{id} shows them.
@@ -67,6 +70,12 @@ struct ResolveContext {
 // different policy text is 409 pin_mismatch). The pinned images are stacked with their configs merged
 // (images/image_stack.h); the merged User is looked up in the stack's /etc/passwd, and HOME, unless the image or
 // the run sets it, is that user's home ("/" without an entry). Throws ApiError (400/404/409) naming the field.
+// Last, pins what runs it (pin_run_facts).
 sandbox::SandboxSpec resolve_run(Submission& run, const ResolveContext& context);
+
+// Pins the facts of the machine that runs it — kernel (uname release), capsule (the daemon's version), the host
+// image's digest when the run uses it — and why it would not replay byte for byte (the host image; a host
+// directory workspace without a workspace_digest). Dependencies start empty: the run's proxy.served fills them.
+void pin_run_facts(Submission& run);
 
 }  // namespace capsule::daemon

@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+
+#include "store/digest.h"
 
 #include "sandbox/error.h"
 
@@ -60,7 +64,83 @@ void build_skeleton(const fs::path& root) {
   write_file(etc / "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n");
 }
 
+std::vector<sandbox::BindMount> host_binds() { return {sandbox::BindMount{"/usr", "/usr", true, true}}; }
+
+constexpr std::uint64_t kMaxDpkgStatus = 64ull << 20;
+constexpr std::size_t kMaxPackages = 200000;
+
+// "Package=Version" of each stanza whose Status ends in "installed" (not config-files or half-installed ones).
+std::vector<std::string> installed_packages(std::string_view status) {
+  std::vector<std::string> out;
+  std::string package, version, state;
+  auto finish = [&] {
+    if (!package.empty() && state.ends_with(" installed") && out.size() < kMaxPackages) {
+      out.push_back(package + "=" + version);
+    }
+    package.clear();
+    version.clear();
+    state.clear();
+  };
+  while (!status.empty()) {
+    const std::size_t end = std::min(status.find('\n'), status.size());
+    const std::string_view line = status.substr(0, end);
+    status.remove_prefix(std::min(end + 1, status.size()));
+    if (line.empty()) {
+      finish();
+      continue;
+    }
+    auto value = [&](std::string_view key) -> std::optional<std::string> {
+      if (!line.starts_with(key)) return std::nullopt;
+      std::string_view rest = line.substr(key.size());
+      while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+      return std::string(rest);
+    };
+    if (auto name = value("Package:")) package = *name;
+    if (auto number = value("Version:")) version = *number;
+    if (auto status_words = value("Status:")) state = *status_words;
+  }
+  finish();
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
+
+std::string host_image_digest_of(std::string_view dpkg_status, const std::vector<sandbox::BindMount>& binds) {
+  std::string exposed = std::string("skeleton ") + kSkeletonName + "\n";
+  for (const auto& bind : binds) {
+    exposed += "bind " + bind.source + " " + bind.target + (bind.read_only ? " ro" : " rw") + "\n";
+  }
+  for (const auto& package : installed_packages(dpkg_status)) exposed += "package " + package + "\n";
+  return store::sha256_of(exposed).str();
+}
+
+std::string host_image_digest(const std::string& dpkg_status_path) {
+  static std::mutex mutex;
+  static std::string remembered_key, remembered_digest;
+  std::string text;
+  std::string key;
+  struct stat st{};
+  if (stat(dpkg_status_path.c_str(), &st) == 0) {
+    key = dpkg_status_path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+          std::to_string(st.st_mtim.tv_nsec);
+  }
+  {
+    std::lock_guard lock(mutex);
+    if (!key.empty() && key == remembered_key) return remembered_digest;
+  }
+  std::ifstream file(dpkg_status_path, std::ios::binary);
+  if (file) {
+    text.resize(kMaxDpkgStatus);
+    file.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(file.gcount()));
+  }
+  const std::string digest = host_image_digest_of(text, host_binds());
+  std::lock_guard lock(mutex);
+  remembered_key = key;
+  remembered_digest = digest;
+  return digest;
+}
 
 HostImage prepare_host_image(const std::string& cache_dir) {
   const fs::path root = fs::path(cache_dir) / kSkeletonName;
@@ -80,7 +160,7 @@ HostImage prepare_host_image(const std::string& cache_dir) {
   }
   HostImage image;
   image.layers = {root.string()};
-  image.mounts = {sandbox::BindMount{"/usr", "/usr", true, true}};
+  image.mounts = host_binds();
   image.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "USER=root",
                "LANG=C.UTF-8"};
   return image;

@@ -145,7 +145,10 @@ struct PackageProxy::State {
 
   http::Response document(const http::Request& request, const Listener& listener, const View& view, std::string content_type,
                     bool fetched, bool vary_accept) {
-    if (listener.log) listener.log->add({request.path, view.sha256, view.body.size(), fetched ? "upstream" : "cache"});
+    if (listener.log) {
+      keep_for_replay(request, view);
+      listener.log->add({request.path, view.sha256, view.body.size(), fetched ? "upstream" : "cache"});
+    }
     http::Response response;
     response.headers = {{"ETag", view.etag}, {"Cache-Control", "max-age=600"}};
     if (vary_accept) response.headers.emplace_back("Vary", "Accept");
@@ -173,6 +176,62 @@ struct PackageProxy::State {
     }
     response.content_type = std::move(content_type);
     response.body = blobs->read(blob.digest, kMaxServedFile);
+    return response;
+  }
+
+  // A logged document's bytes as a blob (nothing is written when the cache has it): a replay serves exactly
+  // these, though the page it was rendered from may have changed since. A failure costs only a later replay.
+  void keep_for_replay(const http::Request& request, const View& view) {
+    try {
+      blobs->put_bytes(view.body, store::Digest::from_hex(view.sha256));
+    } catch (const std::exception& error) {
+      spdlog::error("proxy: keeping {} for replays failed: {}", request.path, error.what());
+    }
+  }
+
+  // A frozen listener's answer: the original's bytes for a URL it fetched, a refusal naming anything else.
+  http::Response frozen_object(const http::Request& request, const Listener& listener) {
+    cutoff_for(request, listener);
+    const FrozenSet& frozen = *listener.frozen;
+    const FrozenObject* object = frozen.find(request.path);
+    if (!object) {
+      if (auto redirect = canonical_project_redirect(request)) return *redirect;
+      if (listener.log) listener.log->refuse(request.path);
+      return http::error_response("not_found", frozen.refusal(request.path));
+    }
+    const auto digest = store::Digest::try_parse("sha256:" + object->sha256);
+    if (!digest || !blobs->has(*digest) || blobs->size(*digest) != object->size) {
+      throw ProxyError("cache_failure", "replay", request.path,
+                       "the bytes the original run " + frozen.original_run() + " received (sha256:" + object->sha256 +
+                           ") are no longer in the proxy cache");
+    }
+    if (listener.log) listener.log->add({request.path, object->sha256, object->size, "frozen"});
+    http::Response response;
+    const std::string etag = "\"" + object->sha256 + "\"";
+    response.headers = {{"ETag", etag}, {"Cache-Control", "max-age=31536000, immutable"}};
+    if (matches_if_none_match(request, etag)) {
+      response.status = 304;
+      response.content_type.clear();
+      return response;
+    }
+    response.body = blobs->read(*digest, kMaxServedFile);
+    response.content_type = frozen_content_type(request.path, response.body);
+    return response;
+  }
+
+  // PEP 503: one canonical URL per project; a project page asked by another spelling is redirected to it.
+  std::optional<http::Response> canonical_project_redirect(const http::Request& request) const {
+    const auto project = request.params.find("project");
+    if (project == request.params.end() || request.params.count("filename")) return std::nullopt;
+    const std::string& name = project->second;
+    if (!pypi::is_valid_name(name)) return std::nullopt;
+    const std::string normalized = pypi::normalize_name(name);
+    if (normalized == name && request.path.ends_with('/')) return std::nullopt;
+    http::Response response;
+    response.status = 301;
+    response.content_type.clear();
+    response.headers = {{"Location", "/pypi/snapshot/" + percent_encode_segment(request.params.at("cutoff")) +
+                                         "/simple/" + normalized + "/"}};
     return response;
   }
 
@@ -207,14 +266,7 @@ struct PackageProxy::State {
     const auto& name = request.params.at("project");
     if (!pypi::is_valid_name(name)) throw ProxyError("not_found", "pypi-page", name, "not a valid project name");
     const std::string normalized = pypi::normalize_name(name);
-    if (normalized != name || !request.path.ends_with('/')) {  // PEP 503: one canonical URL per project
-      http::Response response;
-      response.status = 301;
-      response.content_type.clear();
-      response.headers = {{"Location", "/pypi/snapshot/" + percent_encode_segment(request.params.at("cutoff")) +
-                                           "/simple/" + normalized + "/"}};
-      return response;
-    }
+    if (auto redirect = canonical_project_redirect(request)) return *redirect;
     const auto format = negotiated(request);
     bool fetched = false;
     const auto project = pypi->project(normalized, &fetched);
@@ -381,7 +433,8 @@ void PackageProxy::add_routes(http::Router& router, Listener listener) {
       const void* client = listener.log ? static_cast<const void*>(listener.log.get()) : nullptr;
       state->pool.post(client, [state, listener, method, request, responder] {
         try {
-          responder.respond(((*state).*method)(request, listener));
+          responder.respond(listener.frozen ? state->frozen_object(request, listener)
+                                            : ((*state).*method)(request, listener));
         } catch (const base::Error& error) {  // as http/server.cpp answers: the code gives the status
           if (http::status_for(error.code()) >= 500) {
             spdlog::error("proxy: {} {}: {}", request.method, request.target, error.what());

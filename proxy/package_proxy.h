@@ -12,6 +12,7 @@
 
 #include "http/router.h"
 #include "proxy/cutoff.h"
+#include "proxy/frozen_set.h"
 #include "proxy/proxy_options.h"
 #include "proxy/served_log.h"
 
@@ -30,10 +31,14 @@ class PackageProxy {
   PackageProxy& operator=(const PackageProxy&) = delete;
 
   // What one listener serves: with `cutoff` set, URLs naming any other cutoff get 403 (a sandbox cannot look
-  // past its own date); `log`, when set, receives every object served.
+  // past its own date); `log`, when set, receives every object served, and the exact bytes of every document
+  // (index page, metadata, sidecar) are kept in the cache as a blob, as files already are, so a replay can
+  // serve them again. With `frozen` (a replay), only its URLs are served, from those blobs, and no upstream is
+  // asked; anything else is 404 "not fetched by the original run <id>: <url>", listed in the log's refusals.
   struct Listener {
     std::optional<Cutoff> cutoff;
     std::shared_ptr<ServedLog> log;
+    std::shared_ptr<const FrozenSet> frozen;
   };
   // Adds the proxy's GET routes. Handlers answer from a worker pool, never blocking the server's threads.
   void add_routes(http::Router& router, Listener listener);

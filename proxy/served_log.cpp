@@ -1,6 +1,7 @@
 // ServedLog: a mutex-guarded list, appended to from the proxy's worker threads.
 #include "proxy/served_log.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace capsule::proxy {
@@ -31,6 +32,17 @@ nlohmann::json ServedLog::to_json(std::size_t from) const {
     out.push_back({{"url", object.url}, {"sha256", object.sha256}, {"size", object.size}, {"source", object.source}});
   }
   return out;
+}
+
+void ServedLog::refuse(const std::string& url) {
+  std::lock_guard lock(mutex_);
+  if (refused_.size() >= kMaxRefused || std::find(refused_.begin(), refused_.end(), url) != refused_.end()) return;
+  refused_.push_back(url);
+}
+
+nlohmann::json ServedLog::refused_json() const {
+  std::lock_guard lock(mutex_);
+  return refused_;
 }
 
 }  // namespace capsule::proxy

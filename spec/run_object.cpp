@@ -2,6 +2,8 @@
 // top so nothing is nested twice or said twice.
 #include "spec/run_object.h"
 
+#include "spec/pinned.h"
+
 namespace capsule::spec {
 
 using nlohmann::json;
@@ -17,6 +19,20 @@ json RunObject::to_json() const {
               {"pinned", pinned}};
   for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage"}) {
     out[section] = outcome && outcome->contains(section) ? (*outcome)[section] : json();
+  }
+  if (out["pinned"].is_object() && out["proxy"].is_object() && out["proxy"].contains("served")) {
+    out["pinned"]["dependencies"] = capsule::spec::to_json(dependencies_of(out["proxy"]["served"]));
+  }
+  out["replay_of"] = labels.is_object() && labels.contains(kReplayOfLabel) ? labels[kReplayOfLabel] : json();
+  out["replay_vary"] = json();
+  if (labels.is_object() && labels.contains(kReplayVaryLabel) && labels[kReplayVaryLabel].is_string()) {
+    const std::string list = labels[kReplayVaryLabel];
+    out["replay_vary"] = json::array();
+    for (std::size_t start = 0; start < list.size();) {
+      const std::size_t comma = std::min(list.find(',', start), list.size());
+      if (comma > start) out["replay_vary"].push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
   }
   for (const char* note : {"collect_error", "record_error"}) {
     if (outcome && outcome->contains(note)) out[note] = (*outcome)[note];

@@ -1,6 +1,6 @@
 // RunObject: a run as the API shows it and the ledger stores it, each value once:
-// {id, state, labels, peer, times, spec, pinned, result, tests, diff, proxy, classfiles, coverage}; {spec, pinned}
-// resubmit as is.
+// {id, state, labels, peer, times, spec, pinned, result, tests, diff, proxy, classfiles, coverage, replay_of,
+// replay_vary}; {spec, pinned} resubmit as is.
 #pragma once
 
 #include <sys/types.h>
@@ -31,7 +31,13 @@ struct RunObject {
   // {"id", "state", "labels", "peer": {"uid", "pid"}, "times": {"created", "started", "finished"}, "spec",
   // "pinned", "result", "tests", "diff", "proxy", "classfiles", "coverage"} with null where a value is absent,
   // and "collect_error" / "record_error" when the outcome has them.
+  // "replay_of" (the original's id) and "replay_vary" (["cpus", "memory", "order"]) come from the labels the
+  // daemon gives a replay (kReplayOfLabel, kReplayVaryLabel), null otherwise; "pinned"."dependencies" is the
+  // finished run's proxy.served, once per URL.
   nlohmann::json to_json() const;
 };
+
+inline constexpr const char* kReplayOfLabel = "capsule.replay_of";
+inline constexpr const char* kReplayVaryLabel = "capsule.replay_vary";  // comma-separated: cpus,memory,order
 
 }  // namespace capsule::spec

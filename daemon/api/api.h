@@ -12,6 +12,7 @@
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_manager.h"
 #include "daemon/sessions/session_manager.h"
+#include "spec/capsule_version.h"
 #include "spec/limits.h"
 
 namespace capsule::daemon {
@@ -42,6 +43,7 @@ void register_api(http::Router& router, ApiContext& context);
 void register_system_api(http::Router& router, ApiContext& context);    // system_api.cpp
 void register_runs_api(http::Router& router, ApiContext& context);      // runs_api.cpp
 void register_run_logs_api(http::Router& router, ApiContext& context);  // run_logs_api.cpp
+void register_run_replay_api(http::Router& router, ApiContext& context);  // run_replay_api.cpp
 void register_sessions_api(http::Router& router, ApiContext& context);  // sessions_api.cpp
 void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
 void register_toolchains_api(http::Router& router, ApiContext& context);     // toolchains_api.cpp
@@ -66,6 +68,6 @@ void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request,
 // 404 with the answer an unknown id gets unless the caller may see the session (its own; root and admins all).
 void require_visible_session(ApiContext& ctx, const http::Request& request, const std::string& id);
 
-inline constexpr const char* kCapsuleVersion = "0.1.0";
+inline constexpr const char* kCapsuleVersion = spec::kCapsuleVersion;
 
 }  // namespace capsule::daemon

@@ -75,10 +75,10 @@ void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutof
 }
 
 RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, const proxy::Cutoff& cutoff,
-                   std::vector<base::UniqueFd> listeners)
-    : proxy_(proxy), log_(std::make_shared<proxy::ServedLog>()) {
+                   std::vector<base::UniqueFd> listeners, std::shared_ptr<const proxy::FrozenSet> frozen)
+    : proxy_(proxy), log_(std::make_shared<proxy::ServedLog>()), frozen_(std::move(frozen)) {
   auto router = std::make_shared<http::Router>();
-  proxy.add_routes(*router, {cutoff, log_});
+  proxy.add_routes(*router, {cutoff, log_, frozen_});
   http::ServerOptions options;
   options.max_connections = 64;  // one sandbox's clients; a hostile one cannot starve the daemon
   server_ = std::make_unique<http::HttpServer>(io, std::shared_ptr<const http::Router>(router), options);
@@ -88,7 +88,13 @@ RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, cons
 RunProxy::~RunProxy() { server_->stop(); }
 
 nlohmann::json RunProxy::record(std::size_t served_from) const {
-  return {{"port", kRunProxyPort}, {"upstream", proxy_.options().to_json()}, {"served", log_->to_json(served_from)}};
+  nlohmann::json out = {
+      {"port", kRunProxyPort}, {"upstream", proxy_.options().to_json()}, {"served", log_->to_json(served_from)}};
+  if (frozen_) {
+    out["frozen_from"] = frozen_->original_run();
+    out["refused"] = log_->refused_json();
+  }
+  return out;
 }
 
 }  // namespace capsule::daemon

@@ -28,16 +28,18 @@ inline constexpr std::uint16_t kRunProxyPort = 3141;
 void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutoff, const std::string& run_dir,
                           std::uint32_t host_id_base);
 
-// One run's listeners being served. Destroying it stops serving (connections still open are closed).
+// One run's listeners being served. Destroying it stops serving (connections still open are closed). With
+// `frozen` (a replay), only the original run's objects are served, from the cache (proxy/frozen_set.h).
 class RunProxy {
  public:
   RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, const proxy::Cutoff& cutoff,
-           std::vector<base::UniqueFd> listeners);
+           std::vector<base::UniqueFd> listeners, std::shared_ptr<const proxy::FrozenSet> frozen = nullptr);
   ~RunProxy();
   RunProxy(const RunProxy&) = delete;
   RunProxy& operator=(const RunProxy&) = delete;
 
-  // {"port", "upstream": options, "served": [...]} for the run's record; `served_from`: leave out the objects
+  // {"port", "upstream": options, "served": [...]} for the run's record, and for a frozen proxy "frozen_from" (the
+  // original run's id) and "refused" (URLs it did not serve); `served_from`: leave out the objects
   // served before that many had been (a session exec records what was served while it ran, by any of the
   // session's processes: concurrent execs share the proxy).
   nlohmann::json record(std::size_t served_from = 0) const;
@@ -46,6 +48,7 @@ class RunProxy {
  private:
   proxy::PackageProxy& proxy_;
   std::shared_ptr<proxy::ServedLog> log_;
+  std::shared_ptr<const proxy::FrozenSet> frozen_;
   std::unique_ptr<http::HttpServer> server_;
 };
 
