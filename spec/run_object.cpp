@@ -18,6 +18,7 @@ json RunObject::to_json() const {
   for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage"}) {
     out[section] = outcome && outcome->contains(section) ? (*outcome)[section] : json();
   }
+  out["outputs"] = outcome && outcome->contains("outputs") ? (*outcome)["outputs"] : json();  // daemon/runs/run_outputs.h
   for (const char* note : {"collect_error", "record_error"}) {
     if (outcome && outcome->contains(note)) out[note] = (*outcome)[note];
   }
