@@ -15,11 +15,13 @@ unsigned status_for(std::string_view code) {
       {"bad_cutoff", 400}, {"bad_coordinate", 400}, {"bad_path", 400}, {"bad_project_name", 400},
       {"bad_upstream_url", 400}, {"bad_mirror", 400}, {"bad_cache_key", 400}, {"release_data_outdated", 400},
       {"invalid_path", 400}, {"invalid_archive", 400}, {"snapshot_source_failed", 400},
+      {"not_committable", 400},  // a run's commit: its image cannot take a layer (the host image)
       // 403: the caller may not do this.
       {"forbidden", 403}, {"cutoff_mismatch", 403},
       // 404: nothing by that name, or hidden by the cutoff.
       {"not_found", 404}, {"image_not_found", 404}, {"no_matching_image", 404}, {"policy_not_found", 404},
       {"snapshot_not_found", 404},
+      {"outputs_not_kept", 404},  // a run's files or commit: its outputs were not kept, or are gone
       // Protocol-level refusals of the server itself.
       {"method_not_allowed", 405}, {"not_acceptable", 406}, {"request_timeout", 408},
       {"payload_too_large", 413}, {"snapshot_too_large", 413}, {"headers_too_large", 431}, {"not_implemented", 501},

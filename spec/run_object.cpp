@@ -34,6 +34,7 @@ json RunObject::to_json() const {
       start = comma + 1;
     }
   }
+  out["outputs"] = outcome && outcome->contains("outputs") ? (*outcome)["outputs"] : json();  // daemon/runs/run_outputs.h
   for (const char* note : {"collect_error", "record_error"}) {
     if (outcome && outcome->contains(note)) out[note] = (*outcome)[note];
   }

@@ -44,6 +44,7 @@ void register_system_api(http::Router& router, ApiContext& context);    // syste
 void register_runs_api(http::Router& router, ApiContext& context);      // runs_api.cpp
 void register_run_logs_api(http::Router& router, ApiContext& context);  // run_logs_api.cpp
 void register_run_replay_api(http::Router& router, ApiContext& context);  // run_replay_api.cpp
+void register_run_files_api(http::Router& router, ApiContext& context);  // run_files_api.cpp
 void register_sessions_api(http::Router& router, ApiContext& context);  // sessions_api.cpp
 void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
 void register_toolchains_api(http::Router& router, ApiContext& context);     // toolchains_api.cpp

@@ -248,6 +248,8 @@ TEST_F(CapsuledImages, TwentyStoredRunsResubmitToTheSameSpecAndPins) {
   import_rootfs(base_root, "test/base:tester", {}, {{"user", "tester"}});
   import_tool_layer(make_tool_layer(), "test/tool:2", {{"tool", "2.1.0"}});
   const fs::path workspace = make_dir("replay-ws");
+  const fs::path rw_workspace = make_dir("replay-rw");  // an rw workspace must not be root's (docs/api.md)
+  ASSERT_EQ(::chown(rw_workspace.c_str(), 1000, 1000), 0);
   fs::create_directories(workspace / "reports");
   write_file(workspace / "reports/TEST-a.xml",
              "<testsuite name=\"a\" tests=\"2\" failures=\"1\"><testcase name=\"x\"/><testcase name=\"y\">"
@@ -265,7 +267,7 @@ TEST_F(CapsuledImages, TwentyStoredRunsResubmitToTheSameSpecAndPins) {
       {{"argv", {"true"}}, {"labels", {{"bench", "replay"}, {"case", "labels"}}}},
       {{"argv", {"/bin/sh", "-c", "ls /workspace"}}, {"workspace", workspace.string()}},
       {{"argv", {"/bin/sh", "-c", "ls /workspace"}}, {"workspace", {{"path", workspace.string()}, {"mode", "ro"}}}},
-      {{"argv", {"/bin/sh", "-c", "touch /workspace/rw-mark"}}, {"workspace", {{"path", workspace.string()}, {"mode", "rw"}}}},
+      {{"argv", {"/bin/sh", "-c", "touch /workspace/rw-mark"}}, {"workspace", {{"path", rw_workspace.string()}, {"mode", "rw"}}}},
       {{"argv", {"cp", "/workspace/reports/TEST-a.xml", "/workspace/reports/TEST-run.xml"}},
        {"workspace", workspace.string()}, {"collect", {{"junit", {"reports/*.xml"}}}}},
       {{"image", "test/base:1"}, {"argv", {"cat", "/marker"}}},
