@@ -9,6 +9,7 @@
 #include "client/cli_images.h"
 #include "client/cli_proxy.h"
 #include "client/cli_replay.h"
+#include "client/cli_run_bundle.h"
 #include "client/cli_run.h"
 #include "client/cli_runs.h"
 #include "client/cli_runs_diff.h"
@@ -82,6 +83,8 @@ int main(int argc, char** argv) {
   runs_diff->add_option("a", diff_a, "run id")->required();
   runs_diff->add_option("b", diff_b, "run id")->required();
   runs_diff->add_flag("--json", json, "print the API's JSON instead of a summary");
+  BundleCommands bundle_commands;
+  add_bundle_commands(*runs, bundle_commands);
 
   SessionCommands sessions;
   add_session_commands(app, sessions);
@@ -169,6 +172,7 @@ int main(int argc, char** argv) {
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
     if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, json);
+    if (bundle_command_parsed(bundle_commands)) return cmd_runs_bundle(socket, bundle_commands);
     if (import->parsed()) return cmd_images_import(socket, import_options);
     if (images_ls->parsed()) return cmd_images_ls(socket, json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);

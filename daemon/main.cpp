@@ -23,6 +23,7 @@
 #include "daemon/config.h"
 #include "daemon/api/images_api.h"
 #include "daemon/logs/retention.h"
+#include "daemon/bundle/bundle_stores.h"
 #include "daemon/snapshots/snapshot_store.h"
 #include "http/router.h"
 #include "http/server.h"
@@ -242,6 +243,9 @@ int serve(daemon::DaemonConfig config) {
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}, sessions};
   context.images = run_options.images;
   context.snapshots = &snapshots;
+  capsule::store::BlobStore proxy_blobs(package_proxy.options().cache_dir);  // the cache frozen replays serve from
+  daemon::BundleStores bundles(store, proxy_blobs, state + "/bundle-staging");
+  context.bundles = &bundles;
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
     if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");

@@ -35,7 +35,7 @@ json RunObject::to_json() const {
     }
   }
   out["outputs"] = outcome && outcome->contains("outputs") ? (*outcome)["outputs"] : json();  // daemon/runs/run_outputs.h
-  for (const char* note : {"collect_error", "record_error"}) {
+  for (const char* note : {"collect_error", "record_error", "imported"}) {  // imported: daemon/bundle/bundle_import.h
     if (outcome && outcome->contains(note)) out[note] = (*outcome)[note];
   }
   return out;

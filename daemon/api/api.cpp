@@ -57,6 +57,7 @@ void register_api(http::Router& router, ApiContext& ctx) {
   register_toolchains_api(router, ctx);
   register_run_diff_api(router, ctx);
   register_snapshots_api(router, ctx);
+  register_run_bundle_api(router, ctx);
 }
 
 }  // namespace capsule::daemon
