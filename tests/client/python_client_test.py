@@ -351,6 +351,27 @@ class DaemonTest(unittest.TestCase):
         with self.assertRaises(capsule.NotFound):
             self.client.diff_runs(passed["id"], "no-such-run")
 
+    def test_export_and_import_run(self):
+        run = self.client.run(["sh", "-c", "echo bundled"])
+        bundle = os.path.join(self.tmp, f"{run['id']}.tar")
+        self.assertGreater(self.client.export_run(run["id"], bundle), 0)
+        self.assertFalse(os.path.exists(bundle + ".part"))
+        with self.assertRaises(capsule.Conflict) as caught:
+            self.client.import_run(bundle)
+        self.assertEqual(caught.exception.code, "run_exists")
+        self.client._json("DELETE", self.client._run_path(run["id"]))
+        imported = self.client.import_run(bundle)
+        self.assertEqual(imported["id"], run["id"])
+        self.assertEqual(imported["imported"]["from"], bundle)
+        self.assertEqual(self.client.logs(run["id"]), "bundled\n")
+        with self.assertRaises(capsule.NotFound):
+            self.client.export_run("no-such-run", bundle)
+        with open(bundle, "wb") as out:
+            out.write(b"not a tar")
+        with self.assertRaises(capsule.BadRequest) as caught:
+            self.client.import_run(bundle)
+        self.assertEqual(caught.exception.code, "invalid_bundle")
+
     def test_run_without_wait_and_limits(self):
         accepted = self.client.run(["sleep", "30"], wait=False, limits={"wall_time": "1s"})
         self.assertEqual(accepted["state"], "queued")
