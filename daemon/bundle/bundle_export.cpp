@@ -64,7 +64,7 @@ BundleFile stage_log(const LogStore& logs, const std::string& id, Stream stream,
 
 }  // namespace
 
-BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, const SnapshotStore* snapshots, const LogStore& logs,
+BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, SnapshotStore* snapshots, const LogStore& logs,
                        const fs::path& staging) {
   BundlePlan plan;
   const json run = row.to_json();
@@ -91,6 +91,11 @@ BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, const SnapshotSt
     const std::string digest = pinned["workspace_digest"];
     const std::optional<SnapshotInfo> info = snapshots ? snapshots->find(digest) : std::nullopt;
     if (!info) incomplete("run " + row.id + " pinned workspace snapshot " + digest + ", which is no longer stored");
+    try {
+      plan.snapshot = snapshots->lease(digest);
+    } catch (const http::ApiError&) {
+      incomplete("run " + row.id + " pinned workspace snapshot " + digest + ", which is no longer stored");
+    }
     plan.files.push_back({kSnapshotEntry, snapshots->tar_path(digest), info->size, store::Digest::parse(digest).hex()});
     snapshot = file_json(plan.files.back());
     snapshot["digest"] = digest;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 namespace capsule::daemon {
 
 class SnapshotStore;
+class SnapshotLease;
 
 struct BundleFile {
   std::string name;              // the tar entry
@@ -27,12 +29,13 @@ struct BundlePlan {
   nlohmann::json manifest;        // bundle.json
   std::vector<BundleFile> files;  // after bundle.json, in this order
   std::uint64_t bytes = 0;        // the files' bytes together
+  std::shared_ptr<const SnapshotLease> snapshot;  // keeps the snapshot's tar from removal until it is sent
 };
 
-// Saves the run's images and logs into `staging` and lists every file. Throws http::ApiError: 409
+// Saves the run's images and logs into `staging`, leases its snapshot and lists every file. Throws http::ApiError: 409
 // bundle_incomplete naming a pinned image no longer installed, a snapshot no longer stored or a dependency object
 // gone from the proxy cache; 413 bundle_too_large past stores.limits.max_bytes.
-BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, const SnapshotStore* snapshots, const LogStore& logs,
+BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, SnapshotStore* snapshots, const LogStore& logs,
                        const std::filesystem::path& staging);
 
 // Writes bundle.json and the files as a tar to `sink`.

@@ -36,6 +36,29 @@ std::string read_small(const fs::path& file) {
   return text.str();
 }
 
+// How deeply arrays and objects nest in JSON text (strings skipped): bundle.json is refused past a small depth,
+// so nothing later walks a hostile document recursively (dumping it into the ledger does).
+std::size_t nesting_depth(std::string_view text) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+constexpr std::size_t kMaxManifestDepth = 64;
+
 // As the ledger and the log store take it: [A-Za-z0-9._-], not starting with '.', at most 64 characters.
 bool valid_run_id(const std::string& id) {
   return valid_entry_name(id) && id.size() <= 64 && id.front() != '.' && id.find('/') == std::string::npos;
@@ -136,7 +159,11 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
   if (manifest_entry->second.size > stores.limits.max_manifest_bytes) {
     invalid("bundle.json: over " + std::to_string(stores.limits.max_manifest_bytes) + " bytes");
   }
-  const json manifest = json::parse(read_small(manifest_entry->second.file), nullptr, false);
+  const std::string manifest_text = read_small(manifest_entry->second.file);
+  if (nesting_depth(manifest_text) > kMaxManifestDepth) {
+    invalid("bundle.json: nested deeper than " + std::to_string(kMaxManifestDepth) + " levels");
+  }
+  const json manifest = json::parse(manifest_text, nullptr, false);
   if (!manifest.is_object()) invalid("bundle.json: not a JSON object");
   if (manifest.value("format", json()) != kBundleFormat) invalid(std::string("bundle.json format: must be ") + kBundleFormat);
 

@@ -247,6 +247,11 @@ TEST_F(BundleTest, ImportRefusesBundlesThatDoNotCheckOut) {
   bad = manifest();
   bad["images"] = {{{"digest", "sha256:" + std::string(64, 'a')}, {"path", "images/0.tar"}}};
   EXPECT_NE(import_refusal(write_bundle(bad)).find("pinned images"), std::string::npos);
+  bad = manifest();
+  json nested = "deep";
+  for (int i = 0; i < 100; ++i) nested = json::array({nested});
+  bad["run"]["result"]["detail"] = nested;
+  EXPECT_NE(import_refusal(write_bundle(bad)).find("nested deeper than 64 levels"), std::string::npos);
   // A dependency whose bytes are not its sha256 (bundle.json agreeing with the tar but not with the run's pins).
   bad = manifest();
   const std::string forged = "forged bytes";
