@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "daemon/record/run_record.h"
 #include "daemon/resolve.h"
 #include "daemon/runs/run_manager.h"
 #include "daemon/snapshots/snapshot_store.h"
@@ -58,6 +59,8 @@ std::size_t nesting_depth(std::string_view text) {
 }
 
 constexpr std::size_t kMaxManifestDepth = 64;
+// A run writes a record of at most kMaxRecordBytes (run_record.h); an imported one may carry a few times that.
+constexpr std::size_t kMaxImportedRecordBytes = 4 * kMaxRecordBytes;
 
 // As the ledger and the log store take it: [A-Za-z0-9._-], not starting with '.', at most 64 characters.
 bool valid_run_id(const std::string& id) {
@@ -226,7 +229,18 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
     const StagedEntry& file = files.take(dependencies[i], "dependencies[" + std::to_string(i) + "]");
     dependency_files[file.sha256] = &file;
   }
-  for (const spec::Dependency& dependency : pinned.dependencies) {
+  // What a replay's frozen proxy serves: the pinned objects, and those the record's proxy.served names.
+  std::vector<spec::Dependency> required = pinned.dependencies;
+  const json served = run.contains("proxy") && run["proxy"].is_object() ? run["proxy"].value("served", json()) : json();
+  if (!served.is_null()) {
+    try {
+      const std::vector<spec::Dependency> from_record = spec::dependencies_of(served);
+      required.insert(required.end(), from_record.begin(), from_record.end());
+    } catch (const std::exception& e) {
+      invalid(std::string("bundle.json run.proxy.served: ") + e.what());
+    }
+  }
+  for (const spec::Dependency& dependency : required) {
     if (!dependency_files.count(dependency.sha256)) {
       invalid("bundle.json dependencies: the run received " + dependency.url + " (sha256:" + dependency.sha256 +
               "), which the bundle does not hold");
@@ -239,6 +253,19 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
     log_of[stream] = &files.take(log_files.is_object() ? log_files.value(name, json()) : json(), "logs." + name);
   }
   files.check_all_named();
+
+  json outcome = json::object();
+  for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage", "collect_error", "record_error"}) {
+    if (run.contains(section) && !run[section].is_null()) outcome[section] = run[section];
+  }
+  const json peer = run.value("peer", json());
+  const auto id_of = [&peer](const char* key) {
+    return peer.is_object() && peer.contains(key) && peer[key].is_number_integer() ? peer[key].get<std::int64_t>() : 0;
+  };
+  outcome["imported"] = {{"at", unix_ms()}, {"from", request.from}, {"peer", {{"uid", id_of("uid")}, {"pid", id_of("pid")}}}};
+  if (json_size(outcome) > kMaxImportedRecordBytes) {
+    invalid("bundle.json run: its record is over " + std::to_string(kMaxImportedRecordBytes) + " bytes");
+  }
 
   std::lock_guard lock(stores.import_mutex);
   if (ledger.get(id)) throw http::ApiError("run_exists", "a run with id " + id + " is already stored here");
@@ -287,12 +314,6 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
   undo.logs_of = id;
   for (const auto& [stream, file] : log_of) copy_log(logs, id, stream, file->file);
 
-  json outcome = json::object();
-  for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage", "collect_error", "record_error"}) {
-    if (run.contains(section) && !run[section].is_null()) outcome[section] = run[section];
-  }
-  const json original_peer = run.value("peer", json());
-  outcome["imported"] = {{"at", unix_ms()}, {"from", request.from}, {"peer", original_peer}};
   ledger.insert_queued(id, spec::to_json(submission.spec), spec::to_json(pinned), labels, request.importer.uid,
                        request.importer_pid, created);
   ledger.mark_running(id, started < 0 ? created : started);

@@ -248,6 +248,9 @@ TEST_F(BundleTest, ImportRefusesBundlesThatDoNotCheckOut) {
   bad["images"] = {{{"digest", "sha256:" + std::string(64, 'a')}, {"path", "images/0.tar"}}};
   EXPECT_NE(import_refusal(write_bundle(bad)).find("pinned images"), std::string::npos);
   bad = manifest();
+  bad["run"]["proxy"]["served"].push_back({{"url", "/pypi/simple/other/"}, {"sha256", hex_of("other")}, {"size", 5}});
+  EXPECT_NE(import_refusal(write_bundle(bad)).find("received /pypi/simple/other/"), std::string::npos);
+  bad = manifest();
   json nested = "deep";
   for (int i = 0; i < 100; ++i) nested = json::array({nested});
   bad["run"]["result"]["detail"] = nested;
