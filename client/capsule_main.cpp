@@ -14,6 +14,7 @@
 #include "client/cli_runs.h"
 #include "client/cli_runs_diff.h"
 #include "client/cli_session.h"
+#include "client/cli_snapshot.h"
 #include "client/cli_toolchains.h"
 #include "client/run_view.h"
 
@@ -116,6 +117,8 @@ int main(int argc, char** argv) {
 
   ToolchainCommands toolchains;
   add_toolchain_commands(app, toolchains);
+  SnapshotCommands snapshots;
+  add_snapshot_commands(app, snapshots);
 
   CLI::App* proxy = app.add_subcommand("proxy", "the date-masked package proxy for PyPI and Maven");
   proxy->require_subcommand(1);
@@ -180,6 +183,7 @@ int main(int argc, char** argv) {
     if (save->parsed()) return cmd_images_save(socket, ref, out);
     if (gc->parsed()) return cmd_images_gc(socket);
     if (toolchains.group->parsed()) return cmd_toolchains(socket, toolchains);
+    if (snapshots.group->parsed()) return cmd_snapshot(socket, snapshots);
     if (serve->parsed()) return cmd_proxy_serve(serve_options);
     if (version->parsed()) return cmd_version(socket);
     if (daemon->parsed()) {

@@ -56,6 +56,10 @@ const RunFlagRow kRunFlags[] = {
     {RunFlag::kInteractive, "--interactive,-i", "send this process's stdin to the command", &RunOptions::interactive},
     {RunFlag::kJson, "--json", "print the finished run object instead of the command's output", &RunOptions::json},
     {RunFlag::kDetach, "--detach,-d", "submit the run, print its id and return", &RunOptions::detach},
+    {RunFlag::kWorkspaceSnapshot, "--workspace-snapshot",
+     "a snapshot (sha256:..., from `capsule snapshot create`) at /workspace, copy-on-write", &RunOptions::workspace_snapshot},
+    {RunFlag::kReproducible, "--reproducible",
+     "snapshot the --workspace directory at submit and pin it (pinned.workspace_digest)", &RunOptions::reproducible},
 };
 
 void add_row(CLI::App& command, RunOptions& options, const RunFlagRow& row) {

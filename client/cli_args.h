@@ -28,6 +28,8 @@ struct RunOptions {
   std::string workdir;                  // cwd inside the sandbox
   std::string workspace;                // host directory; relative paths are made absolute
   std::string mode;                     // cow | ro | rw
+  std::string workspace_snapshot;       // a snapshot digest at /workspace (copy-on-write), instead of workspace
+  bool reproducible = false;            // the workspace is snapshotted at submit and pinned
   std::string timeout;                  // limits.wall_time
   std::string cpu_time;                 // limits.cpu_time
   std::string kill_grace;               // limits.kill_grace
@@ -46,7 +48,8 @@ struct RunOptions {
 // -w workdir (as docker's), -m memory, -e env, -l label, -t toolchain, -i interactive, -d detach.
 enum class RunFlag {
   kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kKillGrace, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
-  kClassfiles, kCoverage, kTailLines, kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach
+  kClassfiles, kCoverage, kTailLines, kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach,
+  kWorkspaceSnapshot, kReproducible
 };
 
 // Registers `flags` (every row of the table when empty: `capsule run`) on `command`, bound to `options`.

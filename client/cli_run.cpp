@@ -42,6 +42,11 @@ json build_run_body(const RunOptions& o) {
   } else if (!o.mode.empty()) {
     throw std::invalid_argument("--mode needs --workspace");
   }
+  if (!o.workspace_snapshot.empty()) {
+    if (!o.workspace.empty()) throw std::invalid_argument("give --workspace or --workspace-snapshot, not both");
+    body["workspace"] = {{"snapshot", o.workspace_snapshot}};
+  }
+  if (o.reproducible) body["reproducible"] = true;
   json limits = json::object();
   if (!o.timeout.empty()) limits["wall_time"] = o.timeout;
   if (!o.cpu_time.empty()) limits["cpu_time"] = o.cpu_time;

@@ -202,7 +202,7 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
                 {RunFlag::kImage, RunFlag::kWorkspace, RunFlag::kMode, RunFlag::kWorkdir, RunFlag::kTimeout,
                  RunFlag::kCpuTime, RunFlag::kKillGrace, RunFlag::kMemory, RunFlag::kCpus, RunFlag::kPids,
                  RunFlag::kEnv, RunFlag::kLabel, RunFlag::kToolchain, RunFlag::kAsOf, RunFlag::kNetwork,
-                 RunFlag::kPolicy});
+                 RunFlag::kPolicy, RunFlag::kWorkspaceSnapshot});
   c.create->add_option("--layer", o.layers, "image ref stacked on the base (repeatable, in order)")
       ->allow_extra_args(false);
   c.create->add_option("--disk", o.disk, "space the session's changes may take, e.g. 2g (then ENOSPC)");

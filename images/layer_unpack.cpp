@@ -373,7 +373,7 @@ UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const Un
                         "uncompressed content is " + result.diff_id.str() + ", the image config says " +
                             expected_diff_id->str());
     }
-    if (syncfs(root.get()) != 0) throw_image_errno(kStep, temp.string(), "syncfs");
+    if (limits.sync && syncfs(root.get()) != 0) throw_image_errno(kStep, temp.string(), "syncfs");
     if (rename(temp.c_str(), target.c_str()) != 0) throw_image_errno(kStep, target.string(), "rename into place");
     return result;
   } catch (...) {

@@ -16,6 +16,7 @@ struct UnpackLimits {
   double max_ratio = 100;                        // uncompressed : compressed bytes (zip-bomb guard) ...
   std::uint64_t ratio_floor_bytes = 1ull << 30;  // ... enforced only once this much has been unpacked
   std::uint64_t max_entries = 10'000'000;        // tar entries
+  bool sync = true;                              // false: no syncfs before the rename (scratch trees)
 };
 
 struct UnpackResult {

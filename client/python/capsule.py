@@ -230,6 +230,44 @@ class Client:
         query = dict(toolchains, **({"as_of": as_of} if as_of else {}))
         return self._json("GET", "/v1/toolchains/resolve?" + urllib.parse.urlencode(query))
 
+    # --- snapshots ----------------------------------------------------------------------------------------
+    def create_snapshot(self, dir=None, tar=None, git=None, rev=None):
+        """Snapshots a host directory, a tar file, or a local git repository at `rev`, read with this
+        caller's rights; the snapshot object {digest, size, files, created, source, creator}. Its digest goes
+        into a run's or session's workspace={"snapshot": digest}."""
+        body = {key: value for key, value in (("dir", dir), ("tar", tar), ("git", git), ("rev", rev)) if value is not None}
+        return self._json("POST", "/v1/snapshots", body)
+
+    def snapshots(self):
+        return self._json("GET", "/v1/snapshots")["snapshots"]
+
+    def get_snapshot(self, digest):
+        return self._json("GET", self._snapshot_path(digest) + "?info=true")
+
+    def export_snapshot(self, digest, to_path):
+        """Writes the canonical tar (its sha256 is the digest) into `to_path`; the number of bytes written."""
+        response, connection = self._open("GET", self._snapshot_path(digest))
+        try:
+            written = 0
+            with open(to_path, "wb") as out:
+                while True:
+                    piece = response.read1(1 << 16)
+                    if not piece:
+                        return written
+                    out.write(piece)
+                    written += len(piece)
+        except (OSError, http.client.HTTPException) as e:
+            raise DaemonUnavailable(0, "unavailable", f"exporting {digest}: {e}") from e
+        finally:
+            connection.close()
+
+    def remove_snapshot(self, digest):
+        return self._json("DELETE", self._snapshot_path(digest))
+
+    @staticmethod
+    def _snapshot_path(digest):
+        return "/v1/snapshots/" + urllib.parse.quote(digest, safe=":")
+
     # --- daemon -------------------------------------------------------------------------------------------
     def version(self):
         return self._json("GET", "/v1/version")

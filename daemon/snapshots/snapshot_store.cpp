@@ -108,7 +108,9 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
   } cleanup{staging};
   try {
     // Unpacked as the tar says (owners, mtimes, hard links inside the tree), then packed in canonical form.
-    images::unpack_layer(source_tar, staging / "tree", unpack_limits(limits_));
+    images::UnpackLimits scratch = unpack_limits(limits_);
+    scratch.sync = false;  // thrown away once packed: nothing to make durable
+    images::unpack_layer(source_tar, staging / "tree", scratch);
     store::BlobWriter writer = blobs_.writer();
     images::PackOptions options;
     options.gzip = false;
@@ -143,8 +145,9 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
   } catch (const http::ApiError&) {
     throw;
   } catch (const base::Error& e) {
-    const std::string& step = e.cause().step;
-    throw http::ApiError(step == "unpack" ? "invalid_archive" : "internal_error", std::string("snapshot: ") + e.what());
+    // The unpacker refusing an entry (a hard link or a write leaving the tree) is the source's fault.
+    const bool refused_entry = e.cause().step == "unpack";
+    throw http::ApiError(refused_entry ? "invalid_archive" : "internal_error", std::string("snapshot: ") + e.what());
   }
 }
 
@@ -194,12 +197,12 @@ void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner
   std::lock_guard lock(mutex_);
   std::optional<SnapshotInfo> info = find(digest);
   if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
-  if (leases_.count(digest)) {
-    throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
-  }
   if (owner) {
     std::erase(info->owners, *owner);
-    if (!info->owners.empty()) return write_meta(*info);
+    if (!info->owners.empty()) return write_meta(*info);  // the others' snapshot stays: only a claim is gone
+  }
+  if (leases_.count(digest)) {
+    throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
   }
   const store::Digest parsed = store::Digest::parse(digest);
   fs::remove(meta_path(parsed.hex()));  // gone from here on; the rest is space to reclaim

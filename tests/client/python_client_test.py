@@ -1,6 +1,7 @@
 # Tests of client/python/capsule.py: error mapping offline, the Session API against a fake daemon on a Unix socket,
 # then every Client method against a real capsuled ($CAPSULED, default build/bin/capsuled; skipped when missing).
 import base64
+import hashlib
 import http.server
 import json
 import os
@@ -326,6 +327,31 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual([r["id"] for r in self.client.runs(state="failed", label={"suite": label})], [run["id"]])
         self.assertEqual(self.client.runs(state="succeeded", label=f"suite={label}"), [])
         self.assertLessEqual(len(self.client.runs(limit=1)), 1)
+
+    def test_snapshots_create_use_export_and_remove(self):
+        tree = tempfile.mkdtemp(prefix="capsule-py-tree-", dir="/tmp")
+        try:
+            with open(os.path.join(tree, "a.txt"), "w") as f:
+                f.write("snap\n")
+            snapshot = self.client.create_snapshot(dir=tree)
+            digest = snapshot["digest"]
+            self.assertEqual(snapshot["source"], {"dir": tree})
+            self.assertIn(digest, [s["digest"] for s in self.client.snapshots()])
+            self.assertEqual(self.client.get_snapshot(digest)["files"], 1)
+            run = self.client.run(["cat", "/workspace/a.txt"], workspace={"snapshot": digest})
+            self.assertEqual(run["result"]["stdout"]["tail"], "snap\n")
+            self.assertEqual(run["pinned"]["workspace_digest"], digest)
+            out = os.path.join(tree, "out.tar")
+            written = self.client.export_snapshot(digest, out)
+            with open(out, "rb") as f:
+                self.assertEqual("sha256:" + hashlib.sha256(f.read()).hexdigest(), digest)
+            self.assertEqual(written, snapshot["size"])
+            self.assertEqual(self.client.remove_snapshot(digest), {"removed": digest})
+            with self.assertRaises(capsule.NotFound) as caught:
+                self.client.get_snapshot(digest)
+            self.assertEqual(caught.exception.code, "snapshot_not_found")
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
 
     def test_resubmit_runs_the_stored_spec_and_pins(self):
         first = self.client.run(["sh", "-c", "echo again"], limits={"wall_time": "30s"}, labels={"k": "v"})

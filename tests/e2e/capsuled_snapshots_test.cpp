@@ -213,6 +213,47 @@ TEST_F(CapsuledSnapshots, RemovalIsRefusedWhileARunUsesIt) {
   EXPECT_TRUE(fs::is_empty(state_ / "snapshots" / "staging"));
 }
 
+TEST_F(CapsuledSnapshots, SessionsWorkOnASnapshotUntilTheyEnd) {
+  const std::string digest = digest_of({{"dir", tree("session-ws", false).string()}});
+  const HttpResponse created = call("POST", "/v1/sessions", {{"workspace", {{"snapshot", digest}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = body_json(created)["id"];
+  const HttpResponse exec = call("POST", "/v1/sessions/" + id + "/exec",
+                                 {{"script", "echo more >> /workspace/a.txt; cat /workspace/a.txt"}});
+  ASSERT_EQ(exec.status, 200) << exec.body;
+  EXPECT_EQ(body_json(exec)["result"]["stdout"].value("head", ""), "one\nmore\n");
+  expect_error(call("DELETE", "/v1/snapshots/" + digest), 409, "snapshot_in_use", "live run or session");
+  ASSERT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200);
+  EXPECT_TRUE(eventually([&] { return call("DELETE", "/v1/snapshots/" + digest).status == 200; }));
+}
+
+TEST_F(CapsuledSnapshots, TheCliCreatesListsExportsUsesAndRemoves) {
+  const fs::path repo = tree("cli-repo", false);
+  const std::string git = "cd " + repo.string() + " && git -c user.name=t -c user.email=t@t ";
+  sh_ok("cd " + repo.string() + " && git init -q && " + git + "add -A && " + git + "commit -qm one");
+  const std::vector<std::string> env = {"CAPSULE_SOCKET=" + socket_};
+  const Cli from_dir = run_capsule_cli(dir_, {"snapshot", "create", repo.string()}, env);
+  ASSERT_EQ(from_dir.code, 0) << from_dir.err;
+  const std::string digest = from_dir.out.substr(0, from_dir.out.find('\n'));
+  const Cli from_git = run_capsule_cli(dir_, {"snapshot", "create", repo.string() + "@HEAD"}, env);
+  ASSERT_EQ(from_git.code, 0) << from_git.err;
+  EXPECT_NE(from_git.out, from_dir.out) << "the directory holds .git too";
+  const Cli listed = run_capsule_cli(dir_, {"snapshot", "ls"}, env);
+  EXPECT_NE(listed.out.find("git " + repo.string() + "@HEAD"), std::string::npos) << listed.out;
+  const Cli exported = run_capsule_cli(dir_, {"snapshot", "export", digest, "-o", (dir_ / "out.tar").string()}, env);
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  EXPECT_EQ(store::sha256_of(slurp(dir_ / "out.tar")).str(), digest);
+  const Cli run = run_capsule_cli(dir_, {"run", "--workspace-snapshot", digest, "--", "cat", "/workspace/a.txt"}, env);
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.out, "one\n");
+  const Cli removed = run_capsule_cli(dir_, {"snapshot", "rm", digest}, env);
+  EXPECT_EQ(removed.code, 0) << removed.err;
+  const Cli gone = run_capsule_cli(dir_, {"snapshot", "export", digest, "-o", (dir_ / "gone.tar").string()}, env);
+  EXPECT_NE(gone.code, 0);
+  EXPECT_NE(gone.err.find("no snapshot"), std::string::npos) << gone.err;
+  EXPECT_FALSE(fs::exists(dir_ / "gone.tar"));
+}
+
 // ---- Other users.
 std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
 const std::string kGroup = test_name("capsule-s");

@@ -143,6 +143,15 @@ async function exercise() {
     await check("GET", "/v1/toolchains/resolve", "/v1/toolchains/resolve");
   }
 
+  const snapshot = await check("POST", "/v1/snapshots", "/v1/snapshots", { dir: workspace });
+  await check("POST", "/v1/snapshots", "/v1/snapshots", { dir: "relative" });
+  await check("GET", "/v1/snapshots", "/v1/snapshots");
+  await check("GET", "/v1/snapshots/{digest}", `/v1/snapshots/${snapshot.digest}?info=true`);
+  await check("GET", "/v1/snapshots/{digest}", `/v1/snapshots/sha256:${"0".repeat(64)}`);
+  await check("POST", "/v1/runs", "/v1/runs?wait=true", { argv: ["true"], workspace: { snapshot: snapshot.digest } });
+  await check("POST", "/v1/runs", "/v1/runs?wait=true", { argv: ["true"], workspace, reproducible: true });
+  await check("DELETE", "/v1/snapshots/{digest}", `/v1/snapshots/${snapshot.digest}`);
+
   const sessionSpec = { workspace: { path: workspace, mode: "cow" }, labels: { s: "1" } };
   const session = await check("POST", "/v1/sessions", "/v1/sessions", sessionSpec);
   const at = `/v1/sessions/${session.id}`;

@@ -1,0 +1,129 @@
+// SnapshotStore and check_source_tar without a daemon: canonical digests from differently made tars, the limits
+// named in 413s, refused entries named in 400s, no-op re-creation, leases blocking removal, nothing left behind.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "base/file_util.h"
+#include "daemon/snapshots/snapshot_store.h"
+#include "http/error_status.h"
+#include "http/response.h"
+
+namespace capsule::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SnapshotStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = base::make_temp_dir("/tmp", "snapshot-store-test-", "test"); }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void sh(const std::string& command) { ASSERT_EQ(std::system(("cd " + dir_.string() + " && " + command).c_str()), 0) << command; }
+
+  // The ApiError code `body` throws, or "none".
+  template <typename Body>
+  static std::string code_of(Body body, std::string* message = nullptr) {
+    try {
+      body();
+    } catch (const http::ApiError& e) {
+      if (message) *message = e.what();
+      return e.code();
+    }
+    return "none";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(SnapshotStoreTest, DifferentTarsOfOneTreeGiveOneSnapshot) {
+  sh("mkdir -p t/d && echo a > t/d/a && echo b > t/b && chmod 750 t/d && ln -s d/a t/l");
+  sh("tar --format=gnu -cf gnu.tar -C t . && tar --format=pax --mtime=@99 --owner=7 --group=8 -czf pax.tgz -C t l b d");
+  SnapshotStore store(dir_ / "store");
+  const SnapshotInfo first = store.create(dir_ / "gnu.tar", {{"tar", "gnu"}}, 1000);
+  const SnapshotInfo second = store.create(dir_ / "pax.tgz", {{"tar", "pax"}}, 1001);
+  EXPECT_EQ(first.digest, second.digest);
+  EXPECT_EQ(first.files, 4u);
+  EXPECT_EQ(second.source, nlohmann::json({{"tar", "gnu"}})) << "creating it again is a no-op";
+  EXPECT_EQ(second.owners, std::vector<uid_t>({1000, 1001}));
+  ASSERT_EQ(store.list().size(), 1u);
+
+  // The tree used as an overlay lower: root-owned, the link kept, mode bits as in the tar.
+  std::shared_ptr<const SnapshotLease> lease = store.lease(first.digest);
+  const fs::path tree = lease->tree();
+  EXPECT_EQ(fs::read_symlink(tree / "l"), "d/a");
+  EXPECT_EQ(fs::status(tree / "d").permissions(), fs::perms(0750));
+  EXPECT_EQ(fs::status(tree / "b").permissions(), fs::perms(0644));
+
+  // One owner's removal drops its claim only; the last one's removes the snapshot, once no run holds it.
+  EXPECT_EQ(code_of([&] { store.remove(first.digest, 1000u); }), "none");
+  EXPECT_EQ(store.find(first.digest)->owners, std::vector<uid_t>({1001}));
+  std::string message;
+  EXPECT_EQ(code_of([&] { store.remove(first.digest, 1001u); }, &message), "snapshot_in_use");
+  EXPECT_NE(message.find(first.digest), std::string::npos);
+  EXPECT_EQ(http::status_for("snapshot_in_use"), 409u);
+  lease.reset();
+  EXPECT_EQ(code_of([&] { store.remove(first.digest, 1001u); }), "none");
+  EXPECT_FALSE(store.find(first.digest));
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "trees"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "blobs" / "sha256"));
+  EXPECT_EQ(code_of([&] { store.lease(first.digest); }), "snapshot_not_found");
+}
+
+TEST_F(SnapshotStoreTest, LimitsAreNamedAndNothingIsLeft) {
+  sh("mkdir -p t/a/b/c && seq 1 1000 > t/a/b/c/f && echo x > t/g");
+  sh("tar -cf t.tar -C t .");
+  SnapshotLimits limits;
+  limits.max_files = 3;
+  std::string message;
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "t.tar", limits); }, &message), "snapshot_too_large");
+  EXPECT_NE(message.find("max_files (3)"), std::string::npos) << message;
+  limits = {};
+  limits.max_bytes = 100;
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "t.tar", limits); }, &message), "snapshot_too_large");
+  EXPECT_NE(message.find("max_bytes"), std::string::npos) << message;
+  limits = {};
+  limits.max_depth = 3;
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "t.tar", limits); }, &message), "snapshot_too_large");
+  EXPECT_NE(message.find("max_depth (3)"), std::string::npos) << message;
+  limits = {};
+  limits.max_path = 8;
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "t.tar", limits); }, &message), "snapshot_too_large");
+  EXPECT_NE(message.find("max_path"), std::string::npos) << message;
+  EXPECT_EQ(http::status_for("snapshot_too_large"), 413u);
+
+  limits = {};
+  limits.max_files = 3;
+  SnapshotStore store(dir_ / "store", limits);
+  EXPECT_EQ(code_of([&] { store.create(dir_ / "t.tar", {}, 0); }), "snapshot_too_large");
+  EXPECT_TRUE(store.list().empty());
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "staging"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "trees"));
+}
+
+TEST_F(SnapshotStoreTest, RefusedEntriesAreNamed) {
+  sh("mkdir t && mkfifo t/pipe && tar -cf fifo.tar -C t . && rm t/pipe && echo x > t/.wh.x && tar -cf wh.tar -C t .");
+  SnapshotLimits limits;
+  std::string message;
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "fifo.tar", limits); }, &message), "invalid_archive");
+  EXPECT_NE(message.find("pipe': fifos"), std::string::npos) << message;
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "wh.tar", limits); }, &message), "invalid_archive");
+  EXPECT_NE(message.find(".wh.x"), std::string::npos) << message;
+  sh("echo y > y && tar -cf abs.tar -P " + (dir_ / "y").string());
+  EXPECT_EQ(code_of([&] { check_source_tar(dir_ / "abs.tar", limits); }, &message), "invalid_archive");
+  EXPECT_NE(message.find("absolute"), std::string::npos) << message;
+}
+
+TEST_F(SnapshotStoreTest, LeftoversOfACrashAreRemovedAtStart) {
+  { SnapshotStore store(dir_ / "store"); }
+  sh("mkdir -p store/staging/create-x store/trees/" + std::string(64, 'c') + " store/trees/.half.unpack-1");
+  SnapshotStore store(dir_ / "store");
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "staging"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "trees"));
+}
+
+}  // namespace
+}  // namespace capsule::daemon
