@@ -10,10 +10,10 @@ FrozenSet FrozenSet::from_dependencies(std::string original_run, const nlohmann:
   std::map<std::string, FrozenObject> objects;
   if (dependencies.is_array()) {
     for (const auto& item : dependencies) {
-      if (!item.is_object() || !item.contains("url") || !item["url"].is_string() || !item.contains("sha256") ||
-          !item["sha256"].is_string() || !item.contains("size") || !item["size"].is_number_unsigned()) {
-        continue;
-      }
+      if (!item.is_object()) continue;
+      const nlohmann::json url = item.value("url", nlohmann::json()), sha256 = item.value("sha256", nlohmann::json()),
+                           size = item.value("size", nlohmann::json());
+      if (!url.is_string() || !sha256.is_string() || !size.is_number_integer() || size.get<std::int64_t>() < 0) continue;
       objects.emplace(item["url"].get<std::string>(),
                       FrozenObject{item["sha256"].get<std::string>(), item["size"].get<std::uint64_t>()});
     }

@@ -1,5 +1,5 @@
 // PackageProxy: route handlers (cutoff check, negotiation, filtered views with strong ETags and 304s, files from
-// the blob cache, Maven metadata rewriting and artifact masking), run on a worker pool.
+// the blob cache, Maven metadata rewriting and artifact masking, frozen replays), run on a worker pool.
 #include "proxy/package_proxy.h"
 
 #include <spdlog/spdlog.h>

@@ -38,7 +38,7 @@ class PackageProxy {
   struct Listener {
     std::optional<Cutoff> cutoff;
     std::shared_ptr<ServedLog> log;
-    std::shared_ptr<const FrozenSet> frozen;
+    std::shared_ptr<const FrozenSet> frozen = nullptr;
   };
   // Adds the proxy's GET routes. Handlers answer from a worker pool, never blocking the server's threads.
   void add_routes(http::Router& router, Listener listener);

@@ -39,7 +39,8 @@ std::vector<Dependency> parse_dependencies(const json& list) {
     dependency.url = string_field(item.value("url", json()), field + ".url");
     dependency.sha256 = string_field(item.value("sha256", json()), field + ".sha256");
     if (!is_sha256_hex(dependency.sha256)) invalid(field + ".sha256", "must be 64 lowercase hex digits");
-    if (!item.contains("size") || !item["size"].is_number_unsigned()) invalid(field + ".size", "must be a byte count");
+    const json size = item.value("size", json());
+    if (!size.is_number_integer() || size.get<std::int64_t>() < 0) invalid(field + ".size", "must be a byte count");
     dependency.size = item["size"].get<std::uint64_t>();
     out.push_back(std::move(dependency));
   }

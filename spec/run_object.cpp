@@ -2,6 +2,8 @@
 // top so nothing is nested twice or said twice.
 #include "spec/run_object.h"
 
+#include <algorithm>
+
 #include "spec/pinned.h"
 
 namespace capsule::spec {

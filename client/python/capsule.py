@@ -119,6 +119,18 @@ class Client:
         body = {"spec": run["spec"], "pinned": run["pinned"]}
         return self._json("POST", "/v1/runs" + ("?wait=true" if wait else ""), body)
 
+    def replay(self, run_id, repeat=None, vary=None, wait=False):
+        """Replays a finished run from its spec and pins (a network "proxy" run's proxy serves only what the
+        original received). repeat: 1..50 runs; vary: names among "cpus", "memory", "order" (or a dict of
+        booleans), applied to the 1st, 3rd, ... replay. Returns {"runs": [ids]}, or with wait=True
+        {"runs": [finished run objects]}."""
+        body = {}
+        if repeat is not None:
+            body["repeat"] = repeat
+        if vary:
+            body["vary"] = dict(vary) if isinstance(vary, dict) else {name: True for name in vary}
+        return self._json("POST", self._run_path(run_id) + "/replay" + ("?wait=true" if wait else ""), body)
+
     def run_stream(self, argv, **spec):
         """Submits a run and yields its events as dicts: queued, started, stdout/stderr, finished {"run"}.
         stdout/stderr events carry the exact output bytes as base64 in "data_b64"; this adds them decoded

@@ -49,6 +49,10 @@ ReplayRequest parse_replay_request(const http::Request& request) {
 // The original's {spec, pinned} as a submission, its proxy frozen to what the original was served.
 Submission replay_submission(ApiContext& ctx, const RunRow& original) {
   const json stored = original.to_json();
+  if (stored["spec"].is_object() && stored["spec"].contains("session")) {
+    throw http::ApiError("invalid_request", "run " + original.id + " is an exec of session " +
+                                                stored["spec"].value("session", "") + "; only runs are replayed");
+  }
   Submission run = parse_submission({{"spec", stored["spec"]}, {"pinned", stored["pinned"]}}, ctx.limits);
   if (run.spec.network == "proxy") {
     run.frozen = std::make_shared<const proxy::FrozenSet>(

@@ -2,12 +2,13 @@
 // reverses the collected tests.
 #include "daemon/runs/replay_vary.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
-
-#include <unistd.h>
 
 #include "http/response.h"
 

@@ -398,6 +398,17 @@ class DaemonTest(unittest.TestCase):
             self.client.import_run(bundle)
         self.assertEqual(caught.exception.code, "invalid_bundle")
 
+    def test_replay_runs_the_stored_run_again_and_links_it(self):
+        first = self.client.run(["sh", "-c", "echo again"], labels={"k": "v"})
+        replays = self.client.replay(first["id"], repeat=2, vary=["cpus"], wait=True)["runs"]
+        self.assertEqual([r["replay_of"] for r in replays], [first["id"], first["id"]])
+        self.assertEqual([r["replay_vary"] for r in replays], [["cpus"], None])
+        self.assertEqual({r["labels"]["k"] for r in replays}, {"v"})
+        self.assertEqual(replays[1]["result"]["stdout"]["head"], "again\n")
+        queued = self.client.replay(first["id"])
+        self.assertEqual(len(queued["runs"]), 1)
+        self.assertEqual(self.wait_finished(queued["runs"][0])["state"], "succeeded")
+
     def test_run_without_wait_and_limits(self):
         accepted = self.client.run(["sleep", "30"], wait=False, limits={"wall_time": "1s"})
         self.assertEqual(accepted["state"], "queued")
