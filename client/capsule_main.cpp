@@ -9,6 +9,7 @@
 #include "client/cli_images.h"
 #include "client/cli_proxy.h"
 #include "client/cli_run.h"
+#include "client/cli_run_outputs.h"
 #include "client/cli_runs.h"
 #include "client/cli_session.h"
 #include "client/cli_toolchains.h"
@@ -65,6 +66,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> rm_ids;
   CLI::App* runs_rm = runs->add_subcommand("rm", "delete finished runs: their records and logs");
   runs_rm->add_option("ids", rm_ids, "run ids")->required();
+  std::string cp_source, cp_destination, commit_ref;
+  CLI::App* runs_cp = runs->add_subcommand("cp", "copy a file or directory a finished run wrote (its kept outputs)");
+  runs_cp->add_option("source", cp_source, "ID:PATH (relative: under /workspace; absolute: in the root filesystem)")
+      ->required();
+  runs_cp->add_option("dest", cp_destination, "local file or directory")->required();
+  CLI::App* runs_commit = runs->add_subcommand("commit", "make an image of a finished run's root filesystem changes");
+  runs_commit->add_option("id", id, "run id")->required();
+  runs_commit->add_option("ref", commit_ref, "name:tag of the new image")->required();
 
   SessionCommands sessions;
   add_session_commands(app, sessions);
@@ -149,6 +158,8 @@ int main(int argc, char** argv) {
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow, tail);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
+    if (runs_cp->parsed()) return cmd_runs_cp(socket, cp_source, cp_destination);
+    if (runs_commit->parsed()) return cmd_runs_commit(socket, id, commit_ref);
     if (import->parsed()) return cmd_images_import(socket, import_options);
     if (images_ls->parsed()) return cmd_images_ls(socket, json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);

@@ -149,7 +149,8 @@ TEST_F(LedgerTest, ToJsonHasTheApiShape) {
                           {"diff", nullptr},
                           {"proxy", nullptr},
                           {"classfiles", nullptr},
-                          {"coverage", nullptr}}));
+                          {"coverage", nullptr},
+                          {"outputs", nullptr}}));
   ledger.mark_running("a", 101);
   ledger.mark_finished("a", "timed_out", json{{"result", {{"exit_code", -1}}}, {"tests", {{"total", 3}}}}, 102);
   const json done = ledger.get("a")->to_json();
