@@ -106,8 +106,8 @@ void commit(ApiContext& ctx, const http::Request& request, http::Responder respo
     } catch (const http::ApiError&) {
       throw;
     } catch (const base::Error& e) {
-      throw http::ApiError(e.cause().step == "ref" ? "invalid_ref" : "internal_error",
-                           "committing run " + id + ": " + e.what());
+      const bool bad_ref = e.cause().step == "ref";
+      throw http::ApiError(bad_ref ? "invalid_ref" : "internal_error", "committing run " + id + ": " + e.what());
     }
     answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str()))));
   });
