@@ -215,6 +215,17 @@ class Client:
         rights); the run object, with "imported": {"at", "from", "peer"}. Then replay it by its id."""
         return self._json("POST", "/v1/runs/import", {"path": os.path.abspath(bundle_path)})
 
+    def run_file(self, run_id, path):
+        """What a finished run wrote at `path` (relative: under /workspace; absolute: in its root filesystem),
+        from its kept outputs: a file's bytes, or a directory (or a symlink) as tar bytes."""
+        query = "path=" + urllib.parse.quote(path, safe="")
+        return self._bytes("GET", f"{self._run_path(run_id)}/files?{query}")
+
+    def commit_run(self, run_id, ref):
+        """Makes image `ref` ("name:tag") of the run's image plus what the run wrote to its root filesystem;
+        the image object, as GET /v1/images/{ref} gives it."""
+        return self._json("POST", f"{self._run_path(run_id)}/commit", {"ref": ref})
+
     # --- sessions -----------------------------------------------------------------------------------------
     def create_session(self, **spec):
         """Creates a session from SessionSpec fields (image, toolchains, layers, as_of, workspace, limits,

@@ -1,5 +1,5 @@
 // A finished run's kept outputs (daemon/runs/run_outputs.h): files and directories read out of its layer tars,
-// streamed from a transfer worker, and commits of its root layer into an image. docs/api.md, "Run outputs".
+// streamed from a transfer worker, and commits of its (or a live session's) root layer into an image. docs/api.md.
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,18 +79,35 @@ void get_files(ApiContext& ctx, const http::Request& request, http::Responder re
   });
 }
 
-void commit(ApiContext& ctx, const http::Request& request, http::Responder responder) {
-  const std::string& id = request.params.at("id");
-  const RunRow row = require_visible_run(ctx, request, id);
+// The image digests a run or session pinned (base first); none for the host image.
+std::vector<std::string> pinned_images(const json& pinned) {
+  std::vector<std::string> bases;
+  if (pinned.is_object() && pinned.contains("image_digests") && pinned["image_digests"].is_array()) {
+    for (const auto& digest : pinned["image_digests"]) bases.push_back(digest.get<std::string>());
+  }
+  return bases;
+}
+
+std::string commit_ref(const http::Request& request) {
   const json body = parse_body(request);
   if (!body.is_object() || !body.contains("ref") || !body["ref"].is_string()) {
     throw http::ApiError("invalid_request", "a commit is {\"ref\": \"name:tag\"}");
   }
+  return body["ref"].get<std::string>();
+}
+
+// A commit's store failure as an answer: a ref the store refuses is the caller's, anything else capsule's.
+[[noreturn]] void answer_commit_failure(const base::Error& e, const std::string& what) {
+  const bool bad_ref = e.cause().step == "ref";
+  throw http::ApiError(bad_ref ? "invalid_ref" : "internal_error", "committing " + what + ": " + e.what());
+}
+
+void commit(ApiContext& ctx, const http::Request& request, http::Responder responder) {
+  const std::string& id = request.params.at("id");
+  const RunRow row = require_visible_run(ctx, request, id);
+  const std::string ref = commit_ref(request);
   require_finished(row);
-  std::vector<std::string> bases;
-  if (row.pinned.is_object() && row.pinned.contains("image_digests") && row.pinned["image_digests"].is_array()) {
-    for (const auto& digest : row.pinned["image_digests"]) bases.push_back(digest.get<std::string>());
-  }
+  const std::vector<std::string> bases = pinned_images(row.pinned);
   if (bases.empty()) {
     throw http::ApiError("not_committable", "run " + id + " ran on the built-in host image, which cannot take a layer: "
                                             "run on an imported image (POST /v1/images) to commit what it installs; "
@@ -98,7 +115,6 @@ void commit(ApiContext& ctx, const http::Request& request, http::Responder respo
   }
   if (ctx.images.store == nullptr) throw http::ApiError("not_committable", "this capsuled has no image store");
   RunOutputs& outputs = outputs_of(ctx);
-  const std::string ref = body["ref"].get<std::string>();
   answer_later(ctx.transfers, request.peer.uid, responder, [&ctx, &outputs, id, bases, ref](const http::Responder& answer) {
     store::Digest digest;
     try {
@@ -106,8 +122,38 @@ void commit(ApiContext& ctx, const http::Request& request, http::Responder respo
     } catch (const http::ApiError&) {
       throw;
     } catch (const base::Error& e) {
-      throw http::ApiError(e.cause().step == "ref" ? "invalid_ref" : "internal_error",
-                           "committing run " + id + ": " + e.what());
+      answer_commit_failure(e, "run " + id);
+    }
+    answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str()))));
+  });
+}
+
+// A session's live root filesystem changes on its pinned images; the box is frozen while they are packed.
+void commit_session(ApiContext& ctx, const http::Request& request, http::Responder responder) {
+  const std::string& id = request.params.at("id");
+  require_visible_session(ctx, request, id);
+  const std::string ref = commit_ref(request);
+  const auto row = ctx.ledger.get_session(id);
+  const std::vector<std::string> bases = row ? pinned_images(row->pinned) : std::vector<std::string>{};
+  if (bases.empty()) {
+    throw http::ApiError("not_committable", "session " + id + " runs on the built-in host image, which cannot take a "
+                                            "layer: create it on an imported image (POST /v1/images) to commit it");
+  }
+  if (ctx.images.store == nullptr) throw http::ApiError("not_committable", "this capsuled has no image store");
+  RunOutputs& outputs = outputs_of(ctx);
+  answer_later(ctx.session_calls, request.peer.uid, responder, [&ctx, &outputs, id, bases, ref](const http::Responder& answer) {
+    store::Digest digest;
+    try {
+      ctx.sessions.with_frozen_box(id, [&](const SessionBox& box) {
+        RunUppers uppers;
+        uppers.root = box.sandbox.rootfs_upper();
+        uppers.id_base = box.sandbox.host_id_base();
+        digest = outputs.commit_upper(uppers, bases, ref, {{"org.capsule.committed.from_session", id}});
+      });
+    } catch (const http::ApiError&) {
+      throw;
+    } catch (const base::Error& e) {
+      answer_commit_failure(e, "session " + id);
     }
     answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str()))));
   });
@@ -120,6 +166,8 @@ void register_run_files_api(http::Router& router, ApiContext& ctx) {
              [&ctx](const http::Request& request, http::Responder responder) { get_files(ctx, request, responder); });
   router.add("POST", "/v1/runs/{id}/commit",
              [&ctx](const http::Request& request, http::Responder responder) { commit(ctx, request, responder); });
+  router.add("POST", "/v1/sessions/{id}/commit",
+             [&ctx](const http::Request& request, http::Responder responder) { commit_session(ctx, request, responder); });
 }
 
 }  // namespace capsule::daemon

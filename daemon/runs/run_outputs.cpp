@@ -147,19 +147,45 @@ KeptLayer RunOutputs::layer(const std::string& run_id, std::string_view which) c
   return {digest, blobs_.path(digest)};
 }
 
-store::Digest RunOutputs::commit(const std::string& run_id, const std::vector<std::string>& bases,
-                                 const std::string& ref) {
-  if (images_ == nullptr) throw http::ApiError("not_committable", "this capsuled has no image store to commit into");
+namespace {
+
+void check_commit_ref(const images::ImageStore* images, const std::string& ref) {
+  if (images == nullptr) throw http::ApiError("not_committable", "this capsuled has no image store to commit into");
   try {
     if (images::ImageRef::parse(ref).by_digest()) throw http::ApiError("invalid_ref", "ref: '" + ref + "' must be name[:tag]");
   } catch (const images::ImageError& e) {
     throw http::ApiError("invalid_ref", std::string("ref: ") + e.what());
   }
-  const KeptLayer root = layer(run_id, "root");
+}
+
+std::vector<store::Digest> digests_of(const std::vector<std::string>& bases) {
   std::vector<store::Digest> digests;
   for (const auto& base : bases) digests.push_back(store::Digest::parse(base));
-  return images_->commit_layer(digests, blobs_, root.digest, {{"org.capsule.committed.from_run", run_id}}, ref,
-                               now_ms() / 1000);
+  return digests;
+}
+
+}  // namespace
+
+store::Digest RunOutputs::commit(const std::string& run_id, const std::vector<std::string>& bases,
+                                 const std::string& ref) {
+  check_commit_ref(images_, ref);
+  std::shared_lock lock(sweeping_);  // the layer stays until the image has its copy
+  const KeptLayer root = layer(run_id, "root");
+  return images_->commit_layer(digests_of(bases), blobs_, root.digest, {{"org.capsule.committed.from_run", run_id}},
+                               ref, now_ms() / 1000);
+}
+
+store::Digest RunOutputs::commit_upper(const RunUppers& uppers, const std::vector<std::string>& bases,
+                                       const std::string& ref, const std::map<std::string, std::string>& labels) {
+  check_commit_ref(images_, ref);
+  std::shared_lock lock(sweeping_);
+  images::UpperLayerOptions options;
+  options.id_base = uppers.id_base;
+  options.id_count = uppers.id_count;
+  options.epoch = now_ms() / 1000;
+  const auto layer = images::pack_upper_layer(uppers.root, blobs_, options);
+  if (!layer) throw http::ApiError("outputs_not_kept", "nothing was written to the root filesystem to commit");
+  return images_->commit_layer(digests_of(bases), blobs_, layer->digest, labels, ref, options.epoch);
 }
 
 OutputsSweep RunOutputs::sweep(const std::function<bool(const std::string& id)>& run_exists, std::int64_t now) {

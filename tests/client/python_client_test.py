@@ -184,6 +184,20 @@ class FakeDaemonSessionTest(unittest.TestCase):
         with self.assertRaises(capsule.NotFound):
             session.get_file("/nope")
 
+    def test_run_outputs_files_and_commit(self):
+        self.server.answers[("GET", "/v1/runs/r1/files")] = (200, {"Content-Type": "application/octet-stream"},
+                                                             b"class\xca")
+        self.assertEqual(self.client.run_file("r1", "target/A.class"), b"class\xca")
+        self.assertEqual(self.server.requests[-1][1], "/v1/runs/r1/files?path=target%2FA.class")
+        self.server.json_answer("POST", "/v1/runs/r1/commit", {"digest": "sha256:" + "a" * 64, "refs": ["x:1"]}, 201)
+        self.assertEqual(self.client.commit_run("r1", "x:1")["refs"], ["x:1"])
+        self.assertEqual(json.loads(self.server.requests[-1][3]), {"ref": "x:1"})
+        self.server.answers[("POST", "/v1/runs/r2/commit")] = (
+            400, {"Content-Type": "application/json"},
+            b'{"error": {"code": "not_committable", "message": "host image"}}')
+        with self.assertRaises(capsule.BadRequest):
+            self.client.commit_run("r2", "x:1")
+
     def test_diff_checkpoint_reset_and_delete_on_exit(self):
         self.server.json_answer("GET", "/v1/sessions/s1/diff", {"added": ["x"], "modified": [], "deleted": []})
         self.server.json_answer("POST", "/v1/sessions/s1/checkpoint", SESSION)

@@ -15,26 +15,6 @@
 namespace capsule::testing {
 namespace {
 
-// Copies `binary` and the shared libraries ldd lists for it into `root`, at the same paths.
-void copy_with_libraries(const std::string& binary, const fs::path& root) {
-  std::set<std::string> files = {binary};
-  FILE* ldd = popen(("ldd " + binary).c_str(), "r");
-  ASSERT_NE(ldd, nullptr);
-  char line[512];
-  while (fgets(line, sizeof line, ldd) != nullptr) {
-    std::istringstream words(line);
-    for (std::string word; words >> word;) {
-      if (word.front() == '/') files.insert(word);
-    }
-  }
-  pclose(ldd);
-  for (const std::string& file : files) {
-    const fs::path real = fs::canonical(file);
-    fs::create_directories(root / fs::path(file).relative_path().parent_path());
-    fs::copy_file(real, root / fs::path(file).relative_path(), fs::copy_options::overwrite_existing);
-  }
-}
-
 class CapsuledImages : public Capsuled {
  protected:
   // A minimal root: /bin/sh, cat, ls, a marker file (root-owned) and one owned by uid 1000.
