@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <set>
-#include <sstream>
 
 #include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
@@ -16,25 +15,6 @@ namespace capsule::testing {
 namespace {
 
 void sh_ok(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
-
-// `binary` and the shared libraries ldd names, copied under `root` at their paths.
-void copy_with_libraries(const std::string& binary, const fs::path& root) {
-  std::set<std::string> files = {binary};
-  FILE* ldd = popen(("ldd " + binary).c_str(), "r");
-  ASSERT_NE(ldd, nullptr);
-  char line[512];
-  while (fgets(line, sizeof line, ldd) != nullptr) {
-    std::istringstream words(line);
-    for (std::string word; words >> word;) {
-      if (word.front() == '/') files.insert(word);
-    }
-  }
-  pclose(ldd);
-  for (const std::string& file : files) {
-    fs::create_directories(root / fs::path(file).relative_path().parent_path());
-    fs::copy_file(fs::canonical(file), root / fs::path(file).relative_path(), fs::copy_options::overwrite_existing);
-  }
-}
 
 std::set<std::string> dependency_set(const json& run) {
   std::set<std::string> out;
