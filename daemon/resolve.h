@@ -28,11 +28,11 @@ struct Submission {
   // The workspace directory as the caller opened it; the sandbox mounts this exact directory through
   // /proc/self/fd (it stays open as long as the submission), so a path swapped after the check changes nothing.
   std::shared_ptr<const OpenedHostPath> workspace_dir;
+  // A replay of a network "proxy" run: its proxy serves only the original's objects (daemon/api/run_replay_api.cpp).
+  std::shared_ptr<const proxy::FrozenSet> frozen;
   // A snapshot workspace (or a reproducible run's snapshot of its directory): its tree is the workspace's overlay
   // lower, held (not removable) for as long as the submission (snapshots/snapshot_workspace.h).
   std::shared_ptr<const SnapshotLease> workspace_snapshot;
-  // A replay of a network "proxy" run: its proxy serves only the original's objects (daemon/api/run_replay_api.cpp).
-  std::shared_ptr<const proxy::FrozenSet> frozen;
 };
 
 // POST /v1/runs: a spec (the request itself), or {"spec": ..., "pinned": ...} as GET /v1/runs/{id} shows them.

@@ -34,6 +34,8 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   setpgid(0, 0);
   if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
   if (cwd_fd >= 0 && fchdir(cwd_fd) != 0) _exit(126);
+  // The tool runs as the caller, who may ptrace it: none of the daemon's descriptors may reach it.
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0) _exit(126);
   if (!caller.is_root()) {
     if (syscall(SYS_setgroups, group_count, groups) != 0 ||
         syscall(SYS_setresgid, caller.gid, caller.gid, caller.gid) != 0 ||

@@ -39,8 +39,9 @@ std::size_t checked_depth(std::string_view path) {
 
 }  // namespace
 
-SourceCount check_source_tar(const std::filesystem::path& tar, const SnapshotLimits& limits) {
-  SourceCount count;
+void check_source_tar(const std::filesystem::path& tar, const SnapshotLimits& limits) {
+  std::uint64_t files = 0;
+  std::uint64_t bytes = 0;
   try {
     images::TarStream stream(tar, images::StreamLimits{limits.max_tar_bytes(), 0, 0}, "snapshot");
     for (;;) {
@@ -59,7 +60,7 @@ SourceCount check_source_tar(const std::filesystem::path& tar, const SnapshotLim
       if (checked_depth(path) > limits.max_depth) {
         too_large("'" + std::string(path) + "': deeper than max_depth (" + std::to_string(limits.max_depth) + ")");
       }
-      if (++count.files > limits.max_files) {
+      if (++files > limits.max_files) {
         too_large("more than max_files (" + std::to_string(limits.max_files) + ") entries");
       }
       const mode_t type = archive_entry_filetype(entry);
@@ -70,8 +71,8 @@ SourceCount check_source_tar(const std::filesystem::path& tar, const SnapshotLim
         throw http::ApiError("invalid_archive", "'" + std::string(path) + "': " + kind + " cannot be stored in a snapshot");
       }
       if (type == AE_IFREG && archive_entry_size_is_set(entry) && archive_entry_hardlink(entry) == nullptr) {
-        count.bytes += static_cast<std::uint64_t>(std::max<la_int64_t>(archive_entry_size(entry), 0));
-        if (count.bytes > limits.max_bytes) {
+        bytes += static_cast<std::uint64_t>(std::max<la_int64_t>(archive_entry_size(entry), 0));
+        if (bytes > limits.max_bytes) {
           too_large("more than max_bytes (" + std::to_string(limits.max_bytes) + ") of file contents");
         }
       }
@@ -82,7 +83,6 @@ SourceCount check_source_tar(const std::filesystem::path& tar, const SnapshotLim
   } catch (const base::Error& e) {
     throw http::ApiError("invalid_archive", std::string("not a readable tar: ") + e.what());
   }
-  return count;
 }
 
 }  // namespace capsule::daemon

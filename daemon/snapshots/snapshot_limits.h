@@ -19,16 +19,10 @@ struct SnapshotLimits {
   std::uint64_t max_tar_bytes() const { return max_bytes + (max_files + 16) * 4096; }
 };
 
-// What a source tar holds, as counted by check_source_tar.
-struct SourceCount {
-  std::uint64_t files = 0;
-  std::uint64_t bytes = 0;
-};
-
 // Reads every header of `tar` (plain or compressed) and refuses, with http::ApiError, what a snapshot cannot
 // hold: 413 snapshot_too_large naming the limit; 400 invalid_archive naming the path for device nodes, fifos and
 // sockets, names starting with ".wh." (overlayfs whiteouts), absolute paths and ".." components. Hard links are
 // checked by the unpacker (images/layer_unpack.h: inside the tree, to regular files only).
-SourceCount check_source_tar(const std::filesystem::path& tar, const SnapshotLimits& limits);
+void check_source_tar(const std::filesystem::path& tar, const SnapshotLimits& limits);
 
 }  // namespace capsule::daemon

@@ -36,7 +36,7 @@ PreparedSource prepare_snapshot_source(const SnapshotSourceRequest& request, con
                                        const std::filesystem::path& staging, const SnapshotLimits& limits);
 
 // The directory behind `dir` (opened as the caller: authorize_workspace) as a source tar in `staging`, written by
-// tar running as `caller`. `shown` names it in errors.
+// tar running as `caller`; its path.
 std::filesystem::path tar_directory_as(const Caller& caller, const OpenedHostPath& dir,
                                        const std::filesystem::path& staging, const SnapshotLimits& limits);
 
