@@ -218,15 +218,19 @@ OutputsSweep RunOutputs::sweep(const std::function<bool(const std::string& id)>&
     kept.push_back(std::move(run));
   }
   if (policy_.max_total_bytes > 0) {
+    // Layers shared by runs count once, and free their bytes only when the last run naming them goes.
     std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) { return a.until < b.until; });
-    const auto total_of = [&] {
-      std::set<store::Digest> distinct;
-      for (const auto& run : kept) distinct.insert(run.digests.begin(), run.digests.end());
-      std::uint64_t total = 0;
-      for (const auto& digest : distinct) total += blobs_.has(digest) ? blobs_.size(digest) : 0;
-      return total;
-    };
-    while (!kept.empty() && total_of() > policy_.max_total_bytes) {
+    std::map<store::Digest, std::size_t> users;
+    std::uint64_t total = 0;
+    for (const auto& run : kept) {
+      for (const auto& digest : run.digests) {
+        if (users[digest]++ == 0 && blobs_.has(digest)) total += blobs_.size(digest);
+      }
+    }
+    while (!kept.empty() && total > policy_.max_total_bytes) {
+      for (const auto& digest : kept.front().digests) {
+        if (--users[digest] == 0 && blobs_.has(digest)) total -= std::min(total, blobs_.size(digest));
+      }
       fs::remove(index_path(kept.front().id), ec);
       ++report.runs_dropped;
       kept.erase(kept.begin());

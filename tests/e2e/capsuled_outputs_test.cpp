@@ -217,6 +217,31 @@ TEST_F(CapsuledOutputs, ACommittedRunIsAnImageAnOfflineRunUses) {
   EXPECT_EQ(cli.out, image["digest"].get<std::string>() + "\n") << "the same layer on the same base: the same image";
 }
 
+TEST_F(CapsuledOutputs, ALiveSessionIsCommittedWithWhatItInstalled) {
+  import_base("test/out-base:1");
+  const HttpResponse created = call("POST", "/v1/sessions", {{"image", "test/out-base:1"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string session = body_json(created)["id"];
+  const std::string target = "/v1/sessions/" + session;
+  const HttpResponse exec = call("POST", target + "/exec", {{"script", "mkdir -p /opt/venv && echo pkg > /opt/venv/pkg"}});
+  ASSERT_EQ(exec.status, 200) << exec.body;
+  const UserCall foreign = call_as(other_, socket_, "POST", target + "/commit", {{"ref", "bob:1"}});
+  EXPECT_EQ(foreign.status, 404) << foreign.body;
+  const HttpResponse committed = call("POST", target + "/commit", {{"ref", "test/out-session:1"}});
+  ASSERT_EQ(committed.status, 201) << committed.body;
+  EXPECT_EQ(body_json(committed)["config"]["labels"]["org.capsule.committed.from_session"], session);
+  const json run = run_and_wait({{"image", "test/out-session:1"}, {"argv", {"/bin/cat", "/opt/venv/pkg"}}});
+  EXPECT_EQ(run["result"]["stdout"]["head"], "pkg\n") << run.dump();
+  EXPECT_EQ(call("DELETE", target).status, 200);
+
+  const HttpResponse host = call("POST", "/v1/sessions", json::object());
+  ASSERT_EQ(host.status, 201) << host.body;
+  const std::string host_session = body_json(host)["id"];
+  expect_error(call("POST", "/v1/sessions/" + host_session + "/commit", {{"ref", "x:1"}}), 400, "not_committable",
+               "host image");
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + host_session).status, 200);
+}
+
 TEST_F(CapsuledOutputs, AnRwWorkspaceOwnedByRootIsRefusedNamingTheOwnerAndTheFix) {
   const fs::path workspace = make_dir("root-owned");
   json spec = sh("echo x > /workspace/f");
