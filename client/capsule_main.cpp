@@ -9,7 +9,9 @@
 #include "client/cli_images.h"
 #include "client/cli_proxy.h"
 #include "client/cli_replay.h"
+#include "client/cli_run_bundle.h"
 #include "client/cli_run.h"
+#include "client/cli_run_outputs.h"
 #include "client/cli_runs.h"
 #include "client/cli_runs_diff.h"
 #include "client/cli_session.h"
@@ -83,6 +85,16 @@ int main(int argc, char** argv) {
   runs_diff->add_option("a", diff_a, "run id")->required();
   runs_diff->add_option("b", diff_b, "run id")->required();
   runs_diff->add_flag("--json", json, "print the API's JSON instead of a summary");
+  BundleCommands bundle_commands;
+  add_bundle_commands(*runs, bundle_commands);
+  std::string cp_source, cp_destination, commit_ref;
+  CLI::App* runs_cp = runs->add_subcommand("cp", "copy a file or directory a finished run wrote (its kept outputs)");
+  runs_cp->add_option("source", cp_source, "ID:PATH (relative: under /workspace; absolute: in the root filesystem)")
+      ->required();
+  runs_cp->add_option("dest", cp_destination, "local file or directory")->required();
+  CLI::App* runs_commit = runs->add_subcommand("commit", "make an image of a finished run's root filesystem changes");
+  runs_commit->add_option("id", id, "run id")->required();
+  runs_commit->add_option("ref", commit_ref, "name:tag of the new image")->required();
 
   SessionCommands sessions;
   add_session_commands(app, sessions);
@@ -172,6 +184,9 @@ int main(int argc, char** argv) {
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
     if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, json);
+    if (bundle_command_parsed(bundle_commands)) return cmd_runs_bundle(socket, bundle_commands);
+    if (runs_cp->parsed()) return cmd_runs_cp(socket, cp_source, cp_destination);
+    if (runs_commit->parsed()) return cmd_runs_commit(socket, id, commit_ref);
     if (import->parsed()) return cmd_images_import(socket, import_options);
     if (images_ls->parsed()) return cmd_images_ls(socket, json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);

@@ -85,12 +85,15 @@ class TempFile {
   fs::path path_;
 };
 
-void download(const http::HttpClient& client, const SessionPathArg& remote, const fs::path& local) {
+}  // namespace
+
+void download_files(const http::HttpClient& client, const std::string& target, const std::string& remote_path,
+                    const fs::path& local) {
   std::error_code ec;
   const bool into_dir = fs::is_directory(local, ec);
   const fs::path parent = into_dir ? local : fs::absolute(local).parent_path();
   TempFile temp(parent);
-  const http::HttpResponse response = client.stream("GET", files_target(remote), nullptr, {}, [&](std::string_view data) {
+  const http::HttpResponse response = client.stream("GET", target, nullptr, {}, [&](std::string_view data) {
     base::write_all(temp.fd(), data.data(), data.size(), "cp", "a temporary file in " + parent.string());
   });
   http::throw_if_error(response);
@@ -102,10 +105,12 @@ void download(const http::HttpClient& client, const SessionPathArg& remote, cons
     unpack_tar_into(temp.fd(), local);
     return;
   }
-  const std::string name = fs::path(remote.path).filename().string();
-  if (into_dir && name.empty()) throw std::runtime_error("cp: " + remote.path + " names no file to write into " + local.string());
+  const std::string name = fs::path(remote_path).filename().string();
+  if (into_dir && name.empty()) throw std::runtime_error("cp: " + remote_path + " names no file to write into " + local.string());
   temp.keep_as(into_dir ? local / name : local);
 }
+
+namespace {
 
 // Restores the working directory on destruction (unpacking happens relative to the destination).
 class WorkingDirectory {
@@ -231,7 +236,7 @@ void cmd_session_cp(const std::string& socket, const std::string& source, const 
   }
   const http::HttpClient client(socket);
   if (to) upload(client, source, *to);
-  else download(client, *from, destination);
+  else download_files(client, files_target(*from), from->path, destination);
 }
 
 }  // namespace capsule::client

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "http/unix_client.h"
+
 namespace capsule::client {
 
 // One side of `session cp`: "ID:/path" names a path in session ID.
@@ -23,6 +25,12 @@ std::optional<SessionPathArg> parse_session_path(const std::string& arg);
 // a path that goes through a symlink; device nodes, FIFOs and sockets are skipped with a warning on stderr.
 // Returns the number of entries written.
 std::uint64_t unpack_tar_into(int tar_fd, const std::filesystem::path& dir);
+
+// Downloads GET `target` (a .../files?path= route; `remote_path` is its path) to `local`: a file is written to `local`
+// (or into it, when it is a directory) via a temporary file renamed into place; a tar (a directory) is unpacked
+// into `local` (created when missing) with unpack_tar_into. Throws on failure.
+void download_files(const http::HttpClient& client, const std::string& target, const std::string& remote_path,
+                    const std::filesystem::path& local);
 
 // Copies `source` to `destination`, exactly one of them "ID:/path". Upload: capsuled opens the local file or
 // directory (made absolute) with this user's rights and copies it to the path (a path ending in '/' gets the

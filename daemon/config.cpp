@@ -80,6 +80,9 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "retention_max_age_days") config.retention_max_age_days = number("retention_max_age_days");
     else if (key == "retention_max_total_bytes") config.retention_max_total_bytes = number("retention_max_total_bytes");
     else if (key == "retention_interval_s") config.retention_interval_s = number("retention_interval_s");
+    else if (key == "outputs_keep_days") config.outputs.keep_days = number("outputs_keep_days");
+    else if (key == "outputs_max_total_bytes") config.outputs.max_total_bytes = size("outputs_max_total_bytes");
+    else if (key == "outputs_max_layer_bytes") config.outputs.max_layer_bytes = size("outputs_max_layer_bytes");
     else throw std::invalid_argument(path + ": unknown key '" + key + "'");
   }
   if (config.max_concurrent == 0) throw std::invalid_argument(path + ": max_concurrent must be at least 1");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/runs/disk_guard.h"
+#include "daemon/runs/run_outputs.h"
 #include "spec/limits.h"
 
 namespace capsule::daemon {
@@ -39,6 +40,9 @@ struct DaemonConfig {
   std::uint64_t retention_max_age_days = 0;        // finished runs older than this are removed; 0: kept
   std::uint64_t retention_max_total_bytes = 0;     // logs + records beyond this: oldest finished removed; 0: no limit
   std::uint64_t retention_interval_s = 3600;       // how often retention runs (also once at start)
+  // Finished runs' outputs (their upper layers): "outputs_keep_days" (0: none kept), "outputs_max_total_bytes"
+  // (0: no limit), "outputs_max_layer_bytes" (one upper); swept with the retention above.
+  OutputsPolicy outputs;
 };
 
 // "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with

@@ -23,6 +23,7 @@
 #include "daemon/config.h"
 #include "daemon/api/images_api.h"
 #include "daemon/logs/retention.h"
+#include "daemon/bundle/bundle_stores.h"
 #include "daemon/snapshots/snapshot_store.h"
 #include "http/router.h"
 #include "http/server.h"
@@ -179,7 +180,7 @@ int serve(daemon::DaemonConfig config) {
   make_private_dir(state + "/disks", 0710, config.host_id_base);
   make_private_dir(state + "/runs", 0710, config.host_id_base);
   make_private_dir(state + "/sessions", 0710, config.host_id_base);
-  for (const char* sub : {"/logs", "/images", "/store"}) make_private_dir(state + sub, 0700);
+  for (const char* sub : {"/logs", "/images", "/store", "/outputs"}) make_private_dir(state + sub, 0700);
   if (fs::exists(state + "/proxy-cache")) make_private_dir(state + "/proxy-cache", 0700);
   probe_sandbox_disks(state + "/scratch", state + "/disks", config.host_id_base);
   if (auto shortage = daemon::storage_shortage(state, config.storage)) {
@@ -205,8 +206,12 @@ int serve(daemon::DaemonConfig config) {
   } catch (const std::exception& e) {
     spdlog::warn("retention at start: {}", e.what());
   }
-  daemon::RetentionSweeper retention_sweeper(ledger, logs, retention);
+  capsule::images::ImageStore store(state + "/store");
+  daemon::RunOutputs outputs(state + "/outputs", config.outputs, &store);
+  daemon::sweep_outputs(outputs, ledger, daemon::unix_ms());
+  daemon::RetentionSweeper retention_sweeper(ledger, logs, retention, &outputs);
   daemon::RunManagerOptions run_options;
+  run_options.outputs = &outputs;
   run_options.max_concurrent = config.max_concurrent;
   run_options.max_queue = config.max_queue;
   run_options.state_dir = state;
@@ -214,7 +219,6 @@ int serve(daemon::DaemonConfig config) {
   run_options.runs_dir = state + "/runs";
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir;
-  capsule::images::ImageStore store(state + "/store");
   daemon::SnapshotStore snapshots(state + "/snapshots");  // before the runs and sessions that hold its leases
   const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
   run_options.images = {&store, &python_releases};
@@ -239,6 +243,9 @@ int serve(daemon::DaemonConfig config) {
   daemon::ApiContext context{io, runs, ledger, logs, config.limits, launcher.cgroup_version(), {}, sessions};
   context.images = run_options.images;
   context.snapshots = &snapshots;
+  capsule::store::BlobStore proxy_blobs(package_proxy.options().cache_dir);  // the cache frozen replays serve from
+  daemon::BundleStores bundles(store, proxy_blobs, state + "/bundle-staging");
+  context.bundles = &bundles;
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
     if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");
@@ -333,6 +340,7 @@ int main(int argc, char** argv) {
       config.retention_max_age_days = from_file.retention_max_age_days;
       config.retention_max_total_bytes = from_file.retention_max_total_bytes;
       config.retention_interval_s = from_file.retention_interval_s;
+      config.outputs = from_file.outputs;
     }
     return serve(config);
   } catch (const std::exception& e) {

@@ -93,6 +93,18 @@ void check_given_pins(const Submission& run) {
   }
 }
 
+// An rw workspace is written as sandbox root, which the launcher maps to the directory's owner but never to host
+// root: a directory owned by uid 0 or group 0 would be silently read-only inside, so it is refused here.
+void require_rw_owner(const std::string& path, const struct stat& st) {
+  if (st.st_uid != 0 && st.st_gid != 0) return;
+  throw http::ApiError("invalid_spec", "workspace.path: '" + path + "' is owned by uid " + std::to_string(st.st_uid) +
+                                           " gid " + std::to_string(st.st_gid) + "; an rw workspace is written as "
+                                           "sandbox root, which maps to the directory's owner and never to host root "
+                                           "(uid or gid 0), so it would be read-only inside: use mode cow (and fetch "
+                                           "or commit the run's outputs), or chown it to a non-root owner, e.g. "
+                                           "chown -R 1000:1000 '" + path + "'");
+}
+
 }  // namespace
 
 Submission parse_submission(const json& body, const spec::LimitPolicy& policy) {
@@ -126,6 +138,10 @@ void pin_images(Submission& run, const ImageCatalog& catalog) {
 void authorize_workspace(Submission& run, const Caller& caller) {
   run.caller = caller;
   run.workspace_dir.reset();
+  if (caller.is_root() && run.spec.workspace && run.spec.workspace->mode == WorkspaceMode::kReadWrite) {
+    struct stat st;
+    if (stat(run.spec.workspace->path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) require_rw_owner(run.spec.workspace->path, st);
+  }
   if (caller.is_root() || !run.spec.workspace || !run.spec.workspace->snapshot.empty()) return;
   const spec::Workspace& workspace = *run.spec.workspace;
   const bool writable = workspace.mode == WorkspaceMode::kReadWrite;
@@ -145,6 +161,7 @@ void authorize_workspace(Submission& run, const Caller& caller) {
                                          ", which " + caller.describe() + " is not in; an ro or rw workspace acts with "
                                          "the directory's group (use cow, or chgrp it)");
   }
+  if (writable) require_rw_owner(path, opened->st);
   if (workspace.mode == WorkspaceMode::kReadOnly) {
     // A read-only copy of the mount tree at the opened directory: the launcher binds it as it binds an rw
     // workspace (sandbox root mapped to the caller), and the copy keeps it read-only.

@@ -15,18 +15,22 @@ unsigned status_for(std::string_view code) {
       {"bad_cutoff", 400}, {"bad_coordinate", 400}, {"bad_path", 400}, {"bad_project_name", 400},
       {"bad_upstream_url", 400}, {"bad_mirror", 400}, {"bad_cache_key", 400}, {"release_data_outdated", 400},
       {"invalid_path", 400}, {"invalid_archive", 400}, {"snapshot_source_failed", 400},
+      {"not_committable", 400},  // a run's commit: its image cannot take a layer (the host image)
+      {"invalid_bundle", 400},  // an audit bundle that does not check out (daemon/bundle/)
       // 403: the caller may not do this.
       {"forbidden", 403}, {"cutoff_mismatch", 403},
       // 404: nothing by that name, or hidden by the cutoff.
       {"not_found", 404}, {"image_not_found", 404}, {"no_matching_image", 404}, {"policy_not_found", 404},
       {"snapshot_not_found", 404},
+      {"outputs_not_kept", 404},  // a run's files or commit: its outputs were not kept, or are gone
       // Protocol-level refusals of the server itself.
       {"method_not_allowed", 405}, {"not_acceptable", 406}, {"request_timeout", 408},
       {"payload_too_large", 413}, {"snapshot_too_large", 413}, {"headers_too_large", 431}, {"not_implemented", 501},
-      {"http_version_not_supported", 505},
+      {"http_version_not_supported", 505}, {"bundle_too_large", 413},
       // 409: the resource's state does not allow it.
       {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409}, {"not_a_file", 409},
       {"session_ended", 409}, {"session_frozen", 409}, {"snapshot_in_use", 409},
+      {"bundle_incomplete", 409}, {"run_exists", 409},  // a bundle's export lacks a pinned object; an import's id is taken
       // 429 / 503 / 507: come back later.
       {"queue_full", 429}, {"too_many_sessions", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
       {"insufficient_storage", 507},

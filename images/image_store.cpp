@@ -16,6 +16,7 @@
 #include "images/error.h"
 #include "base/file_util.h"
 #include "images/image_ref.h"
+#include "images/image_stack.h"
 #include "images/oci_layout.h"
 #include "images/ref_table.h"
 #include "images/store_lock.h"
@@ -231,6 +232,40 @@ store::Digest ImageStore::import_rootfs(const fs::path& source, const std::strin
   manifest.config = Descriptor{std::string(media_type::kOciConfig), config_digest, config_text.size(), {}, {}};
   manifest.layers.push_back(Descriptor{std::string(options.gzip ? media_type::kOciLayerGzip : media_type::kOciLayerTar),
                                        layer, staging.blobs.size(layer), {}, {}});
+  const std::string manifest_text = manifest_json(manifest);
+  const store::Digest manifest_digest = staging.blobs.put_bytes(manifest_text);
+  return commit(staging, manifest_digest, manifest, config, name);
+}
+
+store::Digest ImageStore::commit_layer(const std::vector<store::Digest>& bases, const store::BlobStore& from,
+                                       const store::Digest& layer, const std::map<std::string, std::string>& labels,
+                                       const std::string& ref, std::int64_t epoch) {
+  const std::string name = tag_ref(ref);
+  if (bases.empty()) throw_image_error("commit", name, "a committed layer needs at least one image below it");
+  StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
+  Staging staging(root_ / "tmp");
+  ImageManifest manifest;
+  manifest.media_type = std::string(media_type::kOciManifest);
+  ImageConfig config;
+  for (std::size_t i = 0; i < bases.size(); ++i) {
+    const ImageManifest below = parse_manifest(blobs_.read(bases[i], kMaxDocument), bases[i].str());
+    const ImageConfig below_config = parse_config(blobs_.read(below.config.digest, kMaxDocument), below.config.digest.str());
+    check_layers_match(below, below_config, bases[i].str());
+    config = i == 0 ? below_config : merge_configs(config, below_config);
+    manifest.layers.insert(manifest.layers.end(), below.layers.begin(), below.layers.end());
+  }
+  if (!blobs_.has(layer)) staging.blobs.put_file(from.path(layer), layer);
+  const std::uint64_t layer_size = blobs_.has(layer) ? blobs_.size(layer) : staging.blobs.size(layer);
+  manifest.layers.push_back(Descriptor{std::string(media_type::kOciLayerTar), layer, layer_size, {}, {}});
+  config.diff_ids.push_back(layer);
+  for (const auto& [key, value] : labels) config.labels[key] = value;
+  if (manifest.layers.size() > kMaxStackLayers) {
+    throw_image_error("commit", name, "more than " + std::to_string(kMaxStackLayers) + " layers");
+  }
+  const std::string config_text = config_json(config, rfc3339(epoch));
+  config = parse_config(config_text, "committed config");
+  const store::Digest config_digest = staging.blobs.put_bytes(config_text);
+  manifest.config = Descriptor{std::string(media_type::kOciConfig), config_digest, config_text.size(), {}, {}};
   const std::string manifest_text = manifest_json(manifest);
   const store::Digest manifest_digest = staging.blobs.put_bytes(manifest_text);
   return commit(staging, manifest_digest, manifest, config, name);

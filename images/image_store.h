@@ -66,6 +66,15 @@ class ImageStore {
   // and sockets in the tree are left out.
   store::Digest import_rootfs(const std::filesystem::path& source, const std::string& ref, const RootfsOptions& options = {});
 
+  // Commits a layer onto images: a new image whose layers are those of `bases` (manifest digests, base first),
+  // in order, then `layer` (an uncompressed tar in `from`; its digest is its diff_id, as pack_upper_layer makes
+  // it), with the bases' merged config (merge_configs) plus `labels`, created at `epoch`; `ref` ("name:tag")
+  // then points at it. Staged and committed as an import is: a failure leaves nothing behind. Returns the
+  // manifest digest.
+  store::Digest commit_layer(const std::vector<store::Digest>& bases, const store::BlobStore& from,
+                             const store::Digest& layer, const std::map<std::string, std::string>& labels,
+                             const std::string& ref, std::int64_t epoch);
+
   // Writes the image as an oci-archive when `out` ends in ".tar", else as an OCI layout directory (which
   // must not exist or be empty). Deterministic: saving the same image twice gives identical bytes.
   void save(const std::string& ref, const std::filesystem::path& out) const;

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -135,12 +136,18 @@ class Packer {
     return names;
   }
 
+  std::uint32_t shown_id(std::uint32_t id) const {
+    if (options_.zero_owners) return 0;
+    if (options_.id_count == 0) return id;
+    return id >= options_.id_base && id - options_.id_base < options_.id_count ? id - options_.id_base : 65534;
+  }
+
   Entry make_entry(const std::string& path, const struct stat& st) const {
     Entry entry(archive_entry_new());
     archive_entry_set_pathname(entry.get(), path.c_str());
     archive_entry_set_perm(entry.get(), st.st_mode & 07777);
-    archive_entry_set_uid(entry.get(), options_.zero_owners ? 0 : st.st_uid);
-    archive_entry_set_gid(entry.get(), options_.zero_owners ? 0 : st.st_gid);
+    archive_entry_set_uid(entry.get(), shown_id(st.st_uid));
+    archive_entry_set_gid(entry.get(), shown_id(st.st_gid));
     archive_entry_set_mtime(entry.get(), std::min<std::int64_t>(st.st_mtim.tv_sec, options_.epoch), 0);
     return entry;
   }
@@ -174,11 +181,30 @@ class Packer {
     ++result_.entries;
   }
 
+  // An overlayfs opaque marker on an open directory (either namespace of overlay xattrs).
+  static bool is_opaque(int dir_fd) {
+    for (const char* key : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
+      char value[2];
+      if (fgetxattr(dir_fd, key, value, sizeof value) == 1 && value[0] == 'y') return true;
+    }
+    return false;
+  }
+
+  // An empty regular entry named `path` (a whiteout or an opaque marker), owned by the entry it stands for.
+  void add_marker(const std::string& path, const struct stat& st) {
+    Entry entry = make_entry(path, st);
+    archive_entry_set_filetype(entry.get(), AE_IFREG);
+    archive_entry_set_perm(entry.get(), 0644);
+    archive_entry_set_size(entry.get(), 0);
+    write_header(entry.get(), path);
+  }
+
   void add_directory(int dir_fd, const std::string& prefix) {
     for (const auto& name : sorted_names(dir_fd, prefix.empty() ? root_.string() : prefix)) {
       const std::string path = prefix + name;
       struct stat st;
       if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw_image_errno(kStep, path, "stat");
+      if (options_.include && !options_.include(path, S_ISDIR(st.st_mode))) continue;
       if (S_ISDIR(st.st_mode)) {
         base::UniqueFd child(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!child) throw_image_errno(kStep, path, "open directory");
@@ -186,6 +212,7 @@ class Packer {
         archive_entry_set_filetype(entry.get(), AE_IFDIR);
         add_xattrs(child.get(), entry.get(), path);
         write_header(entry.get(), path);
+        if (options_.overlay_upper && is_opaque(child.get())) add_marker(path + "/.wh..wh..opq", st);
         if (st.st_dev == root_device_) add_directory(child.get(), path + "/");
       } else if (S_ISREG(st.st_mode)) {
         add_file(dir_fd, name, path, st);
@@ -198,6 +225,8 @@ class Packer {
         archive_entry_set_filetype(entry.get(), AE_IFLNK);
         archive_entry_set_symlink(entry.get(), target.c_str());
         write_header(entry.get(), path);
+      } else if (options_.overlay_upper && S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+        add_marker(prefix + ".wh." + name, st);
       } else {
         result_.skipped.push_back(path);
       }

@@ -17,6 +17,15 @@ struct PackOptions {
   bool gzip = true;          // gzip without name or timestamp in its header
   bool zero_owners = false;  // record every entry as 0:0 (for archives of generated files)
   bool xattrs = true;        // false: no xattrs at all (snapshots: only contents, modes and link targets count)
+  // An overlayfs upper dir packed as an OCI layer: whiteouts (character devices 0/0) become empty ".wh.<name>"
+  // entries and opaque directories (trusted. or user.overlay.opaque = "y") get a ".wh..wh..opq" entry.
+  bool overlay_upper = false;
+  // Owners as a user namespace shows them: host ids in [id_base, id_base + id_count) become id - id_base, any
+  // other id 65534 (nobody). id_count 0: ids as they are.
+  std::uint32_t id_base = 0;
+  std::uint32_t id_count = 0;
+  // When set, only entries it accepts are packed; a directory it refuses is not descended into.
+  std::function<bool(const std::string& path, bool is_dir)> include{};
 };
 
 struct PackResult {

@@ -89,6 +89,8 @@ class StartedSandbox {
   // The spec's loopback_listeners, in order, as listening sockets inside the sandbox's network namespace.
   // Ownership passes to the caller (the first call; later calls return nothing).
   std::vector<base::UniqueFd> take_listeners() { return box_->take_listeners(); }
+  // The box itself, e.g. to read its root filesystem's upper before this object goes.
+  const Sandbox& box() const { return *box_; }
   // Reads usage, releases every resource and returns the Result. Call once, after supervisor().finished().
   Result finish();
 

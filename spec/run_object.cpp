@@ -36,7 +36,8 @@ json RunObject::to_json() const {
       start = comma + 1;
     }
   }
-  for (const char* note : {"collect_error", "record_error"}) {
+  out["outputs"] = outcome && outcome->contains("outputs") ? (*outcome)["outputs"] : json();  // daemon/runs/run_outputs.h
+  for (const char* note : {"collect_error", "record_error", "imported"}) {  // imported: daemon/bundle/bundle_import.h
     if (outcome && outcome->contains(note)) out[note] = (*outcome)[note];
   }
   return out;

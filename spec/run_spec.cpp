@@ -50,10 +50,10 @@ Workspace parse_workspace(const json& ws) {
   return out;
 }
 
-// collect: {"junit", "classfiles", "coverage": [relative globs], "tail_lines": count}.
+// collect: {"junit", "classfiles", "coverage": [relative globs], "outputs": [globs], "tail_lines": count}.
 void parse_collect(const json& collect, RunSpec& spec) {
   if (!collect.is_object()) invalid("collect", "must be an object");
-  reject_unknown(collect, "collect", {"junit", "tail_lines", "classfiles", "coverage"});
+  reject_unknown(collect, "collect", {"junit", "tail_lines", "classfiles", "coverage", "outputs"});
   const auto globs = [&](const char* key, std::vector<std::string>& out) {
     if (!collect.contains(key)) return;
     const std::string field = std::string("collect.") + key;
@@ -67,6 +67,15 @@ void parse_collect(const json& collect, RunSpec& spec) {
   globs("junit", spec.junit_globs);
   globs("classfiles", spec.classfile_globs);
   globs("coverage", spec.coverage_globs);
+  if (collect.contains("outputs")) {
+    spec.output_globs = string_list(collect["outputs"], "collect.outputs");
+    for (const auto& glob : *spec.output_globs) {
+      const std::string relative = glob.starts_with('/') ? glob.substr(1) : glob;
+      if (relative.empty() || relative.find("..") != std::string::npos) {
+        invalid("collect.outputs", "'" + glob + "' must be a glob relative to the workspace or an absolute one");
+      }
+    }
+  }
   if (collect.contains("tail_lines")) {
     const json& lines = collect["tail_lines"];
     if (!is_count(lines) || lines.get<std::uint64_t>() > kMaxTailLines) {
@@ -180,6 +189,7 @@ json to_json(const RunSpec& spec) {
               {"tail_lines", spec.tail_lines},
               {"classfiles", spec.classfile_globs},
               {"coverage", spec.coverage_globs}}}};
+  if (spec.output_globs) j["collect"]["outputs"] = *spec.output_globs;
   if (spec.toolchains.empty()) j["image"] = spec.image;
   else j["toolchains"] = spec.toolchains;
   if (spec.as_of) j["as_of"] = *spec.as_of;

@@ -41,6 +41,10 @@ struct RunSpec {
   std::size_t tail_lines = sandbox::kDefaultTailLines;  // collect.tail_lines: each stream's last lines in the record
   std::vector<std::string> classfile_globs;  // collect.classfiles: class files -> "classfiles" (major versions)
   std::vector<std::string> coverage_globs;   // collect.coverage: JaCoCo / Cobertura XML -> "coverage"
+  // collect.outputs: what of the run's upper layers is kept after it ("outputs"). Absent: everything. Given:
+  // relative globs keep those workspace files, absolute globs ("/root/.m2/**") those of the root filesystem,
+  // and an upper no glob names is not kept; [] keeps nothing.
+  std::optional<std::vector<std::string>> output_globs;
   std::optional<std::string> stdin_data;
   bool reproducible = false;  // a host-directory workspace is snapshotted at submit; pinned.workspace_digest names it
 

@@ -187,6 +187,45 @@ class Client:
         query = urllib.parse.urlencode({"runs": ",".join(run_ids)}, safe=",")
         return self._json("GET", f"/v1/runs/flakiness?{query}")
 
+    def export_run(self, run_id, to_path):
+        """Writes a finished run's audit bundle (GET /v1/runs/{id}/bundle) to the local file `to_path` (through
+        `to_path`.part, renamed once whole); returns the number of bytes written."""
+        response, connection = self._open("GET", f"{self._run_path(run_id)}/bundle")
+        partial = f"{to_path}.part"
+        try:
+            written = 0
+            with open(partial, "wb") as out:
+                while True:
+                    piece = response.read1(1 << 16)
+                    if not piece:
+                        break
+                    out.write(piece)
+                    written += len(piece)
+            os.replace(partial, to_path)
+            return written
+        except (OSError, http.client.HTTPException) as e:
+            raise DaemonUnavailable(0, "unavailable", f"exporting run {run_id}: {e}") from e
+        finally:
+            connection.close()
+            if os.path.exists(partial):
+                os.remove(partial)
+
+    def import_run(self, bundle_path):
+        """Stores the run of an audit bundle (POST /v1/runs/import; the daemon reads the file with the caller's
+        rights); the run object, with "imported": {"at", "from", "peer"}. Then replay it by its id."""
+        return self._json("POST", "/v1/runs/import", {"path": os.path.abspath(bundle_path)})
+
+    def run_file(self, run_id, path):
+        """What a finished run wrote at `path` (relative: under /workspace; absolute: in its root filesystem),
+        from its kept outputs: a file's bytes, or a directory (or a symlink) as tar bytes."""
+        query = "path=" + urllib.parse.quote(path, safe="")
+        return self._bytes("GET", f"{self._run_path(run_id)}/files?{query}")
+
+    def commit_run(self, run_id, ref):
+        """Makes image `ref` ("name:tag") of the run's image plus what the run wrote to its root filesystem;
+        the image object, as GET /v1/images/{ref} gives it."""
+        return self._json("POST", f"{self._run_path(run_id)}/commit", {"ref": ref})
+
     # --- sessions -----------------------------------------------------------------------------------------
     def create_session(self, **spec):
         """Creates a session from SessionSpec fields (image, toolchains, layers, as_of, workspace, limits,

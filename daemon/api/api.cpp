@@ -51,11 +51,13 @@ void register_api(http::Router& router, ApiContext& ctx) {
   register_runs_api(router, ctx);
   register_run_logs_api(router, ctx);
   register_run_replay_api(router, ctx);
+  register_run_files_api(router, ctx);
   register_sessions_api(router, ctx);
   register_session_files_api(router, ctx);
   register_toolchains_api(router, ctx);
   register_run_diff_api(router, ctx);
   register_snapshots_api(router, ctx);
+  register_run_bundle_api(router, ctx);
 }
 
 }  // namespace capsule::daemon

@@ -18,6 +18,7 @@
 namespace capsule::daemon {
 
 class SnapshotStore;
+class BundleStores;
 
 struct ApiContext {
   boost::asio::io_context& io;  // timers for following logs
@@ -36,6 +37,7 @@ struct ApiContext {
   BlockingCalls transfers{"file transfers", 8, 0};      // files in and out, diffs, log tails: at most 8 at once
   SnapshotStore* snapshots = nullptr;                   // snapshots/snapshot_store.h; none: the routes answer 501
   BlockingCalls snapshot_calls{"snapshot creations", 2, 8};  // sources read as their callers, canonicalised
+  BundleStores* bundles = nullptr;  // bundle/bundle_stores.h: audit bundles; none: the routes answer 501
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
@@ -44,11 +46,13 @@ void register_system_api(http::Router& router, ApiContext& context);    // syste
 void register_runs_api(http::Router& router, ApiContext& context);      // runs_api.cpp
 void register_run_logs_api(http::Router& router, ApiContext& context);  // run_logs_api.cpp
 void register_run_replay_api(http::Router& router, ApiContext& context);  // run_replay_api.cpp
+void register_run_files_api(http::Router& router, ApiContext& context);  // run_files_api.cpp
 void register_sessions_api(http::Router& router, ApiContext& context);  // sessions_api.cpp
 void register_session_files_api(http::Router& router, ApiContext& context);  // session_files_api.cpp
 void register_toolchains_api(http::Router& router, ApiContext& context);     // toolchains_api.cpp
 void register_run_diff_api(http::Router& router, ApiContext& context);       // run_diff_api.cpp
 void register_snapshots_api(http::Router& router, ApiContext& context);      // snapshots_api.cpp
+void register_run_bundle_api(http::Router& router, ApiContext& context);     // run_bundle_api.cpp
 
 // Request helpers every handler file uses.
 std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on

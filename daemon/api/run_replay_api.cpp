@@ -7,6 +7,7 @@
 #include "daemon/api/api.h"
 #include "daemon/api/event_lines.h"
 #include "daemon/runs/replay_vary.h"
+#include "daemon/snapshots/snapshot_workspace.h"
 
 namespace capsule::daemon {
 namespace {
@@ -99,6 +100,7 @@ void replay_run(ApiContext& ctx, const http::Request& request, http::Responder r
       if (!names.empty()) run.spec.labels[spec::kReplayVaryLabel] = names;
     }
     authorize_workspace(run, caller);  // as the caller asking, whoever ran the original
+    attach_snapshot_workspace(run, ctx.snapshots, ctx.access);  // a snapshot workspace's lease (snapshot_workspace.h)
     replays.push_back(std::move(run));
   }
   if (wants_ndjson(request)) {

@@ -4,13 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "daemon/api/api.h"
+#include "daemon/api/stream_sink.h"
 #include "daemon/record/diff_patches.h"
 #include "daemon/record/workspace_diff.h"
 #include "daemon/sessions/session_checkpoints.h"
@@ -22,13 +21,7 @@ namespace capsule::daemon {
 namespace {
 
 constexpr std::size_t kChunkBytes = 64 * 1024;
-constexpr std::size_t kStreamBacklogBytes = 1 << 20;  // a download waits for the client past this
 constexpr std::uint64_t kDefaultFileLimit = 8ull << 30;  // bytes in one upload without a disk limit
-
-// Between two pieces of a transfer: the daemon is stopping, so the transfer gives up (ApiContext::transfers).
-void check_not_stopping(const BlockingCalls& transfers) {
-  if (transfers.stopping()) throw http::ApiError("draining", "capsuled is shutting down");
-}
 
 // What a file route needs of the box, taken on the session thread; the I/O happens on the transfer's worker.
 struct BoxFiles {
@@ -185,42 +178,6 @@ nlohmann::json put_files(ApiContext& ctx, const http::Request& request, const st
                                                   box.owner, box.limit_bytes);
   return counts_json(path, sandbox::TreeCounts{1, 0, 0, bytes, 0});
 }
-
-// Writes chunks to a streamed answer, waiting while the client is more than kStreamBacklogBytes behind.
-class BackpressuredSink {
- public:
-  BackpressuredSink(std::shared_ptr<http::StreamWriter> writer, const BlockingCalls& transfers)
-      : writer_(std::move(writer)), transfers_(transfers) {}
-
-  void write(std::string_view chunk) {
-    check_not_stopping(transfers_);
-    if (!writer_->write(std::string(chunk))) throw base::Error("client_gone", "the client went away");
-    if (writer_->backlog() <= kStreamBacklogBytes) return;
-    std::unique_lock lock(state_->mutex);
-    state_->drained = false;
-    writer_->when_drained([state = state_] {
-      std::lock_guard inner(state->mutex);
-      state->drained = true;
-      state->cv.notify_all();
-    });
-    // A closed connection drops the callback: the wait then ends on client_gone().
-    while (!state_->drained) {
-      state_->cv.wait_for(lock, std::chrono::milliseconds(200));
-      if (writer_->client_gone()) throw base::Error("client_gone", "the client went away");
-      check_not_stopping(transfers_);  // the server stopped: nobody drains what is queued any more
-    }
-  }
-
- private:
-  struct State {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool drained = true;
-  };
-  std::shared_ptr<http::StreamWriter> writer_;
-  const BlockingCalls& transfers_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-};
 
 // GET: a file's bytes, or a tar of a directory, streamed from a transfer worker.
 void get_files(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {

@@ -67,9 +67,23 @@ RetentionReport apply_retention(Ledger& ledger, LogStore& logs, const RetentionP
   return report;
 }
 
-RetentionSweeper::RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy)
-    : ledger_(ledger), logs_(logs), policy_(policy) {
-  if (policy_.enabled()) thread_ = std::thread([this] { loop(); });
+OutputsSweep sweep_outputs(RunOutputs& outputs, const Ledger& ledger, std::int64_t now_ms) {
+  OutputsSweep report;
+  try {
+    report = outputs.sweep([&](const std::string& id) { return ledger.get(id).has_value(); }, now_ms);
+  } catch (const std::exception& e) {
+    spdlog::warn("retention: sweeping run outputs: {}", e.what());
+  }
+  if (report.blobs_removed > 0 || report.runs_dropped > 0) {
+    spdlog::info("retention: dropped the outputs of {} run(s), {} layer(s), {} bytes", report.runs_dropped,
+                 report.blobs_removed, report.bytes_freed);
+  }
+  return report;
+}
+
+RetentionSweeper::RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs)
+    : ledger_(ledger), logs_(logs), policy_(policy), outputs_(outputs) {
+  if (policy_.enabled() || outputs_ != nullptr) thread_ = std::thread([this] { loop(); });
 }
 
 RetentionSweeper::~RetentionSweeper() {
@@ -92,6 +106,7 @@ void RetentionSweeper::loop() {
     } catch (const std::exception& e) {
       spdlog::warn("retention: {}", e.what());
     }
+    if (outputs_ != nullptr) sweep_outputs(*outputs_, ledger_, now_ms);
     lock.lock();
   }
 }

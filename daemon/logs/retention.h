@@ -12,6 +12,7 @@
 
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
+#include "daemon/runs/run_outputs.h"
 
 namespace capsule::daemon {
 
@@ -43,11 +44,16 @@ struct RetentionReport {
 // then its logs). Failures on one run are logged and skipped.
 RetentionReport apply_retention(Ledger& ledger, LogStore& logs, const RetentionPolicy& policy, std::int64_t now_ms);
 
-// Calls apply_retention every policy.interval on its own thread (deleting files can be slow: never on the
-// io_context); stopped and joined by the destructor. Does nothing when the policy is not enabled.
+// The outputs' sweep (RunOutputs::sweep) after the runs' retention: the outputs of runs no longer in the ledger
+// (removed by retention or DELETE) and those past their time go. Failures are logged.
+OutputsSweep sweep_outputs(RunOutputs& outputs, const Ledger& ledger, std::int64_t now_ms);
+
+// Calls apply_retention (and sweep_outputs with `outputs`) every policy.interval on its own thread (deleting files
+// can be slow: never on the io_context); stopped and joined by the destructor. Does nothing when the policy is
+// not enabled and there are no outputs.
 class RetentionSweeper {
  public:
-  RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy);
+  RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs = nullptr);
   ~RetentionSweeper();
   RetentionSweeper(const RetentionSweeper&) = delete;
   RetentionSweeper& operator=(const RetentionSweeper&) = delete;
@@ -58,6 +64,7 @@ class RetentionSweeper {
   Ledger& ledger_;
   LogStore& logs_;
   const RetentionPolicy policy_;
+  RunOutputs* outputs_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

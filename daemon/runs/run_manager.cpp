@@ -281,6 +281,15 @@ void RunManager::release_box(const std::shared_ptr<Run>& run) {
   std::filesystem::remove_all(run->run_dir, ignored);
 }
 
+nlohmann::json RunManager::keep_outputs(const std::shared_ptr<Run>& run) {
+  RunUppers uppers;
+  if (run->submission.spec.cow_workspace()) uppers.workspace = run->run_dir + "/upper";
+  if (run->sandbox) uppers.root = run->sandbox->box().rootfs_upper();
+  uppers.id_base = launcher_.options().host_id_base;
+  uppers.id_count = launcher_.options().host_id_count;
+  return options_.outputs->keep(run->id, run->submission.spec.output_globs, uppers, unix_ms());
+}
+
 void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
   std::string state = sandbox::status_name(result.status);
   nlohmann::json record;
@@ -298,6 +307,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     if (run->stdout_log) sources.stdout_digest = run->stdout_log->digest();
     if (run->stderr_log) sources.stderr_digest = run->stderr_log->digest();
     record = build_record(run->submission.spec, result, sources);
+    if (options_.outputs) record["outputs"] = keep_outputs(run);
   } catch (const std::exception& e) {
     state = "internal_error";
     record = failure_record(std::string("finishing the run failed: ") + e.what(), result);

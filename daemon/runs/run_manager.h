@@ -20,6 +20,7 @@
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_finisher.h"
+#include "daemon/runs/run_outputs.h"
 #include "daemon/runs/run_proxy.h"
 #include "daemon/resolve.h"
 #include "sandbox/launcher.h"
@@ -36,6 +37,7 @@ struct RunManagerOptions {
   std::string policies_dir;
   ImageCatalog images;       // imported images and the Python release table
   RunProxyContext proxies;   // serves network "proxy" runs; without it they are refused
+  RunOutputs* outputs = nullptr;  // keeps what finished runs wrote; null: nothing is kept
 };
 
 struct Peer {
@@ -78,6 +80,8 @@ class RunManager {
   // Attaches a listener to a live run; false when the run is not live (read the ledger instead).
   bool subscribe(const std::string& id, Listener listener);
   RunStats stats() const;
+  // Where finished runs' outputs are kept (null: they are not).
+  RunOutputs* outputs() const { return options_.outputs; }
   // Stops admitting runs, waits up to `grace` for live runs to finish (recorded, "finished" sent), then
   // cancels the rest and waits.
   void drain(std::chrono::milliseconds grace);
@@ -96,6 +100,8 @@ class RunManager {
   // Writes the finished row; when that fails, releases the box first (a full disk) and tries again.
   void record_finished(const std::shared_ptr<Run>& run, const std::string& state, const nlohmann::json& record);
   void release_box(const std::shared_ptr<Run>& run);
+  // The record's "outputs": the run's uppers packed while its box (and its disk) still holds them.
+  nlohmann::json keep_outputs(const std::shared_ptr<Run>& run);
   void notify(const std::shared_ptr<Run>& run, const nlohmann::json& event);
   void wake();
 

@@ -184,6 +184,20 @@ class FakeDaemonSessionTest(unittest.TestCase):
         with self.assertRaises(capsule.NotFound):
             session.get_file("/nope")
 
+    def test_run_outputs_files_and_commit(self):
+        self.server.answers[("GET", "/v1/runs/r1/files")] = (200, {"Content-Type": "application/octet-stream"},
+                                                             b"class\xca")
+        self.assertEqual(self.client.run_file("r1", "target/A.class"), b"class\xca")
+        self.assertEqual(self.server.requests[-1][1], "/v1/runs/r1/files?path=target%2FA.class")
+        self.server.json_answer("POST", "/v1/runs/r1/commit", {"digest": "sha256:" + "a" * 64, "refs": ["x:1"]}, 201)
+        self.assertEqual(self.client.commit_run("r1", "x:1")["refs"], ["x:1"])
+        self.assertEqual(json.loads(self.server.requests[-1][3]), {"ref": "x:1"})
+        self.server.answers[("POST", "/v1/runs/r2/commit")] = (
+            400, {"Content-Type": "application/json"},
+            b'{"error": {"code": "not_committable", "message": "host image"}}')
+        with self.assertRaises(capsule.BadRequest):
+            self.client.commit_run("r2", "x:1")
+
     def test_diff_checkpoint_reset_and_delete_on_exit(self):
         self.server.json_answer("GET", "/v1/sessions/s1/diff", {"added": ["x"], "modified": [], "deleted": []})
         self.server.json_answer("POST", "/v1/sessions/s1/checkpoint", SESSION)
@@ -376,6 +390,27 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(report["flaky"], [])
         with self.assertRaises(capsule.NotFound):
             self.client.diff_runs(passed["id"], "no-such-run")
+
+    def test_export_and_import_run(self):
+        run = self.client.run(["sh", "-c", "echo bundled"])
+        bundle = os.path.join(self.tmp, f"{run['id']}.tar")
+        self.assertGreater(self.client.export_run(run["id"], bundle), 0)
+        self.assertFalse(os.path.exists(bundle + ".part"))
+        with self.assertRaises(capsule.Conflict) as caught:
+            self.client.import_run(bundle)
+        self.assertEqual(caught.exception.code, "run_exists")
+        self.client._json("DELETE", self.client._run_path(run["id"]))
+        imported = self.client.import_run(bundle)
+        self.assertEqual(imported["id"], run["id"])
+        self.assertEqual(imported["imported"]["from"], bundle)
+        self.assertEqual(self.client.logs(run["id"]), "bundled\n")
+        with self.assertRaises(capsule.NotFound):
+            self.client.export_run("no-such-run", bundle)
+        with open(bundle, "wb") as out:
+            out.write(b"not a tar")
+        with self.assertRaises(capsule.BadRequest) as caught:
+            self.client.import_run(bundle)
+        self.assertEqual(caught.exception.code, "invalid_bundle")
 
     def test_replay_runs_the_stored_run_again_and_links_it(self):
         first = self.client.run(["sh", "-c", "echo again"], labels={"k": "v"})

@@ -79,6 +79,20 @@ class LogRetentionConfigTest : public ::testing::Test {
   const std::string path_ = "/tmp/capsule-config-logs-" + std::to_string(::getpid()) + ".json";
 };
 
+TEST_F(LogRetentionConfigTest, OutputsKeysDefaultsAndBadValues) {
+  const DaemonConfig defaults = load("{}");
+  EXPECT_EQ(defaults.outputs.keep_days, 7u);
+  EXPECT_EQ(defaults.outputs.max_total_bytes, 0u);
+  EXPECT_EQ(defaults.outputs.max_layer_bytes, 4ull << 30);
+  const DaemonConfig set =
+      load(R"({"outputs_keep_days": 0, "outputs_max_total_bytes": "20g", "outputs_max_layer_bytes": 1048576})");
+  EXPECT_EQ(set.outputs.keep_days, 0u);
+  EXPECT_EQ(set.outputs.max_total_bytes, 20ull << 30);
+  EXPECT_EQ(set.outputs.max_layer_bytes, 1u << 20);
+  EXPECT_THROW(load(R"({"outputs_keep_days": "7d"})"), std::invalid_argument);
+  EXPECT_THROW(load(R"({"outputs_max_total_bytes": "lots"})"), std::invalid_argument);
+}
+
 TEST_F(LogRetentionConfigTest, KeysDefaultsAndBadValues) {
   const DaemonConfig defaults = load("{}");
   EXPECT_EQ(defaults.log_cap_bytes, 64ull << 20);

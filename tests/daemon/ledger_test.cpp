@@ -151,7 +151,8 @@ TEST_F(LedgerTest, ToJsonHasTheApiShape) {
                           {"classfiles", nullptr},
                           {"coverage", nullptr},
                           {"replay_of", nullptr},
-                          {"replay_vary", nullptr}}));
+                          {"replay_vary", nullptr},
+                          {"outputs", nullptr}}));
   ledger.mark_running("a", 101);
   ledger.mark_finished("a", "timed_out", json{{"result", {{"exit_code", -1}}}, {"tests", {{"total", 3}}}}, 102);
   const json done = ledger.get("a")->to_json();

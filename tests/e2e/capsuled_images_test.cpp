@@ -15,26 +15,6 @@
 namespace capsule::testing {
 namespace {
 
-// Copies `binary` and the shared libraries ldd lists for it into `root`, at the same paths.
-void copy_with_libraries(const std::string& binary, const fs::path& root) {
-  std::set<std::string> files = {binary};
-  FILE* ldd = popen(("ldd " + binary).c_str(), "r");
-  ASSERT_NE(ldd, nullptr);
-  char line[512];
-  while (fgets(line, sizeof line, ldd) != nullptr) {
-    std::istringstream words(line);
-    for (std::string word; words >> word;) {
-      if (word.front() == '/') files.insert(word);
-    }
-  }
-  pclose(ldd);
-  for (const std::string& file : files) {
-    const fs::path real = fs::canonical(file);
-    fs::create_directories(root / fs::path(file).relative_path().parent_path());
-    fs::copy_file(real, root / fs::path(file).relative_path(), fs::copy_options::overwrite_existing);
-  }
-}
-
 class CapsuledImages : public Capsuled {
  protected:
   // A minimal root: /bin/sh, cat, ls, a marker file (root-owned) and one owned by uid 1000.
@@ -248,6 +228,8 @@ TEST_F(CapsuledImages, TwentyStoredRunsResubmitToTheSameSpecAndPins) {
   import_rootfs(base_root, "test/base:tester", {}, {{"user", "tester"}});
   import_tool_layer(make_tool_layer(), "test/tool:2", {{"tool", "2.1.0"}});
   const fs::path workspace = make_dir("replay-ws");
+  const fs::path rw_workspace = make_dir("replay-rw");  // an rw workspace must not be root's (docs/api.md)
+  ASSERT_EQ(::chown(rw_workspace.c_str(), 1000, 1000), 0);
   fs::create_directories(workspace / "reports");
   write_file(workspace / "reports/TEST-a.xml",
              "<testsuite name=\"a\" tests=\"2\" failures=\"1\"><testcase name=\"x\"/><testcase name=\"y\">"
@@ -265,7 +247,7 @@ TEST_F(CapsuledImages, TwentyStoredRunsResubmitToTheSameSpecAndPins) {
       {{"argv", {"true"}}, {"labels", {{"bench", "replay"}, {"case", "labels"}}}},
       {{"argv", {"/bin/sh", "-c", "ls /workspace"}}, {"workspace", workspace.string()}},
       {{"argv", {"/bin/sh", "-c", "ls /workspace"}}, {"workspace", {{"path", workspace.string()}, {"mode", "ro"}}}},
-      {{"argv", {"/bin/sh", "-c", "touch /workspace/rw-mark"}}, {"workspace", {{"path", workspace.string()}, {"mode", "rw"}}}},
+      {{"argv", {"/bin/sh", "-c", "touch /workspace/rw-mark"}}, {"workspace", {{"path", rw_workspace.string()}, {"mode", "rw"}}}},
       {{"argv", {"cp", "/workspace/reports/TEST-a.xml", "/workspace/reports/TEST-run.xml"}},
        {"workspace", workspace.string()}, {"collect", {{"junit", {"reports/*.xml"}}}}},
       {{"image", "test/base:1"}, {"argv", {"cat", "/marker"}}},

@@ -109,9 +109,9 @@ class CapsuledLogFollow : public Capsuled {
     EXPECT_EQ(response.status, 200) << response.body;
     return response.body;
   }
-  // A run spec whose sandbox sees `workspace` at /workspace, writable.
+  // A run spec whose sandbox sees `workspace` at /workspace as the host changes it (a read-only bind).
   static json in_workspace(json spec, const fs::path& workspace) {
-    spec["workspace"] = {{"path", workspace.string()}, {"mode", "rw"}};
+    spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
     return spec;
   }
   static void touch(const fs::path& path) { write_file(path, ""); }
@@ -224,9 +224,9 @@ TEST_F(CapsuledLogFollow, AFollowerOfARunWithNoOutputEndsWithTheRun) {
 TEST_F(CapsuledLogFollow, AFollowerOfASilentSessionExecEndsWithIt) {
   start();
   const fs::path workspace = make_dir("session");
-  // rw: a file the test makes later is seen at once (a cow workspace's overlay may have cached its absence).
+  // ro: a file the test makes later is seen at once (a cow workspace's overlay may have cached its absence).
   const HttpResponse created =
-      call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace.string()}, {"mode", "rw"}}}});
+      call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace.string()}, {"mode", "ro"}}}});
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string session = body_json(created)["id"];
   const HttpResponse accepted =

@@ -98,7 +98,7 @@ TEST_F(CapsuledLogs, FollowingAGrowingLogPastEightMibGetsEveryByteAsItComes) {
   const std::string line = "0123456789abcde";  // 16 bytes with the newline: 20 MiB is whole lines
   json spec = sh("yes " + line + " | head -c 20971520; while [ ! -e /workspace/go ]; do sleep 0.05; done; "
                  "yes " + line + " | head -c 20971520; echo end");
-  spec["workspace"] = {{"path", workspace.string()}, {"mode", "rw"}};
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
   const std::string id = submit(spec);
 
   std::atomic<std::uint64_t> received{0};
@@ -133,7 +133,7 @@ TEST_F(CapsuledLogs, TheCliFollowsAFiftyMibLogFully) {
   const std::string line = "capsule-follow!";
   json spec = sh("yes " + line + " | head -c 26214400; while [ ! -e /workspace/go ]; do sleep 0.05; done; "
                  "yes " + line + " | head -c 26214400");
-  spec["workspace"] = {{"path", workspace.string()}, {"mode", "rw"}};
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
   const std::string id = submit(spec);
   const std::string command = std::string(CAPSULE_BIN_DIR) + "/capsule --socket " + socket_ + " runs logs -f " + id;
   FILE* cli = ::popen(command.c_str(), "r");
@@ -202,7 +202,7 @@ TEST_F(CapsuledLogs, DeleteRemovesAFinishedRunAndRefusesALiveOne) {
 
   const fs::path workspace = make_dir("live");
   json spec = sh("echo live; while [ ! -e /workspace/go ]; do sleep 0.05; done");
-  spec["workspace"] = {{"path", workspace.string()}, {"mode", "rw"}};
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
   const std::string live = submit(spec);
   wait_running(live);
   expect_error(call("DELETE", "/v1/runs/" + live), 409, "run_active", "running");
@@ -267,7 +267,7 @@ TEST_F(CapsuledLogs, PeriodicRetentionBySizeNeverTouchesALiveRun) {
   start({"--config", write_config({{"retention_max_total_bytes", 1}, {"retention_interval_s", 1}}).string()});
   const fs::path workspace = make_dir("kept");
   json spec = sh("echo still here; while [ ! -e /workspace/go ]; do sleep 0.05; done; echo done");
-  spec["workspace"] = {{"path", workspace.string()}, {"mode", "rw"}};
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
   const std::string live = submit(spec);
   wait_running(live);
   const std::string finished = run_and_wait(sh("echo finished"))["id"];

@@ -228,7 +228,7 @@ TEST_F(Capsuled, FollowedLogsArriveWhileTheRunRunsAndEndWithIt) {
   start();
   const fs::path workspace = make_dir("follow");
   json spec = sh("echo tick 1; while [ ! -e /workspace/go ]; do sleep 0.05; done; echo tick 2");
-  spec["workspace"] = {{"path", workspace.string()}, {"mode", "rw"}};
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "ro"}};
   const std::string id = submit(spec);
   wait_running(id);
 

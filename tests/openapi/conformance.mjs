@@ -125,6 +125,10 @@ async function exercise() {
   await check("GET", "/v1/runs/diff", `/v1/runs/diff?a=${run.id}&b=absent`);
   await check("GET", "/v1/runs/flakiness", `/v1/runs/flakiness?runs=${run.id},${other.id}`);
   await check("GET", "/v1/runs/flakiness", `/v1/runs/flakiness?runs=${run.id}`);
+  await check("GET", "/v1/runs/{id}/bundle", `/v1/runs/${other.id}/bundle`);
+  await check("GET", "/v1/runs/{id}/bundle", "/v1/runs/absent/bundle");
+  await check("POST", "/v1/runs/import", "/v1/runs/import", { path: `${dir}/absent.tar` });
+  await check("POST", "/v1/runs/import", "/v1/runs/import", { path: `${workspace}/seed.txt` });
 
   await check("GET", "/v1/images", "/v1/images");
   await check("POST", "/v1/images", "/v1/images", { source: `${dir}/absent`, format: "layout", ref: "a:b" });

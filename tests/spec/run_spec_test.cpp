@@ -67,6 +67,23 @@ TEST(RunSpecParse, CollectTakesTailLinesClassfilesAndCoverage) {
             10000u);
 }
 
+TEST(RunSpecParse, CollectOutputsIsAbsentEmptyOrGlobsAndPrintsBack) {
+  const auto policy = default_limit_policy();
+  EXPECT_FALSE(parse_run_spec(json{{"argv", {"x"}}}, policy).output_globs);
+  EXPECT_FALSE(to_json(parse_run_spec(json{{"argv", {"x"}}}, policy))["collect"].contains("outputs"));
+  const RunSpec none = parse_run_spec(json{{"argv", {"x"}}, {"collect", {{"outputs", json::array()}}}}, policy);
+  ASSERT_TRUE(none.output_globs);
+  EXPECT_TRUE(none.output_globs->empty());
+  EXPECT_EQ(to_json(none)["collect"]["outputs"], json::array());
+  const RunSpec some =
+      parse_run_spec(json{{"argv", {"x"}}, {"collect", {{"outputs", {"target/**", "/root/.m2/**"}}}}}, policy);
+  EXPECT_EQ(*some.output_globs, (std::vector<std::string>{"target/**", "/root/.m2/**"}));
+  EXPECT_EQ(parse_run_spec(to_json(some), policy).output_globs, some.output_globs);
+  for (const char* bad : {"../x", "/", ""}) {
+    EXPECT_THROW(parse_run_spec(json{{"argv", {"x"}}, {"collect", {{"outputs", {bad}}}}}, policy), http::ApiError) << bad;
+  }
+}
+
 TEST(RunSpecParse, LimitsAreClampedToTheDaemonMaxima) {
   RunSpec spec = parse_run_spec(json{{"argv", {"true"}}, {"limits", {{"wall_time", "100h"}, {"pids", 1000000}}}},
                                 default_limit_policy());

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "daemon/config.h"
@@ -357,6 +359,25 @@ std::vector<ProcessInfo> Capsuled::sandbox_processes(const std::string& comm) co
     if (process.comm == comm) found.push_back(process);
   }
   return found;
+}
+
+void copy_with_libraries(const std::string& binary, const fs::path& root) {
+  std::set<std::string> files = {binary};
+  FILE* ldd = popen(("ldd " + binary).c_str(), "r");
+  ASSERT_NE(ldd, nullptr);
+  char line[512];
+  while (fgets(line, sizeof line, ldd) != nullptr) {
+    std::istringstream words(line);
+    for (std::string word; words >> word;) {
+      if (word.front() == '/') files.insert(word);
+    }
+  }
+  pclose(ldd);
+  for (const std::string& file : files) {
+    const fs::path real = fs::canonical(file);
+    fs::create_directories(root / fs::path(file).relative_path().parent_path());
+    fs::copy_file(real, root / fs::path(file).relative_path(), fs::copy_options::overwrite_existing);
+  }
 }
 
 fs::path Capsuled::make_dir(const std::string& name) const {

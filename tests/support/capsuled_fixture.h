@@ -96,6 +96,8 @@ bool eventually(Predicate predicate, std::chrono::milliseconds limit = 30s) {
 bool is_finished(const std::string& state);
 // A RunSpec body running `script` with sh -c.
 json sh(const std::string& script);
+// Copies `binary` and the shared libraries ldd lists for it into `root`, at the same paths (a rootfs to import).
+void copy_with_libraries(const std::string& binary, const fs::path& root);
 
 // One temp dir (0711) per test; capsuled is started on it by the test, with the flags it needs. TearDown stops
 // it and checks that its cgroups, sandbox processes and mounts are gone.

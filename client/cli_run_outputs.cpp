@@ -1,0 +1,31 @@
+// The run outputs commands: one request each; downloads reuse session cp's streaming and safe unpacking.
+#include "client/cli_run_outputs.h"
+
+#include <iostream>
+#include <stdexcept>
+
+#include "client/cli_runs.h"
+#include "client/session_files.h"
+#include "http/unix_client.h"
+
+namespace capsule::client {
+
+int cmd_runs_cp(const std::string& socket, const std::string& source, const std::string& destination) {
+  const auto colon = source.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == source.size()) {
+    throw std::invalid_argument("runs cp: the source is ID:PATH (PATH relative to /workspace, or absolute)");
+  }
+  const std::string id = source.substr(0, colon);
+  const std::string path = source.substr(colon + 1);
+  download_files(http::HttpClient(socket), run_path(id) + "/files?path=" + http::url_encode(path), path, destination);
+  return 0;
+}
+
+int cmd_runs_commit(const std::string& socket, const std::string& id, const std::string& ref) {
+  const nlohmann::json image =
+      http::request_json(http::HttpClient(socket), "POST", run_path(id) + "/commit", {{"ref", ref}});
+  std::cout << image.value("digest", "") << "\n";
+  return 0;
+}
+
+}  // namespace capsule::client

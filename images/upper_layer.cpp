@@ -1,0 +1,36 @@
+// pack_upper_layer: pack_directory in its overlay-upper mode, streamed into a blob writer that counts the
+// bytes against the cap; the writer is dropped (its temporary removed) on any failure or an empty layer.
+#include "images/upper_layer.h"
+
+#include "images/tar_pack.h"
+
+namespace capsule::images {
+
+std::optional<UpperLayer> pack_upper_layer(const std::filesystem::path& upper, store::BlobStore& blobs,
+                                           const UpperLayerOptions& options) {
+  PackOptions pack;
+  pack.epoch = options.epoch;
+  pack.gzip = false;
+  pack.overlay_upper = true;
+  pack.id_base = options.id_base;
+  pack.id_count = options.id_count;
+  pack.include = options.include;
+  store::BlobWriter writer = blobs.writer();
+  const PackResult packed = pack_directory(
+      upper,
+      [&](const void* data, std::size_t size) {
+        if (options.max_bytes != 0 && writer.size() + size > options.max_bytes) {
+          throw LayerTooLarge(upper.string(), options.max_bytes);
+        }
+        writer.write(data, size);
+      },
+      pack);
+  if (packed.entries == 0) return std::nullopt;
+  UpperLayer layer;
+  layer.size = writer.size();
+  layer.files = packed.entries;
+  layer.digest = writer.commit();
+  return layer;
+}
+
+}  // namespace capsule::images
