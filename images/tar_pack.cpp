@@ -57,7 +57,7 @@ class Packer {
     struct stat st;
     if (fstat(root.get(), &st) != 0) throw_image_errno(kStep, root_.string(), "stat");
     root_device_ = st.st_dev;
-    add_directory(root.get(), "");
+    add_directory(root.get(), "", root_device_);
 
     check(tar_.get(), archive_write_close(tar_.get()), "finish tar");
     if (gzip_) check(gzip_.get(), archive_write_close(gzip_.get()), "finish gzip");
@@ -199,7 +199,9 @@ class Packer {
     write_header(entry.get(), path);
   }
 
-  void add_directory(int dir_fd, const std::string& prefix) {
+  // `device`: the filesystem the walk is on below this directory; directories on another one (mount points)
+  // are packed empty.
+  void add_directory(int dir_fd, const std::string& prefix, dev_t device) {
     for (const auto& name : sorted_names(dir_fd, prefix.empty() ? root_.string() : prefix)) {
       const std::string path = prefix + name;
       struct stat st;
@@ -213,7 +215,14 @@ class Packer {
         add_xattrs(child.get(), entry.get(), path);
         write_header(entry.get(), path);
         if (options_.overlay_upper && is_opaque(child.get())) add_marker(path + "/.wh..wh..opq", st);
-        if (st.st_dev == root_device_) add_directory(child.get(), path + "/");
+        if (auto graft = options_.grafts.find(path); graft != options_.grafts.end()) {
+          base::UniqueFd grafted = base::open_directory(graft->second, kStep);
+          struct stat graft_st;
+          if (fstat(grafted.get(), &graft_st) != 0) throw_image_errno(kStep, graft->second.string(), "stat");
+          add_directory(grafted.get(), path + "/", graft_st.st_dev);
+        } else if (st.st_dev == device) {
+          add_directory(child.get(), path + "/", device);
+        }
       } else if (S_ISREG(st.st_mode)) {
         add_file(dir_fd, name, path, st);
       } else if (S_ISLNK(st.st_mode)) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct PackOptions {
   std::uint32_t id_count = 0;
   // When set, only entries it accepts are packed; a directory it refuses is not descended into.
   std::function<bool(const std::string& path, bool is_dir)> include{};
+  // Directories packed in place of what the walk finds at a path ("root/.m2" -> a host dir that was bound
+  // there): the walk's own entry for that directory is kept, its contents come from the host dir instead.
+  std::map<std::string, std::filesystem::path> grafts{};
 };
 
 struct PackResult {

@@ -15,6 +15,7 @@ std::optional<UpperLayer> pack_upper_layer(const std::filesystem::path& upper, s
   pack.id_base = options.id_base;
   pack.id_count = options.id_count;
   pack.include = options.include;
+  pack.grafts = options.grafts;
   store::BlobWriter writer = blobs.writer();
   const PackResult packed = pack_directory(
       upper,

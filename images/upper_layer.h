@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -20,7 +21,9 @@ struct UpperLayerOptions {
   std::int64_t epoch = 0;       // mtimes later than this are clamped to it
   std::uint64_t max_bytes = 0;  // tar bytes; past it LayerTooLarge is thrown and nothing is stored; 0: no cap
   // When set, only entries it accepts are packed (see PackOptions::include).
-  std::function<bool(const std::string& path, bool is_dir)> include;
+  std::function<bool(const std::string& path, bool is_dir)> include{};
+  // Host dirs packed at a path in place of the upper's (see PackOptions::grafts): writable binds, e.g. ~/.m2.
+  std::map<std::string, std::filesystem::path> grafts{};
 };
 
 struct UpperLayer {

@@ -284,7 +284,13 @@ void RunManager::release_box(const std::shared_ptr<Run>& run) {
 nlohmann::json RunManager::keep_outputs(const std::shared_ptr<Run>& run) {
   RunUppers uppers;
   if (run->submission.spec.cow_workspace()) uppers.workspace = run->run_dir + "/upper";
-  if (run->sandbox) uppers.root = run->sandbox->box().rootfs_upper();
+  if (run->sandbox) {
+    uppers.root = run->sandbox->box().rootfs_upper();
+    // A proxy run's ~/.m2 is a writable bind of <run_dir>/m2 (run_proxy.h): what Maven fetched belongs to the root.
+    for (const auto& mount : run->sandbox->box().environment().mounts) {
+      if (mount.source == run->run_dir + "/m2") uppers.root_grafts[mount.target.substr(1)] = mount.source;
+    }
+  }
   uppers.id_base = launcher_.options().host_id_base;
   uppers.id_count = launcher_.options().host_id_count;
   return options_.outputs->keep(run->id, run->submission.spec.output_globs, uppers, unix_ms());

@@ -33,15 +33,26 @@ struct Selection {
   bool accepts(const std::string& path, bool is_dir) const { return (is_dir ? dirs : files).count(path) > 0; }
 };
 
-Selection select(const std::string& upper, const std::vector<std::string>& globs) {
+// The globs matched in `upper`, and in each graft (its globs with the graft's path taken off).
+Selection select(const std::string& upper, const std::vector<std::string>& globs,
+                 const std::map<std::string, std::string>& grafts) {
   SearchBudget budget;
   budget.visits_left = kMaxGlobVisits;
   Selection selection;
-  for (const std::string& file : glob_within(upper, globs, budget)) {
+  const auto add = [&](const std::string& file) {
     selection.files.insert(file);
     for (auto slash = file.find('/'); slash != std::string::npos; slash = file.find('/', slash + 1)) {
       selection.dirs.insert(file.substr(0, slash));
     }
+  };
+  for (const std::string& file : glob_within(upper, globs, budget)) add(file);
+  for (const auto& [at, dir] : grafts) {
+    std::vector<std::string> inside;
+    for (const auto& glob : globs) {
+      if (glob.starts_with(at + "/")) inside.push_back(glob.substr(at.size() + 1));
+    }
+    if (inside.empty()) continue;
+    for (const std::string& file : glob_within(dir, inside, budget)) add(at + "/" + file);
   }
   if (budget.exhausted) throw CollectError(upper, "collect.outputs: more than " + std::to_string(kMaxGlobVisits) +
                                                       " entries to search");
@@ -83,7 +94,8 @@ json RunOutputs::keep(const std::string& run_id, const std::optional<std::vector
     return outputs;
   }
   std::shared_lock lock(sweeping_);
-  const auto pack = [&](const char* which, const std::string& upper, bool absolute_globs) {
+  const auto pack = [&](const char* which, const std::string& upper, bool absolute_globs,
+                        const std::map<std::string, std::string>& grafts) {
     if (upper.empty()) return;
     struct stat st;
     if (lstat(upper.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
@@ -93,13 +105,14 @@ json RunOutputs::keep(const std::string& run_id, const std::optional<std::vector
       options.id_count = uppers.id_count;
       options.epoch = finished_ms / 1000;
       options.max_bytes = policy_.max_layer_bytes;
+      options.grafts.insert(grafts.begin(), grafts.end());
       if (globs) {
         std::vector<std::string> own;
         for (const auto& glob : *globs) {
           if (glob.starts_with('/') == absolute_globs) own.push_back(absolute_globs ? glob.substr(1) : glob);
         }
         if (own.empty()) return;  // collect.outputs names nothing of this upper
-        options.include = [selection = select(upper, own)](const std::string& path, bool is_dir) {
+        options.include = [selection = select(upper, own, grafts)](const std::string& path, bool is_dir) {
           return selection.accepts(path, is_dir);
         };
       }
@@ -110,8 +123,8 @@ json RunOutputs::keep(const std::string& run_id, const std::optional<std::vector
       reasons.push_back(std::string(which) + " not kept: " + e.what());
     }
   };
-  pack("workspace", uppers.workspace, false);
-  pack("root", uppers.root, true);
+  pack("workspace", uppers.workspace, false, {});
+  pack("root", uppers.root, true, uppers.root_grafts);
   if (!reasons.empty()) {
     std::string joined;
     for (const auto& reason : reasons) joined += (joined.empty() ? "" : "; ") + reason;

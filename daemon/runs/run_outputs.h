@@ -31,6 +31,8 @@ struct RunUppers {
   std::string root;       // the root filesystem's upper; empty: none (the box was never made)
   std::uint32_t id_base = 0;  // host id of sandbox root
   std::uint32_t id_count = 65536;
+  // Writable binds whose contents belong to the root layer, by path in it ("root/.m2" -> the run's m2 dir).
+  std::map<std::string, std::string> root_grafts{};
 };
 
 // One kept layer of a run.

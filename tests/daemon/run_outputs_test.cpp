@@ -85,6 +85,22 @@ TEST_F(RunOutputsTest, KeepsBothLayersAndReadsPathsBackWithoutFollowingLinks) {
   EXPECT_THROW(outputs.layer("r2", "workspace"), http::ApiError);
 }
 
+TEST_F(RunOutputsTest, AGraftedBindIsPackedIntoTheRootLayerGlobsIncluded) {
+  fs::create_directories(dir_ + "/root/root/.m2");  // the bind's mount point, empty in the upper
+  write("m2/repository/g/a/1/a-1.jar", "jar");
+  write("m2/settings.xml", "<settings/>");
+  RunUppers with_m2 = uppers();
+  with_m2.root_grafts["root/.m2"] = dir_ + "/m2";
+  RunOutputs outputs(dir_ + "/store", OutputsPolicy{});
+  outputs.keep("r1", std::nullopt, with_m2, 0);
+  const fs::path root = outputs.layer("r1", "root").path;
+  EXPECT_EQ(read_path(root, "root/.m2/repository/g/a/1/a-1.jar", LayerEntryKind::kFile), "jar");
+  outputs.keep("r2", std::vector<std::string>{"/root/.m2/repository/**/*.jar"}, with_m2, 0);
+  const fs::path only = outputs.layer("r2", "root").path;
+  EXPECT_TRUE(find_in_layer(only, "root/.m2/repository/g/a/1/a-1.jar"));
+  EXPECT_FALSE(find_in_layer(only, "root/.m2/settings.xml"));
+}
+
 TEST_F(RunOutputsTest, CollectOutputsGlobsAndTheCapDecideWhatIsKept) {
   RunOutputs outputs(dir_ + "/store", OutputsPolicy{});
   const json some = outputs.keep("r1", std::vector<std::string>{"target/**/A.class"}, uppers(), 0);

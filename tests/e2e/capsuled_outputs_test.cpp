@@ -217,6 +217,19 @@ TEST_F(CapsuledOutputs, ACommittedRunIsAnImageAnOfflineRunUses) {
   EXPECT_EQ(cli.out, image["digest"].get<std::string>() + "\n") << "the same layer on the same base: the same image";
 }
 
+TEST_F(CapsuledOutputs, WhatAProxyRunFetchedIntoItsM2IsCommittedForAnOfflineRun) {
+  import_base("test/out-base:1");
+  // ~/.m2 of a proxy run is a bind of the run's own dir, not in the root's upper: it is packed into the root layer.
+  const json a = run_and_wait({{"image", "test/out-base:1"}, {"network", "proxy"}, {"as_of", "2024-01-01"},
+                               {"argv", {"/bin/sh", "-c", "mkdir -p $HOME/.m2/repository/g && echo jar > $HOME/.m2/repository/g/a.jar"}}});
+  ASSERT_EQ(a["state"], "succeeded") << a.dump();
+  const HttpResponse committed = call("POST", "/v1/runs/" + a["id"].get<std::string>() + "/commit", {{"ref", "test/out-m2:1"}});
+  ASSERT_EQ(committed.status, 201) << committed.body;
+  const json b = run_and_wait({{"image", "test/out-m2:1"}, {"network", "none"},
+                               {"argv", {"/bin/sh", "-c", "cat $HOME/.m2/repository/g/a.jar"}}});
+  EXPECT_EQ(b["result"]["stdout"]["head"], "jar\n") << b.dump();
+}
+
 TEST_F(CapsuledOutputs, ALiveSessionIsCommittedWithWhatItInstalled) {
   import_base("test/out-base:1");
   const HttpResponse created = call("POST", "/v1/sessions", {{"image", "test/out-base:1"}});
