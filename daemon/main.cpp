@@ -269,6 +269,7 @@ int serve(daemon::DaemonConfig config) {
       context.transfers.stop();  // file transfers give up at their next piece (503), before their boxes go
       sessions.stop();
       context.session_calls.stop();  // what waits on a session fails at once now
+      context.snapshot_calls.stop();  // creations under way finish (their tools are bounded by timeouts)
       server.stop();
       // Answers already posted (a ?wait=true run object, the end of an event stream) are still to be
       // written; stopping the io_context at once would drop those clients' connections.

@@ -132,7 +132,8 @@ std::string host_image_digest(const std::string& dpkg_status_path) {
   }
   std::ifstream file(dpkg_status_path, std::ios::binary);
   if (file) {
-    text.resize(kMaxDpkgStatus);
+    // The file's size (plus a little for a write under way), not the 64 MiB ceiling, zero-filled each time.
+    text.resize(std::min<std::uint64_t>(kMaxDpkgStatus, static_cast<std::uint64_t>(st.st_size) + 4096));
     file.read(text.data(), static_cast<std::streamsize>(text.size()));
     text.resize(static_cast<std::size_t>(file.gcount()));
   }

@@ -85,23 +85,28 @@ void get_snapshot(ApiContext& ctx, const http::Request& request, const http::Res
   send_chunks(writer, fd);
 }
 
-http::Response list_snapshots(ApiContext& ctx, const http::Request& request) {
+// Reads every snapshot's metadata: on a transfer worker, not the io thread.
+void list_snapshots(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
   const Caller caller = caller_of(request.peer);
-  json list = json::array();
-  for (const SnapshotInfo& info : store_of(ctx).list()) {
-    if (may_see(caller, ctx.access, info)) list.push_back(info.to_json());
-  }
-  return http::json_response(200, {{"snapshots", list}});
+  answer_later(ctx.transfers, caller.uid, responder, [&ctx, caller](const http::Responder& answer) {
+    json list = json::array();
+    for (const SnapshotInfo& info : store_of(ctx).list()) {
+      if (may_see(caller, ctx.access, info)) list.push_back(info.to_json());
+    }
+    answer.respond(http::json_response(200, {{"snapshots", list}}));
+  });
 }
 
 // DELETE: root and the admin group remove the snapshot; an owner removes its own claim, and the snapshot goes
-// with the last one.
-http::Response delete_snapshot(ApiContext& ctx, const http::Request& request) {
+// with the last one. Its tree may be many files on a slow disk: removed on a transfer worker.
+void delete_snapshot(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
   const SnapshotInfo info = require_visible_snapshot(ctx, request);
   const Caller caller = caller_of(request.peer);
   const bool everyone = sees_all_runs(caller, ctx.access);
-  store_of(ctx).remove(info.digest, everyone ? std::nullopt : std::optional<uid_t>(caller.uid));
-  return http::json_response(200, {{"removed", info.digest}});
+  answer_later(ctx.transfers, caller.uid, responder, [&ctx, info, caller, everyone](const http::Responder& answer) {
+    store_of(ctx).remove(info.digest, everyone ? std::nullopt : std::optional<uid_t>(caller.uid));
+    answer.respond(http::json_response(200, {{"removed", info.digest}}));
+  });
 }
 
 }  // namespace
@@ -110,11 +115,15 @@ void register_snapshots_api(http::Router& router, ApiContext& ctx) {
   router.add("POST", "/v1/snapshots", [&ctx](const http::Request& request, http::Responder responder) {
     create_snapshot(ctx, request, responder);
   });
-  router.add("GET", "/v1/snapshots", [&ctx](const http::Request& request) { return list_snapshots(ctx, request); });
+  router.add("GET", "/v1/snapshots", [&ctx](const http::Request& request, http::Responder responder) {
+    list_snapshots(ctx, request, responder);
+  });
   router.add("GET", "/v1/snapshots/{digest}", [&ctx](const http::Request& request, http::Responder responder) {
     get_snapshot(ctx, request, responder);
   });
-  router.add("DELETE", "/v1/snapshots/{digest}", [&ctx](const http::Request& request) { return delete_snapshot(ctx, request); });
+  router.add("DELETE", "/v1/snapshots/{digest}", [&ctx](const http::Request& request, http::Responder responder) {
+    delete_snapshot(ctx, request, responder);
+  });
 }
 
 }  // namespace capsule::daemon

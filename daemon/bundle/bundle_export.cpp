@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
 
@@ -91,6 +92,10 @@ BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, SnapshotStore* s
     const std::string digest = pinned["workspace_digest"];
     const std::optional<SnapshotInfo> info = snapshots ? snapshots->find(digest) : std::nullopt;
     if (!info) incomplete("run " + row.id + " pinned workspace snapshot " + digest + ", which is no longer stored");
+    // The run's own submitter made or used it (attach_snapshot_workspace checked); root's runs may use any.
+    const bool owners_own = row.peer_uid == 0 ||
+                            std::find(info->owners.begin(), info->owners.end(), row.peer_uid) != info->owners.end();
+    if (!owners_own) incomplete("run " + row.id + " pinned workspace snapshot " + digest + ", which its submitter does not own");
     try {
       plan.snapshot = snapshots->lease(digest);
     } catch (const http::ApiError&) {

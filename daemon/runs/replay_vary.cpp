@@ -88,7 +88,9 @@ sandbox::BindMount test_order_plugin_mount(const std::string& cache_dir) {
     fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                              fs::perms::others_read | fs::perms::others_exec);
     // Written beside its name and renamed: concurrent replays never read half a file.
-    const fs::path staging = dir / (file.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    // One name per thread: two io threads may write it at once.
+    const fs::path staging = dir / (file.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                    std::to_string(::gettid()));
     {
       std::ofstream out(staging, std::ios::trunc);
       out << kPluginSource;

@@ -328,11 +328,12 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
   }
   nlohmann::json run_json = row ? row->to_json() : nlohmann::json{{"id", run->id}, {"state", state}, {"result", record.value("result", nlohmann::json())}};
   if (row) state = row->state;
+  // A snapshot it used may be removed once it is done (not under mutex_: the release takes the store's lock).
+  run->submission.workspace_snapshot.reset();
   {
     // Before "finished" reaches anyone: a client acting on it (cancel: 409, /metrics) must see the run done.
     std::lock_guard lock(mutex_);
     live_.erase(run->id);
-    run->submission.workspace_snapshot.reset();  // a snapshot it used may be removed once it is done
     ++tearing_down_;
     if (run->started) --running_;
     ++stats_.finished_by_status[state];

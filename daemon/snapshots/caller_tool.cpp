@@ -12,7 +12,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 #include "base/unique_fd.h"
 #include "http/response.h"
@@ -42,6 +45,8 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
         syscall(SYS_setresuid, caller.uid, caller.uid, caller.uid) != 0) {
       _exit(126);
     }
+    // Until execve replaces it, this process holds a copy of the daemon's memory: not the caller's to inspect.
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   execve(argv[0], argv, envp);
@@ -51,6 +56,27 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 void kill_group(pid_t pid) {
   kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
+}
+
+// The tool's exit status. A tool the caller ptraces may not be reported to us (its tracer sees it first): after
+// `patience` the tool is killed and left to a detached thread to reap, and nullopt says it gave no status.
+std::optional<int> reap(pid_t pid, std::chrono::milliseconds patience) {
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill_group(pid);
+  std::thread([pid] {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }).detach();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -132,10 +158,11 @@ ToolOutcome run_tool_as(const Caller& caller, const CallerTool& tool) {
     }
   }
   if (!failure.empty()) kill_group(pid);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  // Its output is closed: it has exited or is about to (or was killed just now).
+  const std::optional<int> reaped = reap(pid, std::chrono::seconds(5));
   if (!failure.empty()) throw http::ApiError(failure_code, failure);
+  if (!reaped) throw http::ApiError("snapshot_source_failed", argv[0] + " closed its output but did not exit");
+  const int status = *reaped;
   outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (outcome.exit_code == 126 || outcome.exit_code == 127) {
     throw http::ApiError("snapshot_source_failed", argv[0] + " could not be started as " + caller.describe() +

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <regex>
+#include <vector>
 
 #include "base/file_util.h"
 #include "daemon/snapshots/caller_tool.h"
@@ -104,6 +105,31 @@ PreparedSource snapshot_git(const SnapshotSourceRequest& request, const Caller& 
   return prepared;
 }
 
+// The caller's tar file, at most limits.max_tar_bytes() of it (else 413), into `to`.
+void copy_bounded(const OpenedHostPath& file, const fs::path& to, const SnapshotLimits& limits) {
+  base::UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) throw http::ApiError("internal_error", "snapshot: creating " + to.string() + ": " + std::strerror(errno));
+  std::vector<char> buffer(1 << 16);
+  std::uint64_t copied = 0;
+  for (off_t offset = 0;;) {
+    const ssize_t n = ::pread(file.fd.get(), buffer.data(), buffer.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw http::ApiError("invalid_request", "tar: reading '" + file.path + "': " + std::strerror(errno));
+    if (n == 0) return;
+    offset += n;
+    if ((copied += static_cast<std::uint64_t>(n)) > limits.max_tar_bytes()) {
+      throw http::ApiError("snapshot_too_large", "tar: '" + file.path + "' is larger than " +
+                                                     std::to_string(limits.max_tar_bytes()) + " bytes (max_bytes plus headers)");
+    }
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = ::write(out.get(), buffer.data() + done, static_cast<std::size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) throw http::ApiError("internal_error", "snapshot: writing " + to.string() + ": " + std::strerror(errno));
+      done += w;
+    }
+  }
+}
+
 }  // namespace
 
 SnapshotSourceRequest parse_snapshot_source(const json& body) {
@@ -161,12 +187,14 @@ PreparedSource prepare_snapshot_source(const SnapshotSourceRequest& request, con
       prepared.description = {{"dir", request.path}};
       return prepared;
     }
-    case SnapshotSourceRequest::Kind::kTar:
-      prepared.opened = std::make_shared<OpenedHostPath>(
-          open_as_caller(caller, request.path, HostAccess::kReadFile, "tar", "invalid_request"));
-      prepared.tar = prepared.opened->proc_path();
+    case SnapshotSourceRequest::Kind::kTar: {
+      // Copied once into staging: the caller may rewrite its own file between the store's check and its unpack.
+      const OpenedHostPath file = open_as_caller(caller, request.path, HostAccess::kReadFile, "tar", "invalid_request");
+      prepared.tar = staging / "source.tar";
+      copy_bounded(file, prepared.tar, limits);
       prepared.description = {{"tar", request.path}};
       return prepared;
+    }
     case SnapshotSourceRequest::Kind::kGit:
       return snapshot_git(request, caller, staging, limits);
   }

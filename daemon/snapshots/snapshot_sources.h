@@ -23,9 +23,8 @@ SnapshotSourceRequest parse_snapshot_source(const nlohmann::json& body);
 
 // A source made ready for SnapshotStore::create: the tar to canonicalise and how the snapshot describes it.
 struct PreparedSource {
-  std::filesystem::path tar;    // in `staging`, or the caller's opened tar file (/proc/self/fd/N)
+  std::filesystem::path tar;    // in `staging` (a caller's tar file is copied there: it cannot change under the checks)
   nlohmann::json description;   // {"dir": ...} | {"tar": ...} | {"git": ..., "rev": ..., "commit": <sha>}
-  std::shared_ptr<OpenedHostPath> opened;  // keeps the caller's tar file open while it is read
 };
 
 // Opens the source as `caller` (403 forbidden when it may not) and, for a directory or a repository, runs tar

@@ -22,6 +22,7 @@ namespace {
 
 constexpr const char* kStep = "snapshot";
 constexpr std::uint64_t kMaxMetaBytes = 1 << 20;
+constexpr const char* kUnknownBoot = "unknown";
 
 void remove_quietly(const fs::path& path) {
   std::error_code ignored;
@@ -54,7 +55,7 @@ const std::string& boot_id() {
       base::UniqueFd fd = base::open_regular_file("/proc/sys/kernel/random/boot_id", kStep);
       text = base::read_fd(fd.get(), 64, kStep, "boot_id");
     } catch (const std::exception&) {
-      return std::string("unknown");  // every lease after a restart unpacks again: slower, still right
+      return std::string(kUnknownBoot);  // trees are synced when written instead
     }
     while (!text.empty() && text.back() == '\n') text.pop_back();
     return text;
@@ -138,26 +139,44 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
         images::pack_directory(staging / "tree", [&writer](const void* data, std::size_t size) { writer.write(data, size); },
                                options);
     const std::string digest = packed.diff_id.str();
-    std::lock_guard lock(mutex_);
-    if (std::optional<SnapshotInfo> existing = find(digest)) {
-      if (std::find(existing->owners.begin(), existing->owners.end(), owner) == existing->owners.end()) {
-        existing->owners.push_back(owner);
-        write_meta(*existing);
+    {
+      std::unique_lock lock(mutex_);
+      busy_changed_.wait(lock, [&] { return busy_.count(digest) == 0; });
+      if (std::optional<SnapshotInfo> existing = find(digest)) {
+        if (std::find(existing->owners.begin(), existing->owners.end(), owner) == existing->owners.end()) {
+          existing->owners.push_back(owner);
+          write_meta(*existing);
+        }
+        // What this caller made: another's source (its paths) and identity stay theirs.
+        existing->source = source;
+        existing->owners = {owner};
+        return *existing;
       }
-      return *existing;
+      busy_.insert(digest);
     }
-    if (writer.commit() != packed.diff_id) base::throw_error(kStep, digest, "the stored tar hashes differently");
-    const fs::path tree = tree_path(packed.diff_id.hex());
-    unpack_tree(packed.diff_id);
-    SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now_rfc3339(), source, {owner}, boot_id()};
+    // The blob and the tree are written outside the lock (leases and releases go on meanwhile); `busy_` keeps
+    // other creates and removes of this digest waiting until the metadata says whether it exists.
+    struct Unbusy {
+      SnapshotStore* store;
+      std::string digest;
+      ~Unbusy() {
+        std::lock_guard lock(store->mutex_);
+        store->busy_.erase(digest);
+        store->busy_changed_.notify_all();
+      }
+    } unbusy{this, digest};
     try {
+      if (writer.commit() != packed.diff_id) base::throw_error(kStep, digest, "the stored tar hashes differently");
+      unpack_tree(packed.diff_id);
+      SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now_rfc3339(), source, {owner}, boot_id()};
+      std::lock_guard lock(mutex_);
       write_meta(info);
+      return info;
     } catch (...) {
-      remove_quietly(tree);
+      remove_quietly(tree_path(packed.diff_id.hex()));
       blobs_.remove(packed.diff_id);
       throw;
     }
-    return info;
   } catch (const http::ApiError&) {
     throw;
   } catch (const base::Error& e) {
@@ -203,7 +222,7 @@ void SnapshotStore::unpack_tree(const store::Digest& digest) const {
   const fs::path tree = tree_path(digest.hex());
   remove_quietly(tree);
   images::UnpackLimits limits = unpack_limits(limits_);
-  limits.sync = false;
+  limits.sync = boot_id() == kUnknownBoot;  // without a boot id a reboot cannot be told: made durable now
   images::unpack_layer(blobs_.path(digest), tree, limits);
 }
 
@@ -231,20 +250,31 @@ void SnapshotStore::release(const std::string& digest) {
 }
 
 void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner) {
-  std::lock_guard lock(mutex_);
-  std::optional<SnapshotInfo> info = find(digest);
-  if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
-  if (owner) {
-    std::erase(info->owners, *owner);
-    if (!info->owners.empty()) return write_meta(*info);  // the others' snapshot stays: only a claim is gone
-  }
-  if (leases_.count(digest)) {
-    throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
-  }
   const store::Digest parsed = store::Digest::parse(digest);
-  fs::remove(meta_path(parsed.hex()));  // gone from here on; the rest is space to reclaim
-  remove_quietly(tree_path(parsed.hex()));
+  const fs::path trash = root_ / "staging" / ("removed-" + parsed.hex());
+  {
+    std::unique_lock lock(mutex_);
+    busy_changed_.wait(lock, [&] { return busy_.count(digest) == 0; });
+    std::optional<SnapshotInfo> info = find(digest);
+    if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+    if (owner) {
+      std::erase(info->owners, *owner);
+      if (!info->owners.empty()) return write_meta(*info);  // the others' snapshot stays: only a claim is gone
+    }
+    if (leases_.count(digest)) {
+      throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
+    }
+    fs::remove(meta_path(parsed.hex()));  // gone from here on; the rest is space to reclaim
+    remove_quietly(trash);
+    std::error_code ignored;
+    fs::rename(tree_path(parsed.hex()), trash, ignored);
+    busy_.insert(digest);  // a create of the same content waits until its blob is gone
+  }
+  remove_quietly(trash);  // maybe many files on a slow disk: outside the lock
   blobs_.remove(parsed);
+  std::lock_guard lock(mutex_);
+  busy_.erase(digest);
+  busy_changed_.notify_all();
 }
 
 }  // namespace capsule::daemon

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <condition_variable>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -97,6 +99,8 @@ class SnapshotStore {
   store::BlobStore blobs_;
   mutable std::mutex mutex_;            // metadata, trees and leases change together
   std::map<std::string, int> leases_;   // digest -> live leases
+  std::set<std::string> busy_;          // digests whose blob and tree are being written or removed (outside mutex_)
+  std::condition_variable busy_changed_;
 };
 
 // "sha256:<hex>" -> 404 snapshot_not_found for anything else, naming `field`.

@@ -41,9 +41,18 @@ bool snapshots_at_submit(const Submission& run) {
 
 void attach_snapshot_workspace(Submission& run, SnapshotStore* store, const AccessPolicy& access) {
   run.workspace_snapshot.reset();
-  if (!run.spec.workspace) return;
+  const bool has_snapshot = run.spec.workspace && (!run.spec.workspace->snapshot.empty() || run.spec.reproducible);
+  if (!has_snapshot) {
+    // Only a snapshot names its bytes: a pin of a host directory or of no workspace would claim bytes never checked
+    // (and a bundle would send that snapshot, maybe someone else's).
+    if (run.pins_given && run.pinned.workspace_digest) {
+      throw http::ApiError("pin_mismatch", "pinned.workspace_digest: only a {\"snapshot\"} or reproducible workspace "
+                                           "has one; this run's workspace is " +
+                                               std::string(run.spec.workspace ? "a host directory" : "none"));
+    }
+    return;
+  }
   const spec::Workspace& workspace = *run.spec.workspace;
-  if (workspace.snapshot.empty() && !run.spec.reproducible) return;
   const std::string field = workspace.snapshot.empty() ? "pinned.workspace_digest" : "workspace.snapshot";
   if (store == nullptr) throw http::ApiError("snapshot_not_found", field + ": this capsuled has no snapshot store");
   std::string digest;

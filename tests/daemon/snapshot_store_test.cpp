@@ -47,8 +47,11 @@ TEST_F(SnapshotStoreTest, DifferentTarsOfOneTreeGiveOneSnapshot) {
   const SnapshotInfo second = store.create(dir_ / "pax.tgz", {{"tar", "pax"}}, 1001);
   EXPECT_EQ(first.digest, second.digest);
   EXPECT_EQ(first.files, 4u);
-  EXPECT_EQ(second.source, nlohmann::json({{"tar", "gnu"}})) << "creating it again is a no-op";
-  EXPECT_EQ(second.owners, std::vector<uid_t>({1000, 1001}));
+  // Creating it again stores nothing new but the claim, and shows the second caller its own source, not the first's.
+  EXPECT_EQ(second.source, nlohmann::json({{"tar", "pax"}}));
+  EXPECT_EQ(second.owners, std::vector<uid_t>({1001}));
+  EXPECT_EQ(store.find(first.digest)->source, nlohmann::json({{"tar", "gnu"}}));
+  EXPECT_EQ(store.find(first.digest)->owners, std::vector<uid_t>({1000, 1001}));
   ASSERT_EQ(store.list().size(), 1u);
 
   // The tree used as an overlay lower: root-owned, the link kept, mode bits as in the tar.

@@ -126,7 +126,9 @@ TEST_F(CapsuledSnapshots, TarSourcesAreCanonicalisedAndHostileOnesRefused) {
   sh_ok("tar -czf " + (dir_ / "t.tar.gz").string() + " -C " + source.string() + " .");
   const json from_tar = create({{"tar", (dir_ / "t.tar.gz").string()}});
   EXPECT_EQ(from_tar["digest"], from_dir) << "a tar of the tree is the same snapshot";
-  EXPECT_EQ(from_tar["source"], json({{"dir", source.string()}})) << "the source that first made it";
+  EXPECT_EQ(from_tar["source"], json({{"tar", (dir_ / "t.tar.gz").string()}})) << "the caller's own source";
+  EXPECT_NE(call("GET", "/v1/snapshots/" + from_dir + "?info=true").body.find(source.string()), std::string::npos)
+      << "the stored snapshot keeps the source that first made it";
 
   // ../ in a tar: refused, nothing stored.
   const fs::path evil = make_dir("evil");
@@ -196,6 +198,15 @@ TEST_F(CapsuledSnapshots, ReproducibleRunsPinTheirDirectory) {
   rw["workspace"] = {{"path", ws.string()}, {"mode", "rw"}};
   rw["reproducible"] = true;
   expect_error(call("POST", "/v1/runs", rw), 400, "invalid_spec", "reproducible");
+
+  // A stored run of a plain host directory given a snapshot digest as its pin: the digest would claim bytes never
+  // read (and a bundle would carry that snapshot), so it is refused.
+  json plain_spec = fresh["spec"];
+  plain_spec["reproducible"] = false;
+  json forged_pins = fresh["pinned"];
+  forged_pins["workspace_digest"] = digest;
+  expect_error(call("POST", "/v1/runs", json{{"spec", plain_spec}, {"pinned", forged_pins}}), 409, "pin_mismatch",
+               "pinned.workspace_digest");
 }
 
 TEST_F(CapsuledSnapshots, RemovalIsRefusedWhileARunUsesIt) {
