@@ -143,6 +143,9 @@ void authorize_workspace(Submission& run, const Caller& caller) {
     if (stat(run.spec.workspace->path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) require_rw_owner(run.spec.workspace->path, st);
   }
   if (caller.is_root() || !run.spec.workspace || !run.spec.workspace->snapshot.empty()) return;
+  // A reproducible run given its pins mounts its pinned snapshot (attach_snapshot_workspace checks who may use
+  // it), not the directory, which may have changed or gone since.
+  if (run.spec.reproducible && run.pins_given && run.pinned.workspace_digest) return;
   const spec::Workspace& workspace = *run.spec.workspace;
   const bool writable = workspace.mode == WorkspaceMode::kReadWrite;
   auto opened = std::make_shared<OpenedHostPath>(open_as_caller(

@@ -334,6 +334,19 @@ TEST_F(CapsuledSnapshotUsers, ACallerReadsOnlyWithItsRightsAndSeesOnlyItsSnapsho
   ASSERT_EQ(run.status, 200) << run.body;
   EXPECT_EQ(run.json()["result"]["stdout"]["tail"], "alice's\n");
   EXPECT_EQ(body_json(call("GET", "/v1/snapshots"))["snapshots"].size(), 1u);
+
+  // alice's reproducible run replays from its pinned snapshot after its directory is gone.
+  json repro = sh("cat /workspace/f");
+  repro["workspace"] = mine.string();
+  repro["reproducible"] = true;
+  const UserCall pinned_run = as(alice_, "POST", "/v1/runs?wait=true", repro);
+  ASSERT_EQ(pinned_run.status, 200) << pinned_run.body;
+  sh_ok("mv " + mine.string() + " " + mine.string() + ".moved");
+  const UserCall replay =
+      as(alice_, "POST", "/v1/runs/" + pinned_run.json()["id"].get<std::string>() + "/replay?wait=true", json::object());
+  ASSERT_EQ(replay.status, 200) << replay.body;
+  EXPECT_EQ(replay.json()["runs"][0]["result"]["stdout"]["tail"], "alice's\n");
+  EXPECT_EQ(pinned_run.json()["pinned"]["workspace_digest"], digest) << "the same tree: the same snapshot";
   EXPECT_EQ(as(alice_, "DELETE", "/v1/snapshots/" + digest).status, 200);
   EXPECT_EQ(call("GET", "/v1/snapshots/" + digest).status, 404);
 }
