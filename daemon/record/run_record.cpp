@@ -140,9 +140,15 @@ json bound_record(json record, std::size_t max_bytes) {
   std::string reason = result.value("reason", std::string());
   if (reason.size() > 4096) reason.resize(4096);
   summary["reason"] = reason;
-  return {{"result", summary},
-          {"record_error", "the record of " + std::to_string(original) + " bytes exceeded the " +
-                               std::to_string(max_bytes) + "-byte ceiling; only this summary was kept"}};
+  json kept = {{"result", summary},
+               {"record_error", "the record of " + std::to_string(original) + " bytes exceeded the " +
+                                    std::to_string(max_bytes) + "-byte ceiling; only this summary was kept"}};
+  // The objects the proxy served are what a replay may fetch (pinned.dependencies): kept whenever they fit.
+  if (record.contains("proxy") && json_size(kept) + json_size(record["proxy"]) + 16 <= max_bytes) {
+    kept["proxy"] = record["proxy"];
+    kept["record_error"] = kept["record_error"].get<std::string>() + " (and the proxy's objects)";
+  }
+  return kept;
 }
 
 json failure_record(const std::string& reason, const sandbox::Result& result) {

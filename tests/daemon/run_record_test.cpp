@@ -62,6 +62,17 @@ TEST(RunRecord, LastResortIsAMinimalRecordWithTheReason) {
   EXPECT_FALSE(bounded.contains("proxy"));
 }
 
+TEST(RunRecord, TheLastResortKeepsTheProxysObjectsWhenTheyFit) {
+  const json served = json::array({{{"url", "/pypi/x.whl"}, {"sha256", std::string(64, 'a')}, {"size", 3}}});
+  json record = {{"result", {{"exit_code", 0}, {"wall_ms", 1.0}, {"reason", ""}}},
+                 {"tests", {{"cases", std::string(100000, 'c')}}},
+                 {"proxy", {{"served", served}}}};
+  const json bounded = bound_record(record, 2000);
+  EXPECT_LE(json_size(bounded), 2000u);
+  EXPECT_EQ(bounded["proxy"]["served"], served) << "a replay needs them";
+  EXPECT_FALSE(bounded.contains("tests"));
+}
+
 TEST(RunRecord, TailLinesLoseTheirOldestLinesToTheBound) {
   json record = {{"stdout", {{"head", ""}, {"tail", ""}, {"tail_lines", {"oldest line", "middle", "newest"}}}}};
   bound_stream_parts(record, 20);
