@@ -219,7 +219,7 @@ int serve(daemon::DaemonConfig config) {
   run_options.runs_dir = state + "/runs";
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir;
-  daemon::SnapshotStore snapshots(state + "/snapshots");  // before the runs and sessions that hold its leases
+  daemon::SnapshotStore snapshots(state + "/snapshots", {}, config.storage);  // before the runs and sessions that hold its leases
   const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
   run_options.images = {&store, &python_releases};
   boost::asio::io_context io;

@@ -45,6 +45,7 @@ void create_snapshot(ApiContext& ctx, const http::Request& request, const http::
   const Caller caller = caller_of(request.peer);
   if (!caller.known) throw http::ApiError("forbidden", caller.describe() + " may not create snapshots");
   answer_later(ctx.snapshot_calls, caller.uid, responder, [&store, source, caller](const http::Responder& answer) {
+    store.require_room();
     const fs::path staging = store.make_staging();
     struct Cleanup {
       fs::path dir;

@@ -88,8 +88,8 @@ std::string checked_snapshot_digest(const std::string& text, const std::string& 
   return text;
 }
 
-SnapshotStore::SnapshotStore(fs::path root, SnapshotLimits limits)
-    : root_((base::make_dir(root, 0700, kStep), root)), limits_(limits), blobs_(root_) {
+SnapshotStore::SnapshotStore(fs::path root, SnapshotLimits limits, StorageWatermark storage)
+    : root_((base::make_dir(root, 0700, kStep), root)), limits_(limits), storage_(storage), blobs_(root_) {
   for (const char* sub : {"trees", "meta", "staging"}) base::make_dir(root_ / sub, 0700, kStep);
   remove_leftovers();
 }

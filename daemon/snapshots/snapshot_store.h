@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/runs/disk_guard.h"
 #include "daemon/snapshots/snapshot_limits.h"
 #include "store/blob_store.h"
 
@@ -59,7 +60,7 @@ class SnapshotStore {
  public:
   // Creates the layout (0700) and removes what a create interrupted by a crash left: staging dirs, and trees or
   // blobs without metadata.
-  SnapshotStore(std::filesystem::path root, SnapshotLimits limits = {});
+  SnapshotStore(std::filesystem::path root, SnapshotLimits limits = {}, StorageWatermark storage = {});
   SnapshotStore(const SnapshotStore&) = delete;
   SnapshotStore& operator=(const SnapshotStore&) = delete;
 
@@ -84,6 +85,9 @@ class SnapshotStore {
   void remove(const std::string& digest, std::optional<uid_t> owner);
 
   const SnapshotLimits& limits() const { return limits_; }
+  // Before a source is read into staging: 507 insufficient_storage when the state filesystem is below its
+  // watermark (a snapshot may take up to three times its size while it is made).
+  void require_room() const { require_storage(root_.string(), storage_); }
 
  private:
   friend class SnapshotLease;
@@ -96,6 +100,7 @@ class SnapshotStore {
 
   std::filesystem::path root_;
   SnapshotLimits limits_;
+  StorageWatermark storage_;
   store::BlobStore blobs_;
   mutable std::mutex mutex_;            // metadata, trees and leases change together
   std::map<std::string, int> leases_;   // digest -> live leases

@@ -20,6 +20,7 @@ std::string snapshot_directory(const Submission& run, SnapshotStore& store) {
     dir = std::make_shared<OpenedHostPath>(
         open_as_caller(run.caller, path, HostAccess::kReadDir, "workspace.path", "invalid_spec"));
   }
+  store.require_room();
   const fs::path staging = store.make_staging();
   struct Cleanup {
     fs::path dir;

@@ -144,5 +144,14 @@ TEST_F(SnapshotStoreTest, ATreeUnpackedInAnotherBootIsUnpackedAgainBeforeUse) {
   EXPECT_EQ(store.find(info.digest)->tree_boot, info.tree_boot) << "unpacked again in this boot, and recorded";
 }
 
+TEST_F(SnapshotStoreTest, ASourceIsNotReadWhenTheStateFilesystemIsBelowItsWatermark) {
+  SnapshotStore roomy(dir_ / "store");
+  EXPECT_EQ(code_of([&] { roomy.require_room(); }), "none");
+  SnapshotStore full(dir_ / "store", {}, StorageWatermark{~0ull, 0});
+  std::string message;
+  EXPECT_EQ(code_of([&] { full.require_room(); }, &message), "insufficient_storage");
+  EXPECT_EQ(http::status_for("insufficient_storage"), 507u);
+}
+
 }  // namespace
 }  // namespace capsule::daemon
