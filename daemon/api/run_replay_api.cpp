@@ -84,12 +84,16 @@ void replay_run(ApiContext& ctx, const http::Request& request, http::Responder r
   const RunRow original = require_visible_run(ctx, request, id);
   const ReplayRequest asked = parse_replay_request(request);
   if (!original.outcome) throw http::ApiError("run_active", "run " + id + " has not finished; replay it once it has");
-  const Submission base = replay_submission(ctx, original);
+  Submission base = replay_submission(ctx, original);
   const std::uint64_t peak = original.outcome->contains("result")
                                  ? (*original.outcome)["result"].value("peak_memory_bytes", std::uint64_t{0})
                                  : 0;
   const Caller caller = caller_of(request.peer);
   const Peer peer{request.peer.uid, request.peer.pid};
+  // Once for every repeat (they share the opened directory and the snapshot's lease): as the caller asking,
+  // whoever ran the original.
+  authorize_workspace(base, caller);
+  attach_snapshot_workspace(base, ctx.snapshots, ctx.access);  // a snapshot workspace's lease (snapshot_workspace.h)
   std::vector<Submission> replays;
   for (int i = 0; i < asked.repeat; ++i) {
     Submission run = base;
@@ -99,8 +103,6 @@ void replay_run(ApiContext& ctx, const http::Request& request, http::Responder r
       for (const auto& name : apply_replay_vary(run.spec, asked.vary, peak)) names += (names.empty() ? "" : ",") + name;
       if (!names.empty()) run.spec.labels[spec::kReplayVaryLabel] = names;
     }
-    authorize_workspace(run, caller);  // as the caller asking, whoever ran the original
-    attach_snapshot_workspace(run, ctx.snapshots, ctx.access);  // a snapshot workspace's lease (snapshot_workspace.h)
     replays.push_back(std::move(run));
   }
   if (wants_ndjson(request)) {
