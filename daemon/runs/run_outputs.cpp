@@ -184,8 +184,9 @@ store::Digest RunOutputs::commit(const std::string& run_id, const std::vector<st
   check_commit_ref(images_, ref);
   std::shared_lock lock(sweeping_);  // the layer stays until the image has its copy
   const KeptLayer root = layer(run_id, "root");
+  // `created` is the epoch, not the time of the call: the same layer on the same images is the same image.
   return images_->commit_layer(digests_of(bases), blobs_, root.digest, {{"org.capsule.committed.from_run", run_id}},
-                               ref, now_ms() / 1000);
+                               ref, 0);
 }
 
 store::Digest RunOutputs::commit_upper(const RunUppers& uppers, const std::vector<std::string>& bases,
