@@ -101,6 +101,18 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def _copy_to_file(response, path):
+    """Streams an answer's body into the local file `path` in 64 KiB pieces; the number of bytes written."""
+    written = 0
+    with open(path, "wb") as out:
+        while True:
+            piece = response.read1(1 << 16)
+            if not piece:
+                return written
+            out.write(piece)
+            written += len(piece)
+
+
 class Client:
     """One capsuled; every call opens its own connection, so a Client may be shared between threads."""
 
@@ -193,14 +205,7 @@ class Client:
         response, connection = self._open("GET", f"{self._run_path(run_id)}/bundle")
         partial = f"{to_path}.part"
         try:
-            written = 0
-            with open(partial, "wb") as out:
-                while True:
-                    piece = response.read1(1 << 16)
-                    if not piece:
-                        break
-                    out.write(piece)
-                    written += len(piece)
+            written = _copy_to_file(response, partial)
             os.replace(partial, to_path)
             return written
         except (OSError, http.client.HTTPException) as e:
@@ -271,14 +276,7 @@ class Client:
         """Writes the canonical tar (its sha256 is the digest) into `to_path`; the number of bytes written."""
         response, connection = self._open("GET", self._snapshot_path(digest))
         try:
-            written = 0
-            with open(to_path, "wb") as out:
-                while True:
-                    piece = response.read1(1 << 16)
-                    if not piece:
-                        return written
-                    out.write(piece)
-                    written += len(piece)
+            return _copy_to_file(response, to_path)
         except (OSError, http.client.HTTPException) as e:
             raise DaemonUnavailable(0, "unavailable", f"exporting {digest}: {e}") from e
         finally:
@@ -533,14 +531,7 @@ class Session:
         try:
             if to_path is None:
                 return response.read()
-            written = 0
-            with open(to_path, "wb") as out:
-                while True:
-                    piece = response.read1(1 << 16)
-                    if not piece:
-                        return written
-                    out.write(piece)
-                    written += len(piece)
+            return _copy_to_file(response, to_path)
         except (OSError, http.client.HTTPException) as e:
             raise DaemonUnavailable(0, "unavailable", f"GET {path} of session {self.id}: {e}") from e
         finally:
