@@ -96,6 +96,13 @@ std::vector<ImageCandidate> toolchain_candidates(const std::vector<ImageInfo>& i
     candidate.ref = image.refs.empty() ? image.manifest_digest.str() : image.refs.front();
     candidate.digest = image.manifest_digest.str();
     candidate.labels = image.config.labels;
+    const auto committed = image.config.labels.lower_bound(std::string(kCommittedLabelPrefix));
+    if (committed != image.config.labels.end() && committed->first.rfind(kCommittedLabelPrefix, 0) == 0) {
+      candidate.unusable = "it holds a run's committed outputs (" + committed->first + "=" + committed->second +
+                           "): chosen only by its ref";
+      out.push_back(std::move(candidate));
+      continue;
+    }
     const auto base_label = image.config.labels.find(std::string(kLayerBaseLabel));
     if (base_label != image.config.labels.end()) {
       candidate.base_ref = base_label->second;

@@ -81,6 +81,12 @@ struct PythonForDate {
 PythonForDate python_for_date(const PythonReleases& releases, Date as_of);
 
 inline constexpr std::string_view kToolchainLabelPrefix = "org.capsule.toolchain.";
+// Labels of an image committed from a run's or a session's changes (org.capsule.committed.from_run = <id>). Such an
+// image inherits its base's toolchain labels but holds one caller's outputs: it is used only when named by its ref,
+// never chosen for a toolchains request (toolchain_candidates marks it unusable).
+inline constexpr std::string_view kCommittedLabelPrefix = "org.capsule.committed.";
+inline constexpr std::string_view kCommittedFromRunLabel = "org.capsule.committed.from_run";
+inline constexpr std::string_view kCommittedFromSessionLabel = "org.capsule.committed.from_session";
 
 // An installed image as the store lists it, or a toolchain layer stacked on its base (see image_stack.h).
 struct ImageCandidate {

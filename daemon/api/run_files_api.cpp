@@ -9,6 +9,7 @@
 #include "daemon/api/stream_sink.h"
 #include "daemon/runs/layer_files.h"
 #include "http/response.h"
+#include "images/toolchain_select.h"
 
 namespace capsule::daemon {
 namespace {
@@ -148,7 +149,7 @@ void commit_session(ApiContext& ctx, const http::Request& request, http::Respond
         RunUppers uppers;
         uppers.root = box.sandbox.rootfs_upper();
         uppers.id_base = box.sandbox.host_id_base();
-        digest = outputs.commit_upper(uppers, bases, ref, {{"org.capsule.committed.from_session", id}});
+        digest = outputs.commit_upper(uppers, bases, ref, {{std::string(images::kCommittedFromSessionLabel), id}});
       });
     } catch (const http::ApiError&) {
       throw;

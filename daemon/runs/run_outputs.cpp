@@ -15,6 +15,7 @@
 #include "base/file_util.h"
 #include "daemon/record/workspace_glob.h"
 #include "http/response.h"
+#include "images/toolchain_select.h"
 #include "images/image_ref.h"
 #include "images/upper_layer.h"
 
@@ -185,7 +186,7 @@ store::Digest RunOutputs::commit(const std::string& run_id, const std::vector<st
   std::shared_lock lock(sweeping_);  // the layer stays until the image has its copy
   const KeptLayer root = layer(run_id, "root");
   // `created` is the epoch, not the time of the call: the same layer on the same images is the same image.
-  return images_->commit_layer(digests_of(bases), blobs_, root.digest, {{"org.capsule.committed.from_run", run_id}},
+  return images_->commit_layer(digests_of(bases), blobs_, root.digest, {{std::string(images::kCommittedFromRunLabel), run_id}},
                                ref, 0);
 }
 

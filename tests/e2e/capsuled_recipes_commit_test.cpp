@@ -71,6 +71,12 @@ TEST_F(CapsuledRecipes, AVenvBuiltByOneRunIsCommittedAndUsedOfflineByTheNext) {
   const json plain = run_in(python->ref(), {"/bin/sh", "-c", "test -e /opt/venv && echo present || echo absent"});
   EXPECT_EQ(logs(plain, "stdout"), "absent\n");
   EXPECT_EQ(body_json(call("GET", "/v1/images/" + http::url_encode(python->ref())))["digest"], base["digest"]);
+
+  // The committed image has its base's toolchain labels, yet a toolchains request never picks it: only its ref does.
+  const json resolved =
+      body_json(call("GET", "/v1/toolchains/resolve?python=" + major_minor(python->toolchain("python"))));
+  EXPECT_NE(resolved["image"].value("ref", ""), "test/venv-committed:1") << resolved;
+  EXPECT_EQ(call("DELETE", "/v1/images/" + http::url_encode("test/venv-committed:1")).status, 200);
 }
 
 }  // namespace

@@ -141,6 +141,33 @@ TEST(ToolchainCandidates, LayerImagesCarryTheirBaseAndMergedLabels) {
   EXPECT_EQ(candidates[7].ref, digest_of('2').str()) << "an image without refs is named by its digest";
 }
 
+// A committed image carries its base's toolchain labels but one caller's outputs: it is never chosen for a
+// toolchains request, and selection says nothing provides the version when it is the only one that would.
+TEST(ToolchainCandidates, CommittedImagesAreChosenOnlyByRef) {
+  const std::string python = "org.capsule.toolchain.python";
+  const std::vector<ImageInfo> installed = {
+      info('a', {"a/venv-committed:1"}, config({}, {{python, "3.11.2"}, {std::string(kCommittedFromRunLabel), "r1"}})),
+      info('b', {"capsule/python3-base:bookworm"}, config({}, {{python, "3.11.2"}}))};
+  const std::vector<ImageCandidate> candidates = toolchain_candidates(installed);
+  ASSERT_EQ(candidates.size(), 2u);
+  EXPECT_EQ(candidates[0].unusable,
+            "it holds a run's committed outputs (org.capsule.committed.from_run=r1): chosen only by its ref");
+  EXPECT_TRUE(candidates[1].unusable.empty());
+
+  const ToolchainChoice choice = select_toolchain_image(candidates, {{{"python", "3.11"}}, std::nullopt}, nullptr);
+  EXPECT_EQ(choice.image.ref, "capsule/python3-base:bookworm");
+  EXPECT_EQ(choice.matching_images, 1u);
+  try {
+    select_toolchain_image({candidates[0]}, {{{"python", "3.11"}}, std::nullopt}, nullptr);
+    ADD_FAILURE() << "the committed image was chosen";
+  } catch (const ToolchainError& e) {
+    EXPECT_EQ(e.code(), "no_matching_image");
+    EXPECT_NE(std::string(e.what()).find("a/venv-committed:1 would, but it holds a run's committed outputs"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 class ImageUserTest : public ::testing::Test {
  protected:
