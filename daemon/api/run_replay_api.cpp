@@ -55,6 +55,10 @@ Submission replay_submission(ApiContext& ctx, const RunRow& original) {
   }
   Submission run = parse_submission({{"spec", stored["spec"]}, {"pinned", stored["pinned"]}}, ctx.limits);
   if (run.spec.network == "proxy") {
+    if (stored["proxy"].is_null() && stored.contains("record_error")) {  // run_record.cpp's last-resort summary
+      throw http::ApiError("record_incomplete", "run " + original.id + " cannot be replayed: its record lost the "
+                                                "objects its proxy served (" + stored["record_error"].get<std::string>() + ")");
+    }
     run.frozen = std::make_shared<const proxy::FrozenSet>(
         proxy::FrozenSet::from_dependencies(original.id, stored["pinned"]["dependencies"]));
   }

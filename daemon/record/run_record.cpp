@@ -147,6 +147,9 @@ json bound_record(json record, std::size_t max_bytes) {
   if (record.contains("proxy") && json_size(kept) + json_size(record["proxy"]) + 16 <= max_bytes) {
     kept["proxy"] = record["proxy"];
     kept["record_error"] = kept["record_error"].get<std::string>() + " (and the proxy's objects)";
+  } else if (record.contains("proxy")) {
+    kept["record_error"] = kept["record_error"].get<std::string>() +
+                           "; the list of objects the proxy served did not fit, so this run cannot be replayed";
   }
   return kept;
 }
