@@ -23,8 +23,9 @@ recipes=""
 if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
   mkdir -p "$recipes_out"
   stage "recipe images (in the background; log: $recipes_out/all.log)"
-  # Its own session, so that an early exit stops the whole build, debootstrap and apt included.
-  setsid ./images/recipes/all.sh --out "$recipes_out" > "$recipes_out/all.log" 2>&1 &
+  # Its own session, so that an early exit stops the whole build, debootstrap and apt included; at a lower CPU
+  # priority, since the compiles and tests on the 2 cores are the critical path and the images are needed last.
+  setsid nice -n 10 ./images/recipes/all.sh --out "$recipes_out" > "$recipes_out/all.log" 2>&1 &
   recipes=$!
   trap '[ -z "$recipes" ] || kill -TERM "-$recipes" 2>/dev/null || true' EXIT
   trap 'exit 1' INT TERM HUP
