@@ -113,6 +113,46 @@ TEST_F(CapsuledBundle, ImageAndSnapshotRunReplaysAfterTheStateIsWiped) {
   expect_error(call("GET", "/v1/runs/" + id + "/bundle"), 409, "bundle_incomplete", image);
 }
 
+// A run on an image committed from an earlier run: the bundle carries the base's layers and the committed one, and
+// `capsule replay` on a wiped daemon runs it on the very same image.
+TEST_F(CapsuledBundle, ARunOnACommittedImageTravelsWithItsLayersAndReplaysFromTheCli) {
+  start();
+  const fs::path root = make_dir("rootfs");
+  for (const char* binary : {"/bin/sh", "/bin/cat", "/bin/mkdir"}) copy_with_libraries(binary, root);
+  ASSERT_EQ(call("POST", "/v1/images", {{"source", root.string()}, {"format", "rootfs"}, {"ref", "t/base:1"}}).status, 201);
+  json install = sh("mkdir -p /opt/tool && echo installed-by-run-a > /opt/tool/version");
+  install["image"] = "t/base:1";
+  const json a = run_and_wait(install);
+  ASSERT_EQ(a["state"], "succeeded") << a.dump(2);
+  const HttpResponse committed = call("POST", "/v1/runs/" + a["id"].get<std::string>() + "/commit", {{"ref", "t/committed:1"}});
+  ASSERT_EQ(committed.status, 201) << committed.body;
+  const std::string image = body_json(committed)["digest"];
+
+  json use = sh("cat /opt/tool/version");
+  use["image"] = "t/committed:1";
+  use["network"] = "none";
+  const json b = run_and_wait(use);
+  ASSERT_EQ(b["state"], "succeeded") << b.dump(2);
+  ASSERT_EQ(b["pinned"]["image_digests"], json::array({image})) << b["pinned"];
+  const std::string id = b["id"];
+  const Cli exported = capsule({"runs", "export", id, "-o", (dir_ / "committed.tar").string()});
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  const json manifest = manifest_of(dir_ / "committed.tar");
+  ASSERT_EQ(manifest["images"].size(), 1u) << manifest["images"];
+  EXPECT_EQ(manifest["images"][0]["digest"], image);
+
+  wipe_and_start();
+  ASSERT_EQ(capsule({"runs", "import", (dir_ / "committed.tar").string()}).code, 0);
+  EXPECT_EQ(body_json(call("GET", "/v1/images/" + image))["config"]["labels"]["org.capsule.committed.from_run"], a["id"]);
+  const Cli replayed = capsule({"replay", id, "--json"});
+  ASSERT_EQ(replayed.code, 0) << replayed.err << replayed.out;
+  const json again = json::parse(replayed.out);
+  EXPECT_EQ(again["state"], "succeeded") << again.dump(2);
+  EXPECT_EQ(again["replay_of"], id);
+  EXPECT_EQ(again["pinned"]["image_digests"], json::array({image}));
+  EXPECT_EQ(again["result"]["stdout"]["head"], "installed-by-run-a\n");
+}
+
 TEST_F(CapsuledBundle, ProxyRunReplaysOfflineFromTheImportedObjects) {
   const std::string script = std::string(CAPSULE_SOURCE_DIR) + "/tests/proxy/fixtures/package_upstream.py";
   FILE* out = popen(("python3 " + script + " " + (dir_ / "fixture").string()).c_str(), "r");
