@@ -177,6 +177,11 @@ int dispatch(const std::string& socket, SessionCommands& c) {
     std::cerr << "capsule: session " << c.id << " checkpoint " << c.name << " taken\n";
     return 0;
   }
+  if (c.commit->parsed()) {
+    std::cout << http::request_json(client, "POST", session_path(c.id) + "/commit", {{"ref", c.name}}).value("digest", "")
+              << "\n";
+    return 0;
+  }
   int status = 0;
   for (const std::string& id : c.ids) {  // rm
     try {
@@ -291,6 +296,10 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.checkpoint = c.session->add_subcommand("checkpoint", "keep the current state as a named point to reset to");
   c.checkpoint->add_option("id", c.id, "session id")->required();
   c.checkpoint->add_option("name", c.name, "checkpoint name")->required();
+
+  c.commit = c.session->add_subcommand("commit", "make an image of the session's image and its changes so far");
+  c.commit->add_option("id", c.id, "session id")->required();
+  c.commit->add_option("ref", c.name, "the new image's ref (name:tag)")->required();
 
   c.rm = c.session->add_subcommand("rm", "delete sessions: their processes and sandboxes (records stay)");
   c.rm->add_option("ids", c.ids, "session ids")->required();

@@ -1,4 +1,4 @@
-// `capsule session create|ls|show|exec|attach|execs|kill|cp|diff|reset|checkpoint|rm`: their flags, the SessionSpec
+// `capsule session create|ls|show|exec|attach|execs|kill|cp|diff|reset|checkpoint|commit|rm`: their flags, the SessionSpec
 // and ExecSpec bodies they build, and the requests to capsuled's /v1/sessions routes (docs/api.md "Sessions").
 #pragma once
 
@@ -57,10 +57,11 @@ struct SessionCommands {
   CLI::App* diff = nullptr;
   CLI::App* reset = nullptr;
   CLI::App* checkpoint = nullptr;
+  CLI::App* commit = nullptr;
   CLI::App* rm = nullptr;
   SessionCreateOptions create_options;
   ExecOptions exec_options;
-  std::string id, name, to, state, label, source, destination, after;
+  std::string id, name /* checkpoint name, commit ref */, to, state, label, source, destination, after;
   int limit = 0;  // session ls: page size (0: the daemon's default)
   std::string exec_id;
   std::string signal = "TERM";  // kill --signal

@@ -42,6 +42,10 @@ void add_snapshot_commands(CLI::App& app, SnapshotCommands& c) {
   c.export_tar->add_option("-o,--output", c.out, "the tar file to write")->required();
   c.rm = c.group->add_subcommand("rm", "remove a snapshot (refused while a run or session uses it)");
   c.rm->add_option("digest", c.digest, "sha256:...")->required();
+  c.gc = c.group->add_subcommand("gc", "remove your snapshots that no kept run or session pins and none uses (root: all)");
+  c.gc->add_option("--unused-for", c.unused_for, "only those unused for at least this long (e.g. 24h; default 0s)");
+  c.gc->add_flag("--dry-run", c.dry_run, "say what would be removed, remove nothing");
+  c.gc->add_flag("--json", c.json, "print the API's JSON");
 }
 
 json snapshot_create_body(const SnapshotCommands& c) {
@@ -91,6 +95,25 @@ int cmd_snapshot(const std::string& socket, const SnapshotCommands& c) {
     const json list = http::request_json(client, "GET", "/v1/snapshots");
     if (c.json) std::cout << list.dump(2) << "\n";
     else std::cout << format_snapshots_table(list.value("snapshots", json::array()));
+    return 0;
+  }
+  if (c.gc->parsed()) {
+    json body = {{"dry_run", c.dry_run}};
+    if (!c.unused_for.empty()) body["unused_for"] = c.unused_for;
+    const json report = http::request_json(client, "POST", "/v1/snapshots/gc", body);
+    if (c.json) {
+      std::cout << report.dump(2) << "\n";
+      return 0;
+    }
+    const char* verb = c.dry_run ? "would remove " : "removed ";
+    for (const json& s : report.value("removed", json::array())) std::cout << verb << s.value("digest", "") << "\n";
+    for (const json& d : report.value("released", json::array())) {
+      std::cout << (c.dry_run ? "would drop your claim on " : "dropped your claim on ") << d.get<std::string>()
+                << " (others still own it)\n";
+    }
+    std::cout << report.value("removed", json::array()).size() << " snapshot(s), " << report.value("bytes_freed", 0ull)
+              << " bytes" << (c.dry_run ? " would be freed" : " freed") << "; " << report.value("in_use", 0ull)
+              << " in use by a live run or session\n";
     return 0;
   }
   if (c.rm->parsed()) {

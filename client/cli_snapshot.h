@@ -1,4 +1,4 @@
-// `capsule snapshot create|ls|export|rm`: snapshots of a directory, a tar file or a git repository at a commit,
+// `capsule snapshot create|ls|export|rm|gc`: snapshots of a directory, a tar file or a git repository at a commit,
 // over capsuled's /v1/snapshots routes.
 #pragma once
 
@@ -14,11 +14,14 @@ struct SnapshotCommands {
   CLI::App* ls = nullptr;
   CLI::App* export_tar = nullptr;
   CLI::App* rm = nullptr;
+  CLI::App* gc = nullptr;
   std::string source;  // create: DIR, TAR or REPO@REV
   std::string git;     // create --git REPO (with --rev): a repository whatever its name holds
   std::string rev;
   std::string digest;  // export, rm
   std::string out;     // export -o FILE
+  std::string unused_for;  // gc --unused-for DURATION
+  bool dry_run = false;    // gc --dry-run
   bool json = false;
 };
 

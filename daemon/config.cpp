@@ -83,6 +83,8 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "outputs_keep_days") config.outputs.keep_days = number("outputs_keep_days");
     else if (key == "outputs_max_total_bytes") config.outputs.max_total_bytes = size("outputs_max_total_bytes");
     else if (key == "outputs_max_layer_bytes") config.outputs.max_layer_bytes = size("outputs_max_layer_bytes");
+    else if (key == "snapshots_keep_days") config.snapshots.keep_days = number("snapshots_keep_days");
+    else if (key == "snapshots_max_total_bytes") config.snapshots.max_total_bytes = size("snapshots_max_total_bytes");
     else throw std::invalid_argument(path + ": unknown key '" + key + "'");
   }
   if (config.max_concurrent == 0) throw std::invalid_argument(path + ": max_concurrent must be at least 1");

@@ -9,6 +9,7 @@
 
 #include "daemon/runs/disk_guard.h"
 #include "daemon/runs/run_outputs.h"
+#include "daemon/snapshots/snapshot_store.h"
 #include "spec/limits.h"
 
 namespace capsule::daemon {
@@ -43,6 +44,7 @@ struct DaemonConfig {
   // Finished runs' outputs (their upper layers): "outputs_keep_days" (0: none kept), "outputs_max_total_bytes"
   // (0: no limit), "outputs_max_layer_bytes" (one upper); swept with the retention above.
   OutputsPolicy outputs;
+  SnapshotRetention snapshots;  // unused snapshots' collection, with the retention above
 };
 
 // "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with

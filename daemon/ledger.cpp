@@ -486,6 +486,18 @@ std::uint64_t Ledger::record_bytes_total() const {
   return query.step() ? static_cast<std::uint64_t>(query.integer(0)) : 0;
 }
 
+std::set<std::string> Ledger::pinned_workspace_digests() const {
+  std::lock_guard lock(mutex_);
+  Statement query(db_,
+                  "SELECT json_extract(pinned, '$.workspace_digest') AS d FROM runs WHERE json_valid(pinned) AND d IS NOT NULL"
+                  " UNION SELECT json_extract(pinned, '$.workspace_digest') AS d FROM sessions"
+                  " WHERE json_valid(pinned) AND d IS NOT NULL",
+                  "pinned workspace digests");
+  std::set<std::string> out;
+  while (query.step()) out.insert(query.text(0));
+  return out;
+}
+
 namespace {
 
 constexpr const char* kSessionColumns =

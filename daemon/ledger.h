@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,9 @@ class Ledger {
   std::vector<FinishedRunSize> finished_runs_oldest_first() const;
   // Bytes of spec + pinned + outcome + labels over all rows (finished or not).
   std::uint64_t record_bytes_total() const;
+  // Every pinned.workspace_digest of a run or session row: the snapshots that kept records name (their GC keeps
+  // them; a replay needs them).
+  std::set<std::string> pinned_workspace_digests() const;
 
   // Sessions. insert_session stores a new row; update_session sets state, last_used, ended and ended_reason.
   void insert_session(const SessionRow& row);

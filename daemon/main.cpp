@@ -209,7 +209,10 @@ int serve(daemon::DaemonConfig config) {
   capsule::images::ImageStore store(state + "/store");
   daemon::RunOutputs outputs(state + "/outputs", config.outputs, &store);
   daemon::sweep_outputs(outputs, ledger, daemon::unix_ms());
-  daemon::RetentionSweeper retention_sweeper(ledger, logs, retention, &outputs);
+  // Before the runs and sessions that hold its leases, and the sweeper that collects unused snapshots.
+  daemon::SnapshotStore snapshots(state + "/snapshots", {}, config.storage);
+  daemon::sweep_snapshots(snapshots, ledger, config.snapshots, daemon::unix_ms());
+  daemon::RetentionSweeper retention_sweeper(ledger, logs, retention, &outputs, {&snapshots, config.snapshots});
   daemon::RunManagerOptions run_options;
   run_options.outputs = &outputs;
   run_options.max_concurrent = config.max_concurrent;
@@ -219,7 +222,6 @@ int serve(daemon::DaemonConfig config) {
   run_options.runs_dir = state + "/runs";
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir;
-  daemon::SnapshotStore snapshots(state + "/snapshots", {}, config.storage);  // before the runs and sessions that hold its leases
   const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
   run_options.images = {&store, &python_releases};
   boost::asio::io_context io;
@@ -342,6 +344,7 @@ int main(int argc, char** argv) {
       config.retention_max_total_bytes = from_file.retention_max_total_bytes;
       config.retention_interval_s = from_file.retention_interval_s;
       config.outputs = from_file.outputs;
+      config.snapshots = from_file.snapshots;
     }
     return serve(config);
   } catch (const std::exception& e) {

@@ -285,6 +285,12 @@ class Client:
     def remove_snapshot(self, digest):
         return self._json("DELETE", self._snapshot_path(digest))
 
+    def collect_snapshots(self, unused_for=None, dry_run=False):
+        """Removes this caller's snapshots (root: all) that no kept run or session pins and none uses, unused
+        for at least `unused_for` ("24h"; default all); {removed: [snapshot], released, bytes_freed, in_use}."""
+        body = {"dry_run": dry_run, **({"unused_for": unused_for} if unused_for else {})}
+        return self._json("POST", "/v1/snapshots/gc", body)
+
     @staticmethod
     def _snapshot_path(digest):
         return "/v1/snapshots/" + urllib.parse.quote(digest, safe=":")
@@ -544,6 +550,11 @@ class Session:
 
     def checkpoint(self, name):
         return self.client._json("POST", self.path + "/checkpoint", {"name": name})
+
+    def commit(self, ref):
+        """Makes image `ref` ("name:tag") of the session's image plus what its execs wrote to the root
+        filesystem so far; the image object."""
+        return self.client._json("POST", self.path + "/commit", {"ref": ref})
 
     def reset(self, to=None):
         """Back to the start, or to the checkpoint named `to`."""

@@ -1,11 +1,13 @@
 // The /v1/snapshots resource: create from a host directory, tar or git repository (as the caller, on a worker),
-// list, show (?info=true) or export the canonical tar, and remove. docs/api.md, "Snapshots".
+// list, show (?info=true) or export the canonical tar, remove, and collect unused ones. docs/api.md, "Snapshots".
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
+#include "base/units.h"
 #include "daemon/api/api.h"
 #include "daemon/snapshots/snapshot_sources.h"
 #include "daemon/snapshots/snapshot_store.h"
@@ -110,6 +112,44 @@ void delete_snapshot(ApiContext& ctx, const http::Request& request, const http::
   });
 }
 
+// POST /v1/snapshots/gc {"unused_for": duration (default "0s"), "dry_run": bool}: removes the snapshots no kept
+// record pins and no live run or session holds, unused for at least that long. Root and the admin group collect
+// every such snapshot; another caller drops only its own claims (a snapshot goes with its last). On a worker.
+void collect_snapshots(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
+  SnapshotStore& store = store_of(ctx);
+  const json body = request.body.empty() ? json::object() : parse_body(request);
+  if (!body.is_object()) throw http::ApiError("invalid_request", "body: must be a JSON object");
+  std::chrono::milliseconds unused_for{0};
+  bool dry_run = false;
+  for (const auto& [key, value] : body.items()) {
+    if (key == "unused_for") {
+      if (!value.is_string()) throw http::ApiError("invalid_request", "unused_for: must be a duration such as \"24h\"");
+      try {
+        unused_for = base::parse_duration(value.get<std::string>());
+      } catch (const std::invalid_argument& e) {
+        throw http::ApiError("invalid_request", std::string("unused_for: ") + e.what());
+      }
+    } else if (key == "dry_run") {
+      if (!value.is_boolean()) throw http::ApiError("invalid_request", "dry_run: must be true or false");
+      dry_run = value.get<bool>();
+    } else {
+      throw http::ApiError("invalid_request", key + ": unknown field");
+    }
+  }
+  const Caller caller = caller_of(request.peer);
+  if (!caller.known) throw http::ApiError("forbidden", caller.describe() + " may not collect snapshots");
+  SnapshotGc gc;
+  const auto now = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch());
+  gc.unused_before_us = (now - unused_for).count();
+  gc.owner = sees_all_runs(caller, ctx.access) ? std::nullopt : std::optional<uid_t>(caller.uid);
+  gc.dry_run = dry_run;
+  answer_later(ctx.transfers, caller.uid, responder, [&ctx, &store, gc](const http::Responder& answer) {
+    json report = store.collect_garbage(ctx.ledger.pinned_workspace_digests(), gc).to_json();
+    report["dry_run"] = gc.dry_run;
+    answer.respond(http::json_response(200, report));
+  });
+}
+
 }  // namespace
 
 void register_snapshots_api(http::Router& router, ApiContext& ctx) {
@@ -118,6 +158,9 @@ void register_snapshots_api(http::Router& router, ApiContext& ctx) {
   });
   router.add("GET", "/v1/snapshots", [&ctx](const http::Request& request, http::Responder responder) {
     list_snapshots(ctx, request, responder);
+  });
+  router.add("POST", "/v1/snapshots/gc", [&ctx](const http::Request& request, http::Responder responder) {
+    collect_snapshots(ctx, request, responder);
   });
   router.add("GET", "/v1/snapshots/{digest}", [&ctx](const http::Request& request, http::Responder responder) {
     get_snapshot(ctx, request, responder);

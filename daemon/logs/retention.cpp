@@ -81,9 +81,30 @@ OutputsSweep sweep_outputs(RunOutputs& outputs, const Ledger& ledger, std::int64
   return report;
 }
 
-RetentionSweeper::RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs)
-    : ledger_(ledger), logs_(logs), policy_(policy), outputs_(outputs) {
-  if (policy_.enabled() || outputs_ != nullptr) thread_ = std::thread([this] { loop(); });
+SnapshotGcReport sweep_snapshots(SnapshotStore& snapshots, const Ledger& ledger, const SnapshotRetention& retention,
+                                 std::int64_t now_ms) {
+  SnapshotGcReport report;
+  if (retention.keep_days == 0 && retention.max_total_bytes == 0) return report;
+  SnapshotGc gc;
+  if (retention.keep_days > 0) {
+    gc.unused_before_us = (now_ms - static_cast<std::int64_t>(retention.keep_days) * 86'400'000) * 1000;
+  }
+  gc.max_total_bytes = retention.max_total_bytes;
+  try {
+    report = snapshots.collect_garbage(ledger.pinned_workspace_digests(), gc);
+  } catch (const std::exception& e) {
+    spdlog::warn("retention: collecting unused snapshots: {}", e.what());
+  }
+  if (!report.removed.empty()) {
+    spdlog::info("retention: removed {} unused snapshot(s), {} bytes", report.removed.size(), report.bytes_freed);
+  }
+  return report;
+}
+
+RetentionSweeper::RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs,
+                                   SnapshotSweepTarget snapshots)
+    : ledger_(ledger), logs_(logs), policy_(policy), outputs_(outputs), snapshots_(snapshots) {
+  if (policy_.enabled() || outputs_ != nullptr || snapshots_.store != nullptr) thread_ = std::thread([this] { loop(); });
 }
 
 RetentionSweeper::~RetentionSweeper() {
@@ -107,6 +128,7 @@ void RetentionSweeper::loop() {
       spdlog::warn("retention: {}", e.what());
     }
     if (outputs_ != nullptr) sweep_outputs(*outputs_, ledger_, now_ms);
+    if (snapshots_.store != nullptr) sweep_snapshots(*snapshots_.store, ledger_, snapshots_.retention, now_ms);
     lock.lock();
   }
 }

@@ -13,6 +13,7 @@
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
 #include "daemon/runs/run_outputs.h"
+#include "daemon/snapshots/snapshot_store.h"
 
 namespace capsule::daemon {
 
@@ -48,12 +49,24 @@ RetentionReport apply_retention(Ledger& ledger, LogStore& logs, const RetentionP
 // (removed by retention or DELETE) and those past their time go. Failures are logged.
 OutputsSweep sweep_outputs(RunOutputs& outputs, const Ledger& ledger, std::int64_t now_ms);
 
-// Calls apply_retention (and sweep_outputs with `outputs`) every policy.interval on its own thread (deleting files
+// Unused snapshots' collection after the runs' retention: those no kept record pins and no live run or session
+// leases, unused for `retention.keep_days` or beyond its size cap (SnapshotStore::collect_garbage). Failures are
+// logged.
+SnapshotGcReport sweep_snapshots(SnapshotStore& snapshots, const Ledger& ledger, const SnapshotRetention& retention,
+                                 std::int64_t now_ms);
+
+struct SnapshotSweepTarget {
+  SnapshotStore* store = nullptr;  // none: no snapshot collection
+  SnapshotRetention retention;
+};
+
+// Calls apply_retention (and sweep_outputs with `outputs`, sweep_snapshots with `snapshots`) every policy.interval on its own thread (deleting files
 // can be slow: never on the io_context); stopped and joined by the destructor. Does nothing when the policy is
 // not enabled and there are no outputs.
 class RetentionSweeper {
  public:
-  RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs = nullptr);
+  RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs = nullptr,
+                   SnapshotSweepTarget snapshots = {});
   ~RetentionSweeper();
   RetentionSweeper(const RetentionSweeper&) = delete;
   RetentionSweeper& operator=(const RetentionSweeper&) = delete;
@@ -65,6 +78,7 @@ class RetentionSweeper {
   LogStore& logs_;
   const RetentionPolicy policy_;
   RunOutputs* outputs_;
+  SnapshotSweepTarget snapshots_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -44,6 +44,7 @@ SnapshotInfo info_from_json(const json& j) {
   info.source = j.at("source");
   info.owners = j.at("owners").get<std::vector<uid_t>>();
   info.tree_boot = j.value("tree_boot", "");
+  info.last_used = j.value("last_used", info.created);
   return info;
 }
 
@@ -73,6 +74,12 @@ images::UnpackLimits unpack_limits(const SnapshotLimits& limits) {
 }
 
 }  // namespace
+
+json SnapshotGcReport::to_json() const {
+  json list = json::array();
+  for (const SnapshotInfo& info : removed) list.push_back(info.to_json());
+  return {{"removed", list}, {"released", released}, {"bytes_freed", bytes_freed}, {"in_use", in_use}};
+}
 
 json SnapshotInfo::to_json() const {
   return {{"digest", digest}, {"size", size}, {"files", files}, {"created", created}, {"source", source},
@@ -115,6 +122,7 @@ void SnapshotStore::write_meta(const SnapshotInfo& info) const {
   j.erase("creator");
   j["owners"] = info.owners;
   j["tree_boot"] = info.tree_boot;
+  j["last_used"] = info.last_used;
   base::write_file_atomic(meta_path(store::Digest::parse(info.digest).hex()), j.dump(2) + "\n", kStep, 0600);
 }
 
@@ -145,8 +153,9 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
       if (std::optional<SnapshotInfo> existing = find(digest)) {
         if (std::find(existing->owners.begin(), existing->owners.end(), owner) == existing->owners.end()) {
           existing->owners.push_back(owner);
-          write_meta(*existing);
         }
+        existing->last_used = now_rfc3339();  // made again: in use, whatever its age
+        write_meta(*existing);
         // What this caller made: another's source (its paths) and identity stay theirs.
         existing->source = source;
         existing->owners = {owner};
@@ -168,7 +177,8 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
     try {
       if (writer.commit() != packed.diff_id) base::throw_error(kStep, digest, "the stored tar hashes differently");
       unpack_tree(packed.diff_id);
-      SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now_rfc3339(), source, {owner}, boot_id()};
+      const std::string now = now_rfc3339();
+      SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now, source, {owner}, boot_id(), now};
       std::lock_guard lock(mutex_);
       write_meta(info);
       return info;
@@ -237,8 +247,9 @@ std::shared_ptr<const SnapshotLease> SnapshotStore::lease(const std::string& dig
       throw http::ApiError("internal_error", "snapshot " + digest + ": unpacking its tree again failed: " + e.what());
     }
     info->tree_boot = boot_id();
-    write_meta(*info);
   }
+  info->last_used = now_rfc3339();
+  write_meta(*info);
   ++leases_[digest];
   return std::shared_ptr<const SnapshotLease>(
       new SnapshotLease(this, digest, tree_path(store::Digest::parse(digest).hex()).string()));
@@ -275,6 +286,55 @@ void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner
   std::lock_guard lock(mutex_);
   busy_.erase(digest);
   busy_changed_.notify_all();
+}
+
+// Oldest use first, so that the size cap takes what has gone unused longest. A claim, a lease or a create racing
+// with the collection is settled by remove(): it refuses a leased snapshot, and one made again is used anew.
+SnapshotGcReport SnapshotStore::collect_garbage(const std::set<std::string>& pinned, const SnapshotGc& gc) {
+  std::vector<SnapshotInfo> all = list();
+  std::uint64_t total = 0;
+  for (const SnapshotInfo& info : all) total += info.size;
+  auto used_at = [](const SnapshotInfo& info) {
+    return base::parse_instant(info.last_used, false).value_or(0);  // unreadable: the oldest
+  };
+  std::stable_sort(all.begin(), all.end(), [&](const SnapshotInfo& a, const SnapshotInfo& b) {
+    return used_at(a) < used_at(b);
+  });
+  SnapshotGcReport report;
+  for (const SnapshotInfo& info : all) {
+    if (pinned.count(info.digest)) continue;
+    if (gc.owner && std::find(info.owners.begin(), info.owners.end(), *gc.owner) == info.owners.end()) continue;
+    const bool too_old = used_at(info) < gc.unused_before_us;
+    const bool over_cap = gc.max_total_bytes > 0 && total > gc.max_total_bytes;
+    if (!too_old && !over_cap) continue;
+    const bool last_claim = !gc.owner || info.owners.size() == 1;
+    {
+      std::lock_guard lock(mutex_);
+      if (last_claim && leases_.count(info.digest)) {
+        ++report.in_use;
+        continue;
+      }
+    }
+    bool gone = last_claim;
+    if (!gc.dry_run) {
+      try {
+        remove(info.digest, gc.owner);
+      } catch (const http::ApiError& e) {
+        if (e.code() == "snapshot_in_use") ++report.in_use;  // leased since the check above
+        if (e.code() == "snapshot_in_use" || e.code() == "snapshot_not_found") continue;
+        throw;
+      }
+      gone = !find(info.digest).has_value();  // another caller may have claimed it meanwhile
+    }
+    if (!gone) {
+      report.released.push_back(info.digest);
+      continue;
+    }
+    total -= info.size;
+    report.bytes_freed += info.size;
+    report.removed.push_back(info);
+  }
+  return report;
 }
 
 }  // namespace capsule::daemon

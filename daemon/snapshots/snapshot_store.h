@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/dates.h"
 #include "daemon/runs/disk_guard.h"
 #include "daemon/snapshots/snapshot_limits.h"
 #include "store/blob_store.h"
@@ -32,6 +33,8 @@ struct SnapshotInfo {
   // The boot (/proc/sys/kernel/random/boot_id) its tree was unpacked in: the tree is written without syncing (the
   // blob is durable), so after a reboot a lease unpacks it again from the blob before using it. Not in to_json.
   std::string tree_boot;
+  // RFC 3339 of its latest create (by any owner) or lease: how long it has gone unused, for the GC. Not in to_json.
+  std::string last_used;
 
   // {digest, size, files, created, source, creator}: the API's snapshot object.
   nlohmann::json to_json() const;
@@ -54,6 +57,31 @@ class SnapshotLease {
   class SnapshotStore* store_;
   std::string digest_;
   std::string tree_;
+};
+
+// Unused snapshots' automatic collection, with the runs' retention: "snapshots_keep_days" (0: only a caller's
+// `gc` or DELETE removes them) and "snapshots_max_total_bytes" (0: no cap).
+struct SnapshotRetention {
+  std::uint64_t keep_days = 30;
+  std::uint64_t max_total_bytes = 0;
+};
+
+// What the garbage collection (SnapshotStore::collect_garbage) may remove. A candidate is a snapshot that no live
+// run or session leases and no kept record pins; it goes when unused since before `unused_before_us`, or, oldest
+// use first, while the store holds more than `max_total_bytes`.
+struct SnapshotGc {
+  base::Micros unused_before_us = 0;  // 0: age alone removes nothing
+  std::uint64_t max_total_bytes = 0;  // canonical tars' bytes; 0: no cap
+  std::optional<uid_t> owner;         // only this caller's claims; the snapshot goes with its last claim
+  bool dry_run = false;               // say what would go, remove nothing
+};
+
+struct SnapshotGcReport {
+  std::vector<SnapshotInfo> removed;   // gone from the store (or would be, in a dry run)
+  std::vector<std::string> released;   // `owner`'s claim dropped; other owners keep the snapshot
+  std::uint64_t bytes_freed = 0;
+  std::size_t in_use = 0;              // candidates by age or size that a live run or session held
+  nlohmann::json to_json() const;      // {removed: [snapshot], released: [digest], bytes_freed, in_use}
 };
 
 class SnapshotStore {
@@ -83,6 +111,10 @@ class SnapshotStore {
   // Removes `owner` from the snapshot's owners (every owner when `owner` is nullopt: root); the snapshot goes
   // when none is left. 409 snapshot_in_use while a run or session holds a lease, 404 snapshot_not_found.
   void remove(const std::string& digest, std::optional<uid_t> owner);
+
+  // Removes unused snapshots by `gc` (see SnapshotGc); `pinned` holds the digests that kept records name as
+  // pinned.workspace_digest (Ledger::pinned_workspace_digests), which are never removed.
+  SnapshotGcReport collect_garbage(const std::set<std::string>& pinned, const SnapshotGc& gc);
 
   const SnapshotLimits& limits() const { return limits_; }
   // Before a source is read into staging: 507 insufficient_storage when the state filesystem is below its

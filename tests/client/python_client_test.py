@@ -360,6 +360,20 @@ class DaemonTest(unittest.TestCase):
             with open(out, "rb") as f:
                 self.assertEqual("sha256:" + hashlib.sha256(f.read()).hexdigest(), digest)
             self.assertEqual(written, snapshot["size"])
+            # GC: the run's record pins `digest`; a snapshot nothing pins or uses goes (after a dry run keeps it).
+            other = os.path.join(tree, "other")
+            os.mkdir(other)
+            with open(os.path.join(other, "b.txt"), "w") as f:
+                f.write("loose\n")
+            loose = self.client.create_snapshot(dir=other)["digest"]
+            report = self.client.collect_snapshots(dry_run=True)
+            self.assertIn(loose, [s["digest"] for s in report["removed"]])
+            self.assertNotIn(digest, [s["digest"] for s in report["removed"]])
+            self.assertEqual(self.client.get_snapshot(loose)["digest"], loose)
+            self.assertEqual(self.client.collect_snapshots(unused_for="24h")["removed"], [])
+            self.assertIn(loose, [s["digest"] for s in self.client.collect_snapshots()["removed"]])
+            with self.assertRaises(capsule.NotFound):
+                self.client.get_snapshot(loose)
             self.assertEqual(self.client.remove_snapshot(digest), {"removed": digest})
             with self.assertRaises(capsule.NotFound) as caught:
                 self.client.get_snapshot(digest)
@@ -500,6 +514,9 @@ class DaemonTest(unittest.TestCase):
             session.reset()
             self.assertEqual(session.exec(["cat", "/workspace/a.txt"])["result"]["stdout"]["head"], "start\n")
             self.assertGreaterEqual(len(session.execs()), 6)
+            with self.assertRaises(capsule.BadRequest) as caught:  # the host image cannot take a layer
+                session.commit("py/session:1")
+            self.assertEqual(caught.exception.code, "not_committable")
         self.assertEqual(session.refresh()["state"], "deleted")
         with open(os.path.join(workspace, "a.txt")) as f:
             self.assertEqual(f.read(), "start\n")

@@ -91,6 +91,11 @@ TEST_F(LogRetentionConfigTest, OutputsKeysDefaultsAndBadValues) {
   EXPECT_EQ(set.outputs.max_layer_bytes, 1u << 20);
   EXPECT_THROW(load(R"({"outputs_keep_days": "7d"})"), std::invalid_argument);
   EXPECT_THROW(load(R"({"outputs_max_total_bytes": "lots"})"), std::invalid_argument);
+  EXPECT_EQ(defaults.snapshots.keep_days, 30u);
+  EXPECT_EQ(defaults.snapshots.max_total_bytes, 0u);
+  const DaemonConfig snapshots = load(R"({"snapshots_keep_days": 0, "snapshots_max_total_bytes": "100g"})");
+  EXPECT_EQ(snapshots.snapshots.keep_days, 0u);
+  EXPECT_EQ(snapshots.snapshots.max_total_bytes, 100ull << 30);
 }
 
 TEST_F(LogRetentionConfigTest, KeysDefaultsAndBadValues) {

@@ -173,5 +173,23 @@ TEST_F(LedgerSessionsTest, SessionsListInPagesWithStateAndLabelFilters) {
   EXPECT_THROW(ledger.list_sessions(unknown), LedgerCursorError);
 }
 
+// What snapshot GC keeps: every workspace_digest pinned by a run or a session row, once.
+TEST_F(LedgerSessionsTest, PinnedWorkspaceDigestsOfRunsAndSessions) {
+  Ledger ledger(db_);
+  const std::string a = "sha256:" + std::string(64, 'a'), b = "sha256:" + std::string(64, 'b');
+  EXPECT_TRUE(ledger.pinned_workspace_digests().empty());
+  ledger.insert_queued("r1", {{"argv", {"true"}}}, {{"workspace_digest", a}}, {}, 0, 1, 1);
+  ledger.insert_queued("r2", {{"argv", {"true"}}}, {{"workspace_digest", a}}, {}, 0, 1, 2);
+  ledger.insert_queued("r3", {{"argv", {"true"}}}, {{"workspace_digest", nullptr}}, {}, 0, 1, 3);
+  ledger.insert_queued("r4", {{"argv", {"true"}}}, json::object(), {}, 0, 1, 4);
+  SessionRow row;
+  row.id = "s1";
+  row.state = "ready";
+  row.spec = {{"image", "host"}};
+  row.pinned = {{"workspace_digest", b}};
+  ledger.insert_session(row);
+  EXPECT_EQ(ledger.pinned_workspace_digests(), std::set<std::string>({a, b}));
+}
+
 }  // namespace
 }  // namespace capsule::daemon

@@ -153,5 +153,52 @@ TEST_F(SnapshotStoreTest, ASourceIsNotReadWhenTheStateFilesystemIsBelowItsWaterm
   EXPECT_EQ(http::status_for("insufficient_storage"), 507u);
 }
 
+// The collection: pinned digests and leased snapshots stay, a dry run removes nothing, an owner's collection drops
+// only its claims, the size cap removes until the store fits, and nothing of a removed snapshot is left.
+TEST_F(SnapshotStoreTest, GarbageCollectionKeepsPinnedAndLeasedSnapshots) {
+  SnapshotStore store(dir_ / "store");
+  auto make = [&](const std::string& name, uid_t owner) {
+    sh("mkdir -p " + name + " && echo " + name + " > " + name + "/f && tar -cf " + name + ".tar -C " + name + " .");
+    return store.create(dir_ / (name + ".tar"), {{"tar", name}}, owner);
+  };
+  const SnapshotInfo pinned = make("pinned", 1000), leased = make("leased", 1000), loose = make("loose", 1000);
+  const SnapshotInfo shared = make("shared", 1000);
+  store.create(dir_ / "shared.tar", {{"tar", "shared"}}, 1001);
+  std::shared_ptr<const SnapshotLease> lease = store.lease(leased.digest);
+  const base::Micros later = base::parse_instant(loose.created, false).value() + 3 * base::kMicrosPerSecond;
+
+  SnapshotGc gc;
+  gc.unused_before_us = later;
+  gc.owner = 1000;
+  gc.dry_run = true;
+  SnapshotGcReport report = store.collect_garbage({pinned.digest}, gc);
+  ASSERT_EQ(report.removed.size(), 1u);
+  EXPECT_EQ(report.removed[0].digest, loose.digest);
+  EXPECT_EQ(report.released, std::vector<std::string>({shared.digest}));
+  EXPECT_EQ(report.in_use, 1u);
+  EXPECT_EQ(store.list().size(), 4u) << "a dry run removes nothing";
+
+  gc.dry_run = false;
+  report = store.collect_garbage({pinned.digest}, gc);
+  EXPECT_EQ(report.removed.size(), 1u);
+  EXPECT_EQ(report.bytes_freed, loose.size);
+  EXPECT_FALSE(store.find(loose.digest));
+  EXPECT_EQ(store.find(shared.digest)->owners, std::vector<uid_t>({1001})) << "only uid 1000's claim went";
+  EXPECT_TRUE(store.find(leased.digest));
+  EXPECT_TRUE(store.find(pinned.digest));
+
+  // Unused since before the epoch: age removes nothing; the cap removes the unpinned, unleased one to fit.
+  lease.reset();
+  SnapshotGc cap;
+  cap.max_total_bytes = pinned.size + leased.size;
+  report = store.collect_garbage({pinned.digest}, cap);
+  ASSERT_EQ(report.removed.size(), 1u);
+  EXPECT_TRUE(report.removed[0].digest == leased.digest || report.removed[0].digest == shared.digest);
+  report = store.collect_garbage({pinned.digest}, cap);
+  EXPECT_TRUE(report.removed.empty()) << "the store fits its cap";
+  EXPECT_EQ(store.list().size(), 2u);
+  EXPECT_TRUE(fs::is_empty(dir_ / "store" / "staging"));
+}
+
 }  // namespace
 }  // namespace capsule::daemon

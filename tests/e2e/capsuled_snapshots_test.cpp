@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "store/digest.h"
 #include "tests/support/auth_users.h"
@@ -265,6 +266,56 @@ TEST_F(CapsuledSnapshots, TheCliCreatesListsExportsUsesAndRemoves) {
   EXPECT_FALSE(fs::exists(dir_ / "gone.tar"));
 }
 
+// The collection keeps what a kept record pins and what a live session uses, says first in a dry run what it would
+// remove, then removes the rest; the CLI reports the same.
+TEST_F(CapsuledSnapshots, GcKeepsWhatRecordsPinOrSessionsUseAndRemovesTheRest) {
+  auto distinct = [&](const std::string& name) {
+    const fs::path root = tree(name, false);
+    write_file(root / "name.txt", name);
+    return digest_of({{"dir", root.string()}});
+  };
+  const std::string pinned = distinct("gc-pinned"), used = distinct("gc-used"), loose = distinct("gc-loose");
+  json spec = sh("cat /workspace/name.txt");
+  spec["workspace"] = {{"snapshot", pinned}};
+  const std::string run = submit(spec);
+  wait_finished(run);
+  const HttpResponse session = call("POST", "/v1/sessions", {{"workspace", {{"snapshot", used}}}});
+  ASSERT_EQ(session.status, 201) << session.body;
+  const std::string session_id = body_json(session)["id"];
+
+  expect_error(call("POST", "/v1/snapshots/gc", {{"unused_for", "a while"}}), 400, "invalid_request", "unused_for");
+  expect_error(call("POST", "/v1/snapshots/gc", {{"keep", true}}), 400, "invalid_request", "keep: unknown field");
+  // Nothing has been unused for a day.
+  json report = body_json(call("POST", "/v1/snapshots/gc", {{"unused_for", "24h"}}));
+  EXPECT_EQ(report["removed"], json::array()) << report;
+
+  report = body_json(call("POST", "/v1/snapshots/gc", {{"dry_run", true}}));
+  ASSERT_EQ(report["removed"].size(), 1u) << report;
+  EXPECT_EQ(report["removed"][0]["digest"], loose);
+  EXPECT_EQ(report["dry_run"], true);
+  EXPECT_EQ(call("GET", "/v1/snapshots/" + loose + "?info=true").status, 200) << "a dry run removes nothing";
+
+  const std::vector<std::string> env = {"CAPSULE_SOCKET=" + socket_};
+  const Cli gc = run_capsule_cli(dir_, {"snapshot", "gc"}, env);
+  ASSERT_EQ(gc.code, 0) << gc.err;
+  EXPECT_NE(gc.out.find("removed " + loose), std::string::npos) << gc.out;
+  EXPECT_NE(gc.out.find("1 snapshot(s)"), std::string::npos) << gc.out;
+  expect_error(call("GET", "/v1/snapshots/" + loose + "?info=true"), 404, "snapshot_not_found", loose);
+  EXPECT_EQ(call("GET", "/v1/snapshots/" + pinned + "?info=true").status, 200) << "run " << run << " pins it";
+  EXPECT_EQ(call("GET", "/v1/snapshots/" + used + "?info=true").status, 200) << "the session uses it";
+
+  // Once the run's record is gone and the session has ended (its record still pins `used`), only `pinned` goes.
+  ASSERT_EQ(call("DELETE", "/v1/runs/" + run).status, 200);
+  ASSERT_EQ(call("DELETE", "/v1/sessions/" + session_id).status, 200);
+  EXPECT_TRUE(eventually([&] {  // the run's box (and its lease) may still be on its way out
+    report = body_json(call("POST", "/v1/snapshots/gc"));
+    return !report["removed"].empty();
+  })) << report;
+  ASSERT_EQ(report["removed"].size(), 1u) << report;
+  EXPECT_EQ(report["removed"][0]["digest"], pinned);
+  EXPECT_EQ(call("GET", "/v1/snapshots/" + used + "?info=true").status, 200);
+}
+
 // ---- Other users.
 std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
 const std::string kGroup = test_name("capsule-s");
@@ -349,6 +400,41 @@ TEST_F(CapsuledSnapshotUsers, ACallerReadsOnlyWithItsRightsAndSeesOnlyItsSnapsho
   EXPECT_EQ(pinned_run.json()["pinned"]["workspace_digest"], digest) << "the same tree: the same snapshot";
   EXPECT_EQ(as(alice_, "DELETE", "/v1/snapshots/" + digest).status, 200);
   EXPECT_EQ(call("GET", "/v1/snapshots/" + digest).status, 404);
+}
+
+// A caller's collection touches only its own claims: bob's gc drops his claim on a snapshot alice also made (hers
+// stays) and never removes alice's unused one; root's gc removes what is left unused.
+TEST_F(CapsuledSnapshotUsers, AnotherCallersCollectionDropsOnlyItsOwnClaims) {
+  auto tree_of = [&](const std::string& name, const TestUser& owner) {
+    const fs::path root = make_dir(name);
+    write_file(root / "f", name + "\n");
+    sh_ok("chown -R " + std::to_string(owner.uid) + " " + root.string());
+    return root;
+  };
+  const fs::path shared_a = tree_of("shared-a", alice_), shared_b = tree_of("shared-b", bob_);
+  const UserCall alices = as(alice_, "POST", "/v1/snapshots", {{"dir", tree_of("alice-only", alice_).string()}});
+  ASSERT_EQ(alices.status, 201) << alices.body;
+  const std::string alice_only = alices.json()["digest"];
+  sh_ok("echo shared > " + (shared_a / "f").string() + " && echo shared > " + (shared_b / "f").string());
+  const UserCall a = as(alice_, "POST", "/v1/snapshots", {{"dir", shared_a.string()}});
+  const UserCall b = as(bob_, "POST", "/v1/snapshots", {{"dir", shared_b.string()}});
+  ASSERT_EQ(a.status, 201) << a.body;
+  ASSERT_EQ(b.status, 201) << b.body;
+  const std::string shared = a.json()["digest"];
+  ASSERT_EQ(b.json()["digest"], shared) << "one tree, one snapshot, two owners";
+
+  const UserCall bobs_gc = as(bob_, "POST", "/v1/snapshots/gc", json::object());
+  ASSERT_EQ(bobs_gc.status, 200) << bobs_gc.body;
+  EXPECT_EQ(bobs_gc.json()["removed"], json::array()) << bobs_gc.body;
+  EXPECT_EQ(bobs_gc.json()["released"], json::array({shared})) << bobs_gc.body;
+  EXPECT_EQ(as(bob_, "GET", "/v1/snapshots").json()["snapshots"].size(), 0u);
+  EXPECT_EQ(as(alice_, "GET", "/v1/snapshots").json()["snapshots"].size(), 2u) << "alice's claims stay";
+
+  const json roots_gc = body_json(call("POST", "/v1/snapshots/gc"));
+  std::set<std::string> removed;
+  for (const json& s : roots_gc["removed"]) removed.insert(s["digest"].get<std::string>());
+  EXPECT_EQ(removed, std::set<std::string>({shared, alice_only})) << roots_gc;
+  EXPECT_EQ(body_json(call("GET", "/v1/snapshots"))["snapshots"].size(), 0u);
 }
 
 }  // namespace
