@@ -98,6 +98,10 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
   if (config.pool_idle_ttl_s == 0 || config.pool_idle_ttl_s > 7 * 24 * 3600) {
     throw std::invalid_argument(path + ": pool_idle_ttl_s must be 1 to 604800 (7 days)");
   }
+  if (config.snapshots.keep_days > SnapshotRetention::kMaxKeepDays) {
+    throw std::invalid_argument(path + ": snapshots_keep_days must be at most " +
+                                std::to_string(SnapshotRetention::kMaxKeepDays));
+  }
   if (config.retention_interval_s == 0) throw std::invalid_argument(path + ": retention_interval_s must be at least 1");
 }
 

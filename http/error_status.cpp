@@ -30,8 +30,8 @@ unsigned status_for(std::string_view code) {
       // 409: the resource's state does not allow it.
       {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409}, {"not_a_file", 409},
       {"session_ended", 409}, {"session_frozen", 409}, {"snapshot_in_use", 409},
-      {"bundle_incomplete", 409}, {"run_exists", 409},
-      {"record_incomplete", 409},  // a replay of a proxy run whose record kept no list of the objects it was served  // a bundle's export lacks a pinned object; an import's id is taken
+      {"bundle_incomplete", 409}, {"run_exists", 409},  // a bundle's export lacks a pinned object; an import's id is taken
+      {"record_incomplete", 409},  // a replay of a proxy run whose record kept no list of the objects it was served
       // 429 / 503 / 507: come back later.
       {"queue_full", 429}, {"too_many_sessions", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
       {"insufficient_storage", 507},

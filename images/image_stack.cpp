@@ -43,6 +43,13 @@ const ImageInfo* find_image(const std::vector<ImageInfo>& installed, const Image
   return nullptr;
 }
 
+// "org.capsule.committed.from_run=<id>" when `image` was committed from a run's or session's changes, else empty.
+std::string committed_from(const ImageInfo& image) {
+  const auto it = image.config.labels.lower_bound(std::string(kCommittedLabelPrefix));
+  if (it == image.config.labels.end() || it->first.rfind(kCommittedLabelPrefix, 0) != 0) return "";
+  return it->first + "=" + it->second;
+}
+
 }  // namespace
 
 ImageConfig merge_configs(const ImageConfig& below, const ImageConfig& top) {
@@ -96,10 +103,8 @@ std::vector<ImageCandidate> toolchain_candidates(const std::vector<ImageInfo>& i
     candidate.ref = image.refs.empty() ? image.manifest_digest.str() : image.refs.front();
     candidate.digest = image.manifest_digest.str();
     candidate.labels = image.config.labels;
-    const auto committed = image.config.labels.lower_bound(std::string(kCommittedLabelPrefix));
-    if (committed != image.config.labels.end() && committed->first.rfind(kCommittedLabelPrefix, 0) == 0) {
-      candidate.unusable = "it holds a run's committed outputs (" + committed->first + "=" + committed->second +
-                           "): chosen only by its ref";
+    if (const std::string committed = committed_from(image); !committed.empty()) {
+      candidate.unusable = "it holds a run's committed outputs (" + committed + "): chosen only by its ref";
       out.push_back(std::move(candidate));
       continue;
     }
@@ -115,6 +120,8 @@ std::vector<ImageCandidate> toolchain_candidates(const std::vector<ImageInfo>& i
       }
       if (base != nullptr && base->config.labels.count(std::string(kLayerBaseLabel)) != 0) {
         candidate.unusable = "its base " + base_label->second + " is itself a toolchain layer";
+      } else if (base != nullptr && !committed_from(*base).empty()) {
+        candidate.unusable = "its base " + base_label->second + " holds a run's committed outputs";
       } else if (base != nullptr) {
         candidate.base_digest = base->manifest_digest.str();
         candidate.labels = merge_configs(base->config, image.config).labels;

@@ -126,7 +126,7 @@ void collect_snapshots(ApiContext& ctx, const http::Request& request, const http
       if (!value.is_string()) throw http::ApiError("invalid_request", "unused_for: must be a duration such as \"24h\"");
       try {
         unused_for = base::parse_duration(value.get<std::string>());
-      } catch (const std::invalid_argument& e) {
+      } catch (const std::exception& e) {  // invalid_argument, or out_of_range for a number past any duration
         throw http::ApiError("invalid_request", std::string("unused_for: ") + e.what());
       }
     } else if (key == "dry_run") {
@@ -144,7 +144,7 @@ void collect_snapshots(ApiContext& ctx, const http::Request& request, const http
   gc.owner = sees_all_runs(caller, ctx.access) ? std::nullopt : std::optional<uid_t>(caller.uid);
   gc.dry_run = dry_run;
   answer_later(ctx.transfers, caller.uid, responder, [&ctx, &store, gc](const http::Responder& answer) {
-    json report = store.collect_garbage(ctx.ledger.pinned_workspace_digests(), gc).to_json();
+    json report = store.collect_garbage([&ctx] { return ctx.ledger.pinned_workspace_digests(); }, gc).to_json();
     report["dry_run"] = gc.dry_run;
     answer.respond(http::json_response(200, report));
   });

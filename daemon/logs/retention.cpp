@@ -86,12 +86,12 @@ SnapshotGcReport sweep_snapshots(SnapshotStore& snapshots, const Ledger& ledger,
   SnapshotGcReport report;
   if (retention.keep_days == 0 && retention.max_total_bytes == 0) return report;
   SnapshotGc gc;
-  if (retention.keep_days > 0) {
-    gc.unused_before_us = (now_ms - static_cast<std::int64_t>(retention.keep_days) * 86'400'000) * 1000;
-  }
+  const std::uint64_t keep_days = std::min(retention.keep_days, SnapshotRetention::kMaxKeepDays);
+  if (keep_days > 0) gc.unused_before_us = (now_ms - static_cast<std::int64_t>(keep_days) * 86'400'000) * 1000;
   gc.max_total_bytes = retention.max_total_bytes;
+  gc.kept_if_used_after_us = now_ms * 1000 - SnapshotRetention::kGrace;
   try {
-    report = snapshots.collect_garbage(ledger.pinned_workspace_digests(), gc);
+    report = snapshots.collect_garbage([&ledger] { return ledger.pinned_workspace_digests(); }, gc);
   } catch (const std::exception& e) {
     spdlog::warn("retention: collecting unused snapshots: {}", e.what());
   }

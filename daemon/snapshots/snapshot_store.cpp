@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <spdlog/spdlog.h>
+
 #include "base/dates.h"
 #include "base/error.h"
 #include "base/file_util.h"
@@ -29,9 +31,15 @@ void remove_quietly(const fs::path& path) {
   fs::remove_all(path, ignored);
 }
 
-std::string now_rfc3339() {
+constexpr base::Micros kLastUseGranularity = 3600 * base::kMicrosPerSecond;
+
+base::Micros now_micros() {
   using namespace std::chrono;
-  const auto micros = duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string now_rfc3339() {
+  const base::Micros micros = now_micros();
   return base::format_rfc3339(micros - micros % base::kMicrosPerSecond);
 }
 
@@ -44,7 +52,7 @@ SnapshotInfo info_from_json(const json& j) {
   info.source = j.at("source");
   info.owners = j.at("owners").get<std::vector<uid_t>>();
   info.tree_boot = j.value("tree_boot", "");
-  info.last_used = j.value("last_used", info.created);
+  info.last_used = j.value("last_used", "");  // empty: from before uses were dated (date_undated_uses)
   return info;
 }
 
@@ -99,6 +107,20 @@ SnapshotStore::SnapshotStore(fs::path root, SnapshotLimits limits, StorageWaterm
     : root_((base::make_dir(root, 0700, kStep), root)), limits_(limits), storage_(storage), blobs_(root_) {
   for (const char* sub : {"trees", "meta", "staging"}) base::make_dir(root_ / sub, 0700, kStep);
   remove_leftovers();
+  date_undated_uses();
+}
+
+// Snapshots stored before their uses were dated count as used now: an upgrade must not collect, on its first
+// start, a snapshot that was in use the day before.
+void SnapshotStore::date_undated_uses() {
+  std::size_t dated = 0;
+  for (SnapshotInfo& info : list()) {
+    if (!info.last_used.empty()) continue;
+    info.last_used = now_rfc3339();
+    write_meta(info);
+    ++dated;
+  }
+  if (dated > 0) spdlog::info("snapshots: {} snapshot(s) without a last use are dated now, for the GC", dated);
 }
 
 void SnapshotStore::remove_leftovers() {
@@ -215,7 +237,13 @@ std::vector<SnapshotInfo> SnapshotStore::list() const {
   for (const auto& entry : fs::directory_iterator(root_ / "meta")) {
     const std::string name = entry.path().filename().string();
     if (name.size() != 64 + 5 || entry.path().extension() != ".json") continue;
-    if (auto info = find("sha256:" + name.substr(0, 64))) out.push_back(std::move(*info));
+    try {
+      if (auto info = find("sha256:" + name.substr(0, 64))) out.push_back(std::move(*info));
+    } catch (const std::exception& e) {
+      // Removed since the directory was read (a concurrent DELETE or gc), or unreadable: not one to list.
+      std::error_code ec;
+      if (fs::exists(entry.path(), ec)) spdlog::warn("snapshots: skipping {}: {}", name, e.what());
+    }
   }
   std::sort(out.begin(), out.end(), [](const SnapshotInfo& a, const SnapshotInfo& b) {
     return a.created != b.created ? a.created < b.created : a.digest < b.digest;
@@ -247,9 +275,17 @@ std::shared_ptr<const SnapshotLease> SnapshotStore::lease(const std::string& dig
       throw http::ApiError("internal_error", "snapshot " + digest + ": unpacking its tree again failed: " + e.what());
     }
     info->tree_boot = boot_id();
+    info->last_used = now_rfc3339();
+    write_meta(*info);
+  } else if (base::parse_instant(info->last_used, false).value_or(0) < now_micros() - kLastUseGranularity) {
+    // Dated to within an hour: most leases write nothing, and a failing write costs the GC's precision only.
+    info->last_used = now_rfc3339();
+    try {
+      write_meta(*info);
+    } catch (const std::exception& e) {
+      spdlog::warn("snapshot {}: recording its use: {}", digest, e.what());
+    }
   }
-  info->last_used = now_rfc3339();
-  write_meta(*info);
   ++leases_[digest];
   return std::shared_ptr<const SnapshotLease>(
       new SnapshotLease(this, digest, tree_path(store::Digest::parse(digest).hex()).string()));
@@ -261,6 +297,11 @@ void SnapshotStore::release(const std::string& digest) {
 }
 
 void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner) {
+  remove_if(digest, owner, [](const SnapshotInfo&) { return true; });
+}
+
+bool SnapshotStore::remove_if(const std::string& digest, std::optional<uid_t> owner,
+                              const std::function<bool(const SnapshotInfo&)>& still) {
   const store::Digest parsed = store::Digest::parse(digest);
   const fs::path trash = root_ / "staging" / ("removed-" + parsed.hex());
   {
@@ -268,9 +309,13 @@ void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner
     busy_changed_.wait(lock, [&] { return busy_.count(digest) == 0; });
     std::optional<SnapshotInfo> info = find(digest);
     if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
+    if (!still(*info)) return false;
     if (owner) {
       std::erase(info->owners, *owner);
-      if (!info->owners.empty()) return write_meta(*info);  // the others' snapshot stays: only a claim is gone
+      if (!info->owners.empty()) {  // the others' snapshot stays: only a claim is gone
+        write_meta(*info);
+        return true;
+      }
     }
     if (leases_.count(digest)) {
       throw http::ApiError("snapshot_in_use", "snapshot " + digest + " is the workspace of a live run or session");
@@ -286,31 +331,38 @@ void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner
   std::lock_guard lock(mutex_);
   busy_.erase(digest);
   busy_changed_.notify_all();
+  return true;
 }
 
-// Oldest use first, so that the size cap takes what has gone unused longest. A claim, a lease or a create racing
-// with the collection is settled by remove(): it refuses a leased snapshot, and one made again is used anew.
-SnapshotGcReport SnapshotStore::collect_garbage(const std::set<std::string>& pinned, const SnapshotGc& gc) {
+// Oldest use first, so that the size cap takes what has gone unused longest. Each removal checks the metadata again
+// under the lock (remove_if): a snapshot created again, claimed by another caller or leased since the listing stays.
+SnapshotGcReport SnapshotStore::collect_garbage(const std::function<std::set<std::string>()>& pinned_digests,
+                                                const SnapshotGc& gc) {
   std::vector<SnapshotInfo> all = list();
   std::uint64_t total = 0;
   for (const SnapshotInfo& info : all) total += info.size;
-  auto used_at = [](const SnapshotInfo& info) {
-    return base::parse_instant(info.last_used, false).value_or(0);  // unreadable: the oldest
-  };
+  auto used_at = [](const SnapshotInfo& info) { return base::parse_instant(info.last_used, false).value_or(0); };
   std::stable_sort(all.begin(), all.end(), [&](const SnapshotInfo& a, const SnapshotInfo& b) {
     return used_at(a) < used_at(b);
   });
+  auto owned = [&](const SnapshotInfo& info) {
+    return !gc.owner || std::find(info.owners.begin(), info.owners.end(), *gc.owner) != info.owners.end();
+  };
   SnapshotGcReport report;
-  for (const SnapshotInfo& info : all) {
-    if (pinned.count(info.digest)) continue;
-    if (gc.owner && std::find(info.owners.begin(), info.owners.end(), *gc.owner) == info.owners.end()) continue;
-    const bool too_old = used_at(info) < gc.unused_before_us;
+  if (std::none_of(all.begin(), all.end(), owned)) return report;  // nothing to ask the ledger about
+  const std::set<std::string> pinned = pinned_digests();
+  for (const SnapshotInfo& listed : all) {
+    if (pinned.count(listed.digest) || !owned(listed)) continue;
     const bool over_cap = gc.max_total_bytes > 0 && total > gc.max_total_bytes;
-    if (!too_old && !over_cap) continue;
-    const bool last_claim = !gc.owner || info.owners.size() == 1;
+    auto collectable = [&](const SnapshotInfo& info) {
+      const base::Micros used = used_at(info);
+      return owned(info) && used < gc.kept_if_used_after_us && (used < gc.unused_before_us || over_cap);
+    };
+    if (!collectable(listed)) continue;
+    const bool last_claim = !gc.owner || listed.owners.size() == 1;
     {
       std::lock_guard lock(mutex_);
-      if (last_claim && leases_.count(info.digest)) {
+      if (last_claim && leases_.count(listed.digest)) {
         ++report.in_use;
         continue;
       }
@@ -318,21 +370,21 @@ SnapshotGcReport SnapshotStore::collect_garbage(const std::set<std::string>& pin
     bool gone = last_claim;
     if (!gc.dry_run) {
       try {
-        remove(info.digest, gc.owner);
+        if (!remove_if(listed.digest, gc.owner, collectable)) continue;  // used or claimed again meanwhile
       } catch (const http::ApiError& e) {
         if (e.code() == "snapshot_in_use") ++report.in_use;  // leased since the check above
         if (e.code() == "snapshot_in_use" || e.code() == "snapshot_not_found") continue;
         throw;
       }
-      gone = !find(info.digest).has_value();  // another caller may have claimed it meanwhile
+      gone = !find(listed.digest).has_value();  // another caller may have claimed it meanwhile
     }
     if (!gone) {
-      report.released.push_back(info.digest);
+      report.released.push_back(listed.digest);
       continue;
     }
-    total -= info.size;
-    report.bytes_freed += info.size;
-    report.removed.push_back(info);
+    total -= listed.size;
+    report.bytes_freed += listed.size;
+    report.removed.push_back(listed);
   }
   return report;
 }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <condition_variable>
 #include <map>
 #include <set>
@@ -33,7 +35,8 @@ struct SnapshotInfo {
   // The boot (/proc/sys/kernel/random/boot_id) its tree was unpacked in: the tree is written without syncing (the
   // blob is durable), so after a reboot a lease unpacks it again from the blob before using it. Not in to_json.
   std::string tree_boot;
-  // RFC 3339 of its latest create (by any owner) or lease: how long it has gone unused, for the GC. Not in to_json.
+  // RFC 3339 of its latest create (by any owner) or lease, kept to within an hour: how long it has gone unused,
+  // for the GC. Metadata from before it was kept is dated when the store opens. Not in to_json.
   std::string last_used;
 
   // {digest, size, files, created, source, creator}: the API's snapshot object.
@@ -62,16 +65,21 @@ class SnapshotLease {
 // Unused snapshots' automatic collection, with the runs' retention: "snapshots_keep_days" (0: only a caller's
 // `gc` or DELETE removes them) and "snapshots_max_total_bytes" (0: no cap).
 struct SnapshotRetention {
+  static constexpr std::uint64_t kMaxKeepDays = 36500;
+  static constexpr base::Micros kGrace = 10 * 60 * base::kMicrosPerSecond;  // see SnapshotGc
   std::uint64_t keep_days = 30;
   std::uint64_t max_total_bytes = 0;
 };
 
 // What the garbage collection (SnapshotStore::collect_garbage) may remove. A candidate is a snapshot that no live
 // run or session leases and no kept record pins; it goes when unused since before `unused_before_us`, or, oldest
-// use first, while the store holds more than `max_total_bytes`.
+// use first, while the store holds more than `max_total_bytes`; never when used at or after `kept_if_used_after_us`.
 struct SnapshotGc {
   base::Micros unused_before_us = 0;  // 0: age alone removes nothing
   std::uint64_t max_total_bytes = 0;  // canonical tars' bytes; 0: no cap
+  // The automatic sweep's grace (SnapshotRetention::kGrace): a snapshot just created for a run that has not leased
+  // it yet, or one a bundle import is about to pin, is never taken by the age or the cap.
+  base::Micros kept_if_used_after_us = std::numeric_limits<base::Micros>::max();
   std::optional<uid_t> owner;         // only this caller's claims; the snapshot goes with its last claim
   bool dry_run = false;               // say what would go, remove nothing
 };
@@ -112,9 +120,11 @@ class SnapshotStore {
   // when none is left. 409 snapshot_in_use while a run or session holds a lease, 404 snapshot_not_found.
   void remove(const std::string& digest, std::optional<uid_t> owner);
 
-  // Removes unused snapshots by `gc` (see SnapshotGc); `pinned` holds the digests that kept records name as
-  // pinned.workspace_digest (Ledger::pinned_workspace_digests), which are never removed.
-  SnapshotGcReport collect_garbage(const std::set<std::string>& pinned, const SnapshotGc& gc);
+  // Removes unused snapshots by `gc` (see SnapshotGc). `pinned` gives the digests that kept records name as
+  // pinned.workspace_digest (Ledger::pinned_workspace_digests), which are never removed; it is asked only when
+  // there is a candidate. Each removal checks the snapshot's metadata again, so one created again or claimed by
+  // another caller meanwhile stays.
+  SnapshotGcReport collect_garbage(const std::function<std::set<std::string>()>& pinned, const SnapshotGc& gc);
 
   const SnapshotLimits& limits() const { return limits_; }
   // Before a source is read into staging: 507 insufficient_storage when the state filesystem is below its
@@ -129,6 +139,10 @@ class SnapshotStore {
   void write_meta(const SnapshotInfo& info) const;
   void unpack_tree(const store::Digest& digest) const;  // trees/<hex> from the blob, replacing what is there
   void remove_leftovers();
+  void date_undated_uses();
+  // remove() when `still` holds for the snapshot's current metadata (under the lock); false when it did not.
+  bool remove_if(const std::string& digest, std::optional<uid_t> owner,
+                 const std::function<bool(const SnapshotInfo&)>& still);
 
   std::filesystem::path root_;
   SnapshotLimits limits_;

@@ -166,20 +166,24 @@ TEST_F(SnapshotStoreTest, GarbageCollectionKeepsPinnedAndLeasedSnapshots) {
   store.create(dir_ / "shared.tar", {{"tar", "shared"}}, 1001);
   std::shared_ptr<const SnapshotLease> lease = store.lease(leased.digest);
   const base::Micros later = base::parse_instant(loose.created, false).value() + 3 * base::kMicrosPerSecond;
+  const auto pinned_only = [&] { return std::set<std::string>{pinned.digest}; };
 
   SnapshotGc gc;
   gc.unused_before_us = later;
   gc.owner = 1000;
   gc.dry_run = true;
-  SnapshotGcReport report = store.collect_garbage({pinned.digest}, gc);
+  SnapshotGcReport report = store.collect_garbage(pinned_only, gc);
   ASSERT_EQ(report.removed.size(), 1u);
   EXPECT_EQ(report.removed[0].digest, loose.digest);
   EXPECT_EQ(report.released, std::vector<std::string>({shared.digest}));
   EXPECT_EQ(report.in_use, 1u);
   EXPECT_EQ(store.list().size(), 4u) << "a dry run removes nothing";
+  SnapshotGc graced = gc;  // the sweep's grace: what was used after it stays, whatever its age
+  graced.kept_if_used_after_us = base::parse_instant(pinned.created, false).value() - base::kMicrosPerSecond;
+  EXPECT_TRUE(store.collect_garbage(pinned_only, graced).removed.empty());
 
   gc.dry_run = false;
-  report = store.collect_garbage({pinned.digest}, gc);
+  report = store.collect_garbage(pinned_only, gc);
   EXPECT_EQ(report.removed.size(), 1u);
   EXPECT_EQ(report.bytes_freed, loose.size);
   EXPECT_FALSE(store.find(loose.digest));
@@ -191,13 +195,39 @@ TEST_F(SnapshotStoreTest, GarbageCollectionKeepsPinnedAndLeasedSnapshots) {
   lease.reset();
   SnapshotGc cap;
   cap.max_total_bytes = pinned.size + leased.size;
-  report = store.collect_garbage({pinned.digest}, cap);
+  report = store.collect_garbage(pinned_only, cap);
   ASSERT_EQ(report.removed.size(), 1u);
   EXPECT_TRUE(report.removed[0].digest == leased.digest || report.removed[0].digest == shared.digest);
-  report = store.collect_garbage({pinned.digest}, cap);
+  report = store.collect_garbage(pinned_only, cap);
   EXPECT_TRUE(report.removed.empty()) << "the store fits its cap";
   EXPECT_EQ(store.list().size(), 2u);
   EXPECT_TRUE(fs::is_empty(dir_ / "store" / "staging"));
+}
+
+// A store written before uses were dated: its snapshots count as used when it opens, so an upgrade collects
+// nothing that was in use the day before.
+TEST_F(SnapshotStoreTest, SnapshotsFromBeforeUsesWereDatedCountAsUsedWhenTheStoreOpens) {
+  std::string digest;
+  {
+    SnapshotStore store(dir_ / "store");
+    sh("mkdir -p t && echo x > t/f && tar -cf t.tar -C t .");
+    digest = store.create(dir_ / "t.tar", {{"tar", "t"}}, 1000).digest;
+  }
+  const fs::path meta = dir_ / "store" / "meta" / (digest.substr(7) + ".json");
+  std::ifstream in(meta);
+  nlohmann::json old = nlohmann::json::parse(in);
+  in.close();
+  old.erase("last_used");
+  old["created"] = "2020-01-01T00:00:00Z";
+  std::ofstream(meta, std::ios::trunc) << old.dump();
+
+  SnapshotStore store(dir_ / "store");
+  const base::Micros year_2025 = base::parse_instant("2025-01-01", true).value();
+  EXPECT_GT(base::parse_instant(store.find(digest)->last_used, false).value_or(0), year_2025);
+  SnapshotGc gc;
+  gc.unused_before_us = year_2025;
+  EXPECT_TRUE(store.collect_garbage([] { return std::set<std::string>(); }, gc).removed.empty());
+  EXPECT_EQ(store.find(digest)->created, "2020-01-01T00:00:00Z");
 }
 
 }  // namespace

@@ -147,9 +147,12 @@ TEST(ToolchainCandidates, CommittedImagesAreChosenOnlyByRef) {
   const std::string python = "org.capsule.toolchain.python";
   const std::vector<ImageInfo> installed = {
       info('a', {"a/venv-committed:1"}, config({}, {{python, "3.11.2"}, {std::string(kCommittedFromRunLabel), "r1"}})),
-      info('b', {"capsule/python3-base:bookworm"}, config({}, {{python, "3.11.2"}}))};
+      info('b', {"capsule/python3-base:bookworm"}, config({}, {{python, "3.11.2"}})),
+      info('c', {"layers/py-on-committed:3.13"},
+           config({}, {{python, "3.13.0"}, {std::string(kLayerBaseLabel), "a/venv-committed:1"}}))};
   const std::vector<ImageCandidate> candidates = toolchain_candidates(installed);
-  ASSERT_EQ(candidates.size(), 2u);
+  ASSERT_EQ(candidates.size(), 3u);
+  EXPECT_EQ(candidates[2].unusable, "its base a/venv-committed:1 holds a run's committed outputs");
   EXPECT_EQ(candidates[0].unusable,
             "it holds a run's committed outputs (org.capsule.committed.from_run=r1): chosen only by its ref");
   EXPECT_TRUE(candidates[1].unusable.empty());
