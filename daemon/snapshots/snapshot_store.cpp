@@ -300,8 +300,8 @@ void SnapshotStore::remove(const std::string& digest, std::optional<uid_t> owner
   remove_if(digest, owner, [](const SnapshotInfo&) { return true; });
 }
 
-bool SnapshotStore::remove_if(const std::string& digest, std::optional<uid_t> owner,
-                              const std::function<bool(const SnapshotInfo&)>& still) {
+SnapshotStore::Removal SnapshotStore::remove_if(const std::string& digest, std::optional<uid_t> owner,
+                                               const std::function<bool(const SnapshotInfo&)>& still) {
   const store::Digest parsed = store::Digest::parse(digest);
   const fs::path trash = root_ / "staging" / ("removed-" + parsed.hex());
   {
@@ -309,12 +309,12 @@ bool SnapshotStore::remove_if(const std::string& digest, std::optional<uid_t> ow
     busy_changed_.wait(lock, [&] { return busy_.count(digest) == 0; });
     std::optional<SnapshotInfo> info = find(digest);
     if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
-    if (!still(*info)) return false;
+    if (!still(*info)) return Removal::kKept;
     if (owner) {
       std::erase(info->owners, *owner);
       if (!info->owners.empty()) {  // the others' snapshot stays: only a claim is gone
         write_meta(*info);
-        return true;
+        return Removal::kClaimDropped;
       }
     }
     if (leases_.count(digest)) {
@@ -331,57 +331,55 @@ bool SnapshotStore::remove_if(const std::string& digest, std::optional<uid_t> ow
   std::lock_guard lock(mutex_);
   busy_.erase(digest);
   busy_changed_.notify_all();
-  return true;
+  return Removal::kRemoved;
 }
 
 // Oldest use first, so that the size cap takes what has gone unused longest. Each removal checks the metadata again
 // under the lock (remove_if): a snapshot created again, claimed by another caller or leased since the listing stays.
 SnapshotGcReport SnapshotStore::collect_garbage(const std::function<std::set<std::string>()>& pinned_digests,
                                                 const SnapshotGc& gc) {
-  std::vector<SnapshotInfo> all = list();
-  std::uint64_t total = 0;
-  for (const SnapshotInfo& info : all) total += info.size;
   auto used_at = [](const SnapshotInfo& info) { return base::parse_instant(info.last_used, false).value_or(0); };
-  std::stable_sort(all.begin(), all.end(), [&](const SnapshotInfo& a, const SnapshotInfo& b) {
-    return used_at(a) < used_at(b);
-  });
   auto owned = [&](const SnapshotInfo& info) {
     return !gc.owner || std::find(info.owners.begin(), info.owners.end(), *gc.owner) != info.owners.end();
   };
+  std::vector<std::pair<base::Micros, SnapshotInfo>> all;  // (last use, snapshot), each parsed once
+  std::uint64_t total = 0;
+  bool any_owned = false;
+  for (SnapshotInfo& info : list()) {
+    total += info.size;
+    any_owned = any_owned || owned(info);
+    all.emplace_back(used_at(info), std::move(info));
+  }
   SnapshotGcReport report;
-  if (std::none_of(all.begin(), all.end(), owned)) return report;  // nothing to ask the ledger about
+  if (!any_owned) return report;  // nothing to ask the ledger about
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   const std::set<std::string> pinned = pinned_digests();
-  for (const SnapshotInfo& listed : all) {
+  for (const auto& [used, listed] : all) {
     if (pinned.count(listed.digest) || !owned(listed)) continue;
     const bool over_cap = gc.max_total_bytes > 0 && total > gc.max_total_bytes;
-    auto collectable = [&](const SnapshotInfo& info) {
-      const base::Micros used = used_at(info);
-      return owned(info) && used < gc.kept_if_used_after_us && (used < gc.unused_before_us || over_cap);
+    auto collectable_at = [&](base::Micros at) {
+      return at < gc.kept_if_used_after_us && (at < gc.unused_before_us || over_cap);
     };
-    if (!collectable(listed)) continue;
-    const bool last_claim = !gc.owner || listed.owners.size() == 1;
-    {
+    if (!collectable_at(used)) continue;
+    Removal outcome = !gc.owner || listed.owners.size() == 1 ? Removal::kRemoved : Removal::kClaimDropped;
+    if (gc.dry_run) {
       std::lock_guard lock(mutex_);
-      if (last_claim && leases_.count(listed.digest)) {
+      if (outcome == Removal::kRemoved && leases_.count(listed.digest)) {
         ++report.in_use;
         continue;
       }
-    }
-    bool gone = last_claim;
-    if (!gc.dry_run) {
+    } else {
       try {
-        if (!remove_if(listed.digest, gc.owner, collectable)) continue;  // used or claimed again meanwhile
+        outcome = remove_if(listed.digest, gc.owner,
+                            [&](const SnapshotInfo& now) { return owned(now) && collectable_at(used_at(now)); });
       } catch (const http::ApiError& e) {
-        if (e.code() == "snapshot_in_use") ++report.in_use;  // leased since the check above
+        if (e.code() == "snapshot_in_use") ++report.in_use;  // leased: a live run or session uses it
         if (e.code() == "snapshot_in_use" || e.code() == "snapshot_not_found") continue;
         throw;
       }
-      gone = !find(listed.digest).has_value();  // another caller may have claimed it meanwhile
     }
-    if (!gone) {
-      report.released.push_back(listed.digest);
-      continue;
-    }
+    if (outcome == Removal::kClaimDropped) report.released.push_back(listed.digest);
+    if (outcome != Removal::kRemoved) continue;  // kKept: used or claimed again meanwhile
     total -= listed.size;
     report.bytes_freed += listed.size;
     report.removed.push_back(listed);

@@ -140,9 +140,11 @@ class SnapshotStore {
   void unpack_tree(const store::Digest& digest) const;  // trees/<hex> from the blob, replacing what is there
   void remove_leftovers();
   void date_undated_uses();
-  // remove() when `still` holds for the snapshot's current metadata (under the lock); false when it did not.
-  bool remove_if(const std::string& digest, std::optional<uid_t> owner,
-                 const std::function<bool(const SnapshotInfo&)>& still);
+  enum class Removal { kKept, kClaimDropped, kRemoved };
+  // remove() when `still` holds for the snapshot's current metadata (under the lock); kKept when it did not,
+  // kClaimDropped when other owners keep the snapshot.
+  Removal remove_if(const std::string& digest, std::optional<uid_t> owner,
+                    const std::function<bool(const SnapshotInfo&)>& still);
 
   std::filesystem::path root_;
   SnapshotLimits limits_;
