@@ -39,7 +39,29 @@ class Statement {
       fail(db_, purpose_ + " (prepare)");
     }
   }
-  ~Statement() { sqlite3_finalize(stmt_); }
+  // Borrowed from `prepared` (prepared there on first use), reset for the next borrower when done. The caller
+  // holds the lock that guards `prepared`.
+  Statement(sqlite3* db, std::map<std::string, sqlite3_stmt*, std::less<>>& prepared, std::string_view sql,
+            std::string purpose)
+      : db_(db), purpose_(std::move(purpose)), borrowed_(true) {
+    auto it = prepared.find(sql);
+    if (it == prepared.end()) {
+      if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt_,
+                             nullptr) != SQLITE_OK) {
+        fail(db_, purpose_ + " (prepare)");
+      }
+      it = prepared.emplace(std::string(sql), stmt_).first;
+    }
+    stmt_ = it->second;
+  }
+  ~Statement() {
+    if (!borrowed_) {
+      sqlite3_finalize(stmt_);
+      return;
+    }
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
@@ -86,6 +108,7 @@ class Statement {
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
   std::string purpose_;
+  bool borrowed_ = false;
 };
 
 void exec(sqlite3* db, const std::string& sql, const std::string& purpose) { Statement(db, sql, purpose).run(); }
@@ -245,7 +268,10 @@ Ledger::Ledger(const std::string& db_path) : path_(db_path) {
   }
 }
 
-Ledger::~Ledger() { sqlite3_close_v2(db_); }
+Ledger::~Ledger() {
+  for (const auto& [sql, statement] : prepared_) sqlite3_finalize(statement);
+  sqlite3_close_v2(db_);
+}
 
 // 'queued', 'running', ...: the states as an SQL list for a CHECK.
 static std::string quoted_states() {
@@ -362,16 +388,36 @@ void Ledger::migrate() {
   transaction.commit();
 }
 
+RunRow queued_row(const std::string& id, const json& spec, const json& pinned,
+                  const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
+                  std::int64_t created_ms) {
+  RunRow row;
+  row.id = id;
+  row.state = "queued";
+  row.labels = labels;
+  row.peer_uid = peer_uid;
+  row.peer_pid = peer_pid;
+  row.created_ms = created_ms;
+  row.spec = spec;
+  row.pinned = pinned;
+  return row;
+}
+
 void Ledger::insert_queued(const std::string& id, const json& spec, const json& pinned,
                            const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
                            std::int64_t created_ms, const std::string& session) {
+  insert_queued(queued_row(id, spec, pinned, labels, peer_uid, peer_pid, created_ms), session);
+}
+
+void Ledger::insert_queued(const RunRow& row, const std::string& session) {
   std::lock_guard lock(mutex_);
-  Statement insert(db_,
+  Statement insert(db_, prepared_,
                    "INSERT INTO runs (id, state, created_ms, labels, spec, pinned, peer_uid, peer_pid, session)"
                    " VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
-                   "insert queued run " + id);
-  insert.bind(1, id).bind(2, created_ms).bind(3, dump(json(labels))).bind(4, dump(spec)).bind(5, dump(pinned));
-  insert.bind(6, static_cast<std::int64_t>(peer_uid)).bind(7, static_cast<std::int64_t>(peer_pid));
+                   "insert queued run " + row.id);
+  insert.bind(1, row.id).bind(2, row.created_ms).bind(3, dump(row.labels)).bind(4, dump(row.spec));
+  insert.bind(5, dump(row.pinned));
+  insert.bind(6, static_cast<std::int64_t>(row.peer_uid)).bind(7, static_cast<std::int64_t>(row.peer_pid));
   if (session.empty()) insert.bind_null(8);
   else insert.bind(8, session);
   insert.run();
@@ -379,7 +425,7 @@ void Ledger::insert_queued(const std::string& id, const json& spec, const json& 
 
 void Ledger::mark_running(const std::string& id, std::int64_t started_ms) {
   std::lock_guard lock(mutex_);
-  Statement update(db_, "UPDATE runs SET state = 'running', started_ms = ? WHERE id = ? AND state = 'queued'",
+  Statement update(db_, prepared_, "UPDATE runs SET state = 'running', started_ms = ? WHERE id = ? AND state = 'queued'",
                    "mark run " + id + " running");
   update.bind(1, started_ms).bind(2, id).run();
   if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued");
@@ -393,7 +439,7 @@ void Ledger::mark_finished(const std::string& id, const std::string& state, cons
   }
   {
     std::lock_guard lock(mutex_);
-    Statement update(db_,
+    Statement update(db_, prepared_,
                      "UPDATE runs SET state = ?, record = ?, finished_ms = ?"
                      " WHERE id = ? AND state IN ('queued', 'running')",
                      "mark run " + id + " " + state);
@@ -426,7 +472,7 @@ std::vector<std::string> Ledger::mark_unfinished_interrupted(std::int64_t now_ms
 
 std::optional<RunRow> Ledger::get(const std::string& id) const {
   std::lock_guard lock(mutex_);
-  Statement query(db_, std::string("SELECT ") + kColumns + " FROM runs WHERE id = ?", "get run " + id);
+  Statement query(db_, prepared_, std::string("SELECT ") + kColumns + " FROM runs WHERE id = ?", "get run " + id);
   query.bind(1, id);
   if (!query.step()) return std::nullopt;
   return read_row(query);

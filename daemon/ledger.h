@@ -18,6 +18,7 @@
 #include "spec/run_object.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace capsule::daemon {
 
@@ -89,6 +90,12 @@ struct SessionPage {
   std::optional<std::string> next;   // pass as SessionFilter::after for the next page; empty on the last page
 };
 
+// A queued run's row as the ledger stores it; a manager keeps it and updates it as the run moves on, so its
+// answer needs no read-back.
+RunRow queued_row(const std::string& id, const nlohmann::json& spec, const nlohmann::json& pinned,
+                  const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
+                  std::int64_t created_ms);
+
 class Ledger {
  public:
   static constexpr std::size_t kMaxListLimit = 1000;
@@ -106,6 +113,8 @@ class Ledger {
   void insert_queued(const std::string& id, const nlohmann::json& spec, const nlohmann::json& pinned,
                      const std::map<std::string, std::string>& labels, uid_t peer_uid, pid_t peer_pid,
                      std::int64_t created_ms, const std::string& session = "");
+  // The same from the row queued_row made: what get() will read back until the run moves on.
+  void insert_queued(const RunRow& row, const std::string& session = "");
   // queued -> running. Throws base::Error if the run is unknown or not queued.
   void mark_running(const std::string& id, std::int64_t started_ms);
   // queued|running -> `state` (a terminal state). Throws base::Error if the run is unknown or finished.
@@ -154,7 +163,9 @@ class Ledger {
 
   std::string path_;
   sqlite3* db_ = nullptr;
-  mutable std::mutex mutex_;  // guards db_: one connection, one statement at a time
+  mutable std::mutex mutex_;  // guards db_ and prepared_: one connection, one statement at a time
+  // The statements every run and exec uses, prepared once (preparing costs more than a one-row write), by SQL.
+  mutable std::map<std::string, sqlite3_stmt*, std::less<>> prepared_;
   std::function<void(const std::string& id)> finished_observer_;
 };
 

@@ -46,6 +46,9 @@ struct RunManager::Run {
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
   std::unique_ptr<RunProxy> proxy;  // network "proxy": stopped once the sandbox is gone
+  // Its ledger row as written so far (the submitter's, then the supervision thread's, then the finisher's):
+  // the answer is made from it, with no read-back.
+  RunRow row;
 };
 
 RunManager::RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options)
@@ -101,9 +104,9 @@ std::string RunManager::submit(const Submission& submission, const Peer& peer, L
       throw http::ApiError("queue_full", "the run queue is full (" + std::to_string(queue_.size()) + " waiting, " +
                                             std::to_string(running_) + " running); retry later");
     }
-    ledger_.insert_queued(run->id, spec::to_json(run->submission.spec), spec::to_json(run->submission.pinned),
-                          run->submission.spec.labels,
-                          peer.uid, peer.pid, unix_ms());
+    run->row = queued_row(run->id, spec::to_json(run->submission.spec), spec::to_json(run->submission.pinned),
+                          run->submission.spec.labels, peer.uid, peer.pid, unix_ms());
+    ledger_.insert_queued(run->row);
     live_[run->id] = run;
     // Under the lock, before the supervision thread can see the run: "queued" always comes before "started".
     for (const auto& first : run->listeners) first({{"event", "queued"}, {"id", run->id}});
@@ -193,6 +196,8 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
   auto mark_started = [&] {
     try {
       ledger_.mark_running(run->id, started_ms);
+      run->row.state = "running";
+      run->row.started_ms = started_ms;
       notify(run, {{"event", "started"}, {"id", run->id}});
     } catch (const std::exception& e) {
       spdlog::error("run {}: recording it as running failed: {}", run->id, e.what());
@@ -250,8 +255,15 @@ void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result res
 
 void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::string& state,
                                  const nlohmann::json& record) {
+  // What the row says once written (and what the answer says, even when no write lands: it is what happened).
+  auto landed = [&run](const std::string& final_state, const nlohmann::json& final_record, std::int64_t at_ms) {
+    run->row.state = final_state;
+    run->row.outcome = final_record;
+    run->row.finished_ms = at_ms;
+  };
+  landed(state, record, unix_ms());
   try {
-    ledger_.mark_finished(run->id, state, record, unix_ms());
+    ledger_.mark_finished(run->id, state, record, *run->row.finished_ms);
     return;
   } catch (const std::exception& e) {
     spdlog::error("run {}: recording it as {} failed: {}; releasing its box and trying again", run->id, state, e.what());
@@ -259,15 +271,16 @@ void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::str
   // A full disk (the box's own disk or its writes can be what filled it): what the box holds goes first.
   release_box(run);
   try {
-    ledger_.mark_finished(run->id, state, record, unix_ms());
+    landed(state, record, unix_ms());
+    ledger_.mark_finished(run->id, state, record, *run->row.finished_ms);
     return;
   } catch (const std::exception& e) {
     spdlog::error("run {}: recording it as {} failed again: {}", run->id, state, e.what());
     try {
       sandbox::Result none;
       none.wall_ms = record.contains("result") ? record["result"].value("wall_ms", 0.0) : 0.0;
-      ledger_.mark_finished(run->id, "internal_error",
-                            failure_record(std::string("recording the run failed: ") + e.what(), none), unix_ms());
+      landed("internal_error", failure_record(std::string("recording the run failed: ") + e.what(), none), unix_ms());
+      ledger_.mark_finished(run->id, "internal_error", *run->row.outcome, *run->row.finished_ms);
     } catch (const std::exception& again) {
       spdlog::error("run {}: recording it as internal_error failed too: {}", run->id, again.what());
     }
@@ -319,15 +332,8 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     record = failure_record(std::string("finishing the run failed: ") + e.what(), result);
   }
   record_finished(run, state, record);
-
-  std::optional<RunRow> row;
-  try {
-    row = ledger_.get(run->id);
-  } catch (const std::exception& e) {
-    spdlog::error("run {}: reading its final row failed: {}", run->id, e.what());
-  }
-  nlohmann::json run_json = row ? row->to_json() : nlohmann::json{{"id", run->id}, {"state", state}, {"result", record.value("result", nlohmann::json())}};
-  if (row) state = row->state;
+  nlohmann::json run_json = run->row.to_json();
+  state = run->row.state;
   // A snapshot it used may be removed once it is done (not under mutex_: the release takes the store's lock).
   run->submission.workspace_snapshot.reset();
   {

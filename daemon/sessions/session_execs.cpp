@@ -76,7 +76,8 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
 
   json stored = spec::to_json(spec);
   stored["session"] = id;
-  ledger_.insert_queued(run->id, stored, session.row.pinned, spec.labels, peer.uid, peer.pid, unix_ms(), id);
+  run->row = queued_row(run->id, stored, session.row.pinned, spec.labels, peer.uid, peer.pid, unix_ms());
+  ledger_.insert_queued(run->row, id);
   ++session.execs_total;
   ++session.execs_running;
   session.row.last_used_ms = unix_ms();
@@ -187,6 +188,7 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
       run->proxy = session.proxy;
     }
     if (run->proxy) run->proxy_served_before = run->proxy->served_count();
+    tidy_spent_execs(session);  // the next exec's cgroup and standby child are made there
     run->exec = session.box->exec(run->process, hooks);
     session.running[run->id] = run;
     session.last_used_ns = sandbox::monotonic_ns();
@@ -208,13 +210,15 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
 void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
   Session& session = *run->session;
   if (result.status == sandbox::Status::kCancelled && !run->ended_by.empty()) result.reason = "cancelled: " + run->ended_by;
-  std::unique_ptr<sandbox::Exec> exec = std::move(run->exec);
+  if (run->exec) session.spent.push_back(std::move(run->exec));
   session.running.erase(run->id);
   session.last_used_ns = sandbox::monotonic_ns();
   post_exec_record(run, std::move(result));
-  // While the finisher records and answers: the exec's cgroup goes (on this thread, before the box can), the
-  // box's usage is read, and the next exec's cgroup is made, all off the exec's round trip.
-  exec.reset();
+}
+
+void SessionManager::tidy_spent_execs(Session& session) {
+  if (session.spent.empty()) return;
+  session.spent.clear();  // their cgroups go (on this thread, before the box can)
   if (session.box && !session.box->ended()) {
     try {
       const sandbox::CgroupUsage usage = session.box->usage();
@@ -259,18 +263,17 @@ void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandb
       state = "internal_error";
       record = failure_record(std::string("finishing the exec failed: ") + e.what(), result);
     }
+    RunRow& row = run->row;
+    row.state = state;
+    if (run->started_ms != 0) row.started_ms = run->started_ms;
+    row.finished_ms = unix_ms();
     try {
-      ledger_.mark_finished(run->id, state, record, unix_ms());
+      ledger_.mark_finished(run->id, state, record, *row.finished_ms);
     } catch (const std::exception& e) {
       spdlog::error("exec {}: recording it as {} failed: {}", run->id, state, e.what());
     }
-    std::optional<RunRow> row;
-    try {
-      row = ledger_.get(run->id);
-    } catch (const std::exception& e) {
-      spdlog::error("exec {}: reading its final row failed: {}", run->id, e.what());
-    }
-    json run_json = row ? row->to_json() : json{{"id", run->id}, {"state", state}, {"result", record.value("result", json())}};
+    row.outcome = std::move(record);
+    json run_json = row.to_json();
     {
       std::lock_guard lock(mutex_);
       --run->session->execs_running;
@@ -282,6 +285,10 @@ void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandb
       spdlog::error("exec {}: sending \"finished\" failed: {}", run->id, e.what());
     }
     changed_.notify_all();
+    {  // now that the answer is on its way
+      std::lock_guard lock(mutex_);
+      tasks_.push_back([this, session = run->session] { tidy_spent_execs(*session); });
+    }
     wake();  // an idle_ttl may start now
   });
 }

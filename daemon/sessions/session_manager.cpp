@@ -309,6 +309,7 @@ void SessionManager::begin_end(const std::shared_ptr<Session>& session, const st
     run->ended_by = state.empty() ? "the session was reset" : "the session ended (" + state + ": " + reason + ")";
     if (run->exec) run->exec->cancel();
   }
+  session->spent.clear();
   if (session->box && session->held == 0) session->box->destroy();  // else when the last holder lets go
   std::shared_ptr<RunProxy> proxy;  // stops serving once the last exec that started under it is recorded
   std::lock_guard lock(mutex_);
@@ -323,10 +324,12 @@ void SessionManager::complete_end(const std::shared_ptr<Session>& session) {
       spdlog::error("session {}: while its box was down: {}", session->id, e.what());
     }
     session->while_down = nullptr;
+    session->spent.clear();
     session->box.reset();
     create_box(session);
     return;
   }
+  session->spent.clear();
   session->box.reset();
   {
     std::lock_guard lock(mutex_);

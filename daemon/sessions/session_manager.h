@@ -133,7 +133,9 @@ class SessionManager {
   // whose session ended meanwhile, start the execs that waited.
   void release_box(const std::shared_ptr<Session>& session);
   void finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
-  // On the finisher: closes its logs, records it, and sends "finished" to its listeners.
+  // Loop thread: the ended execs' cgroups removed, the box's usage read, the next exec prepared.
+  void tidy_spent_execs(Session& session);
+  // On the finisher: closes its logs, records it, sends "finished" to its listeners, then has the loop tidy.
   void post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
   // On the finisher: the exec's `running` row, unless already written.
   void record_exec_start(ExecRun& run);
