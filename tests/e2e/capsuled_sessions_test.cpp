@@ -52,13 +52,18 @@ TEST_F(CapsuledSessions, FilesPersistAcrossExecsAndEachExecIsARunOfItsSession) {
   EXPECT_FALSE(fs::exists(workspace / "made.txt")) << "a cow workspace leaves the host dir alone";
 
   EXPECT_EQ(second["spec"]["session"], id);
-  EXPECT_EQ(get_run(second["id"])["state"], "succeeded") << "an exec is a run: GET /v1/runs/{id}";
+  EXPECT_EQ(get_run(second["id"]), second) << "an exec is a run: GET /v1/runs/{id} holds what the exec answered";
+  // The answer is made from the row the daemon wrote: the same, bytes that are not UTF-8 and labels included.
+  const json odd = exec(id, {{"script", "printf 'caf\\351 \\377\\n'; exit 4"}, {"labels", {{"step", "odd"}}}});
+  EXPECT_EQ(odd["state"], "failed") << odd;
+  EXPECT_EQ(odd["labels"]["step"], "odd") << odd;
+  EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + id + "/execs/" + odd["id"].get<std::string>())), odd);
   const json execs = body_json(call("GET", "/v1/sessions/" + id + "/execs"))["execs"];
-  ASSERT_EQ(execs.size(), 3u) << execs;
-  EXPECT_EQ(execs[0]["id"], heredoc["id"]) << "newest first";
+  ASSERT_EQ(execs.size(), 4u) << execs;
+  EXPECT_EQ(execs[0]["id"], odd["id"]) << "newest first";
   EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + id + "/execs/" + first["id"].get<std::string>()))["id"], first["id"]);
   const json shown = get_session(id);
-  EXPECT_EQ(shown["execs"]["total"], 3);
+  EXPECT_EQ(shown["execs"]["total"], 4);
   EXPECT_EQ(shown["execs"]["running"], 0);
   EXPECT_EQ(shown["labels"]["task"], "t1");
 
