@@ -243,6 +243,12 @@ TEST_F(CapsuledOutputs, ALiveSessionIsCommittedWithWhatItInstalled) {
   const HttpResponse committed = call("POST", target + "/commit", {{"ref", "test/out-session:1"}});
   ASSERT_EQ(committed.status, 201) << committed.body;
   EXPECT_EQ(body_json(committed)["config"]["labels"]["org.capsule.committed.from_session"], session);
+  const Cli cli = run_capsule_cli(dir_, {"--socket", socket_, "session", "commit", session, "test/out-session:2"});
+  ASSERT_EQ(cli.code, 0) << cli.err;
+  EXPECT_EQ(cli.out, body_json(committed)["digest"].get<std::string>() + "\n") << "the same changes: the same image";
+  const Cli unknown = run_capsule_cli(dir_, {"--socket", socket_, "session", "commit", "nosuch", "x:1"});
+  EXPECT_NE(unknown.code, 0);
+  EXPECT_NE(unknown.err.find("no session with id nosuch"), std::string::npos) << unknown.err;
   const json run = run_and_wait({{"image", "test/out-session:1"}, {"argv", {"/bin/cat", "/opt/venv/pkg"}}});
   EXPECT_EQ(run["result"]["stdout"]["head"], "pkg\n") << run.dump();
   EXPECT_EQ(call("DELETE", target).status, 200);
