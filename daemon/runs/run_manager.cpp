@@ -283,6 +283,7 @@ void RunManager::record_finished(const std::shared_ptr<Run>& run, const std::str
       ledger_.mark_finished(run->id, "internal_error", *run->row.outcome, *run->row.finished_ms);
     } catch (const std::exception& again) {
       spdlog::error("run {}: recording it as internal_error failed too: {}", run->id, again.what());
+      (*run->row.outcome)["record_error"] = std::string("the ledger did not record this end: ") + again.what();
     }
   }
 }

@@ -210,7 +210,10 @@ void SessionManager::start_exec(const std::shared_ptr<ExecRun>& run) {
 void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result) {
   Session& session = *run->session;
   if (result.status == sandbox::Status::kCancelled && !run->ended_by.empty()) result.reason = "cancelled: " + run->ended_by;
-  if (run->exec) session.spent.push_back(std::move(run->exec));
+  // One that ran to its end is tidied later; one whose start or supervision failed goes now, with whatever
+  // it left running.
+  if (run->exec && run->exec->finished()) session.spent.push_back(std::move(run->exec));
+  run->exec.reset();
   session.running.erase(run->id);
   session.last_used_ns = sandbox::monotonic_ns();
   post_exec_record(run, std::move(result));
@@ -236,6 +239,8 @@ void SessionManager::record_exec_start(ExecRun& run) {
   run.start_recorded = true;
   try {
     ledger_.mark_running(run.id, run.started_ms);
+    run.row.state = "running";
+    run.row.started_ms = run.started_ms;
   } catch (const std::exception& e) {
     spdlog::error("exec {}: recording it as running failed: {}", run.id, e.what());
   }
@@ -263,14 +268,14 @@ void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandb
       state = "internal_error";
       record = failure_record(std::string("finishing the exec failed: ") + e.what(), result);
     }
-    RunRow& row = run->row;
+    RunRow& row = run->row;  // its started_ms set by record_exec_start once that row landed
     row.state = state;
-    if (run->started_ms != 0) row.started_ms = run->started_ms;
     row.finished_ms = unix_ms();
     try {
       ledger_.mark_finished(run->id, state, record, *row.finished_ms);
     } catch (const std::exception& e) {
       spdlog::error("exec {}: recording it as {} failed: {}", run->id, state, e.what());
+      record["record_error"] = std::string("the ledger did not record this end: ") + e.what();
     }
     row.outcome = std::move(record);
     json run_json = row.to_json();

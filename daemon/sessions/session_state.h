@@ -53,7 +53,9 @@ struct SessionManager::ExecRun {
   std::shared_ptr<Session> session;
   spec::ExecSpec spec;
   sandbox::ProcessSpec process;
-  RunRow row;  // its ledger row as inserted, then as finished: its answer needs no read-back
+  // Its ledger row as written so far (queued by exec(); running, under start_recording, and finished by the
+  // finisher's jobs): its answer is made from it, with no read-back.
+  RunRow row;
   std::vector<Listener> listeners;  // guarded by mutex_
   // Loop thread, then the finisher's:
   std::unique_ptr<sandbox::Exec> exec;
