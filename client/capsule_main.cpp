@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "client/cli_args.h"
+#include "client/cli_batch.h"
 #include "client/cli_daemon.h"
 #include "client/cli_images.h"
 #include "client/cli_proxy.h"
@@ -147,6 +148,9 @@ int main(int argc, char** argv) {
   serve->add_flag("--offline", serve_options.offline, "serve from the cache only; never connect upstream");
   serve->add_flag("--include-undated", serve_options.include_undated, "show files that have no publish time");
 
+  BatchCommands batch_commands;
+  add_batch_commands(app, batch_commands);
+
   CLI::App* version = app.add_subcommand("version", "print the client and daemon versions");
   CLI::App* daemon = app.add_subcommand("daemon", "run capsuled in the foreground");
   std::string state_dir;
@@ -165,6 +169,7 @@ int main(int argc, char** argv) {
     const bool exits_as_a_run = run->parsed() || replay->parsed() || sessions.exec->parsed() || sessions.attach->parsed();
     return code == 0 ? 0 : exits_as_a_run ? kExitCapsuleFailed : 2;
   }
+  const bool socket_given = !socket.empty();
   if (socket.empty()) socket = default_socket_path();
 
   try {
@@ -196,6 +201,7 @@ int main(int argc, char** argv) {
     if (toolchains.group->parsed()) return cmd_toolchains(socket, toolchains);
     if (snapshots.group->parsed()) return cmd_snapshot(socket, snapshots);
     if (serve->parsed()) return cmd_proxy_serve(serve_options);
+    if (batch_commands.group->parsed()) return cmd_batch(socket, socket_given, batch_commands);
     if (version->parsed()) return cmd_version(socket);
     if (daemon->parsed()) {
       if (state_dir_option->count() == 0) state_dir = state_dir_for(socket);

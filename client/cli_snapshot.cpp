@@ -83,6 +83,25 @@ std::string format_snapshots_table(const json& snapshots) {
   return out.str();
 }
 
+void export_snapshot(const http::HttpClient& client, const std::string& digest, const fs::path& out) {
+  const fs::path partial = out.string() + ".partial";
+  std::ofstream file(partial, std::ios::binary | std::ios::trunc);
+  if (!file) throw std::runtime_error("cannot write " + partial.string());
+  const http::HttpResponse response =
+      client.stream("GET", "/v1/snapshots/" + http::url_encode(digest), nullptr, {}, [&file](std::string_view data) {
+        file.write(data.data(), static_cast<std::streamsize>(data.size()));
+      });
+  file.close();
+  try {
+    http::throw_if_error(response);
+    if (!file) throw std::runtime_error("writing " + partial.string() + " failed");
+  } catch (...) {
+    fs::remove(partial);
+    throw;
+  }
+  fs::rename(partial, out);
+}
+
 int cmd_snapshot(const std::string& socket, const SnapshotCommands& c) {
   const http::HttpClient client(socket);
   if (c.create->parsed()) {
@@ -121,22 +140,7 @@ int cmd_snapshot(const std::string& socket, const SnapshotCommands& c) {
     return 0;
   }
   const fs::path out = absolute_path(c.out);
-  const fs::path partial = out.string() + ".partial";
-  std::ofstream file(partial, std::ios::binary | std::ios::trunc);
-  if (!file) throw std::runtime_error("cannot write " + partial.string());
-  const http::HttpResponse response =
-      client.stream("GET", "/v1/snapshots/" + c.digest, nullptr, {}, [&file](std::string_view data) {
-        file.write(data.data(), static_cast<std::streamsize>(data.size()));
-      });
-  file.close();
-  try {
-    http::throw_if_error(response);
-    if (!file) throw std::runtime_error("writing " + partial.string() + " failed");
-  } catch (...) {
-    fs::remove(partial);
-    throw;
-  }
-  fs::rename(partial, out);
+  export_snapshot(client, c.digest, out);
   std::cerr << "capsule: exported " << c.digest << " to " << out.string() << "\n";
   return 0;
 }

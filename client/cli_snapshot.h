@@ -3,8 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "http/unix_client.h"
 
 namespace capsule::client {
 
@@ -34,6 +37,9 @@ void add_snapshot_commands(CLI::App& app, SnapshotCommands& commands);
 nlohmann::json snapshot_create_body(const SnapshotCommands& commands);
 // DIGEST(19)  SIZE  FILES  CREATED  SOURCE, one snapshot per line.
 std::string format_snapshots_table(const nlohmann::json& snapshots);
+
+// Streams a snapshot's canonical tar into `out` through a temporary sibling renamed once whole.
+void export_snapshot(const http::HttpClient& client, const std::string& digest, const std::filesystem::path& out);
 
 int cmd_snapshot(const std::string& socket, const SnapshotCommands& commands);
 

@@ -1,0 +1,168 @@
+// Reading a batch's input (bounded, every problem named by file and line) and pinning each spec by digest
+// through capsuled's own routes (GET /v1/images/{ref}, POST /v1/snapshots), so the CLI maps no field by hand.
+#include "client/batch/batch_input.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <stdexcept>
+
+#include "store/digest.h"
+
+namespace capsule::client::batch {
+
+using nlohmann::json;
+
+namespace {
+
+void add(std::vector<InputSpec>& out, std::map<std::string, std::string>& seen, json body, const std::string& where) {
+  if (!body.is_object()) throw std::runtime_error(where + ": a spec must be a JSON object");
+  std::string key;
+  if (body.contains("key")) {
+    if (!body["key"].is_string() || !valid_key(body["key"].get<std::string>())) {
+      throw std::runtime_error(where + ": \"key\" must be 1 to 128 of A-Z a-z 0-9 _ . : / @ + -");
+    }
+    key = body["key"].get<std::string>();
+    body.erase("key");
+  } else {
+    key = where;
+  }
+  if (!valid_key(key)) throw std::runtime_error(where + ": give the spec a \"key\" (its file name cannot be one)");
+  if (auto [it, fresh] = seen.emplace(key, where); !fresh) {
+    throw std::runtime_error(where + ": key '" + key + "' is also the key of " + it->second);
+  }
+  if (out.size() >= kMaxSpecs) throw std::runtime_error("more than " + std::to_string(kMaxSpecs) + " specs");
+  out.push_back({key, std::move(body), where});
+}
+
+void read_jsonl(const fs::path& file, const std::string& name, std::vector<InputSpec>& out,
+                std::map<std::string, std::string>& seen) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + file.string());
+  std::string line;
+  std::size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = name + ":" + std::to_string(number);
+    if (line.size() > kMaxSpecBytes) throw std::runtime_error(where + ": a spec is over 1 MiB");
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    json body;
+    try {
+      body = json::parse(line);
+    } catch (const json::parse_error& e) {
+      throw std::runtime_error(where + ": not JSON: " + e.what());
+    }
+    add(out, seen, std::move(body), where);
+  }
+}
+
+void read_json(const fs::path& file, const std::string& name, std::vector<InputSpec>& out,
+               std::map<std::string, std::string>& seen) {
+  std::error_code ec;
+  if (fs::file_size(file, ec) > kMaxSpecBytes) throw std::runtime_error(name + ": a spec is over 1 MiB");
+  std::ifstream in(file, std::ios::binary);
+  json body;
+  try {
+    body = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(name + ": not JSON: " + e.what());
+  }
+  add(out, seen, std::move(body), name);
+}
+
+bool is_digest_ref(const std::string& ref) { return ref.rfind("sha256:", 0) == 0; }
+
+std::string image_digest(const http::HttpClient& client, const std::string& ref, const std::string& where) {
+  if (ref == "host" || is_digest_ref(ref)) return ref;
+  try {
+    const json image = http::request_json(client, "GET", "/v1/images/" + http::url_encode(ref));
+    return image.at("digest").get<std::string>();
+  } catch (const http::ResponseError& e) {
+    throw std::runtime_error(where + ": image " + ref + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+bool valid_key(const std::string& key) {
+  static const std::regex shape("[A-Za-z0-9_.:/@+-]{1,128}");
+  return std::regex_match(key, shape);
+}
+
+std::vector<InputSpec> read_input(const std::string& path) {
+  std::vector<InputSpec> out;
+  std::map<std::string, std::string> seen;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(path)) {
+      const std::string ext = entry.path().extension();
+      if (entry.is_regular_file() && (ext == ".json" || ext == ".jsonl")) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      const std::string name = file.filename();
+      if (file.extension() == ".jsonl") {
+        read_jsonl(file, name, out, seen);
+      } else {
+        read_json(file, file.stem(), out, seen);  // one spec per file: its name is its default key
+      }
+    }
+  } else if (fs::is_regular_file(path, ec)) {
+    read_jsonl(path, fs::path(path).filename(), out, seen);
+  } else {
+    throw std::runtime_error("no batch input at " + path + " (a JSONL file or a directory of .json/.jsonl files)");
+  }
+  if (out.empty()) throw std::runtime_error(path + " holds no spec");
+  return out;
+}
+
+json pin_spec(const http::HttpClient& client, const InputSpec& input) {
+  json spec = input.body;
+  if (spec.contains("pinned")) return spec;  // a stored run: its pins are the daemon's to check
+  if (spec.contains("image") && spec["image"].is_string()) {
+    spec["image"] = image_digest(client, spec["image"].get<std::string>(), input.where);
+  }
+  if (spec.contains("layers") && spec["layers"].is_array()) {
+    for (json& layer : spec["layers"]) {
+      if (layer.is_string()) layer = image_digest(client, layer.get<std::string>(), input.where);
+    }
+  }
+  if (spec.contains("workspace") && spec["workspace"].is_object()) {
+    json& workspace = spec["workspace"];
+    const std::string mode = workspace.value("mode", "cow");
+    if (workspace.contains("path") && workspace["path"].is_string() && mode == "cow") {
+      try {
+        const json snapshot = http::request_json(client, "POST", "/v1/snapshots",
+                                                 {{"dir", workspace["path"].get<std::string>()}});
+        workspace.erase("path");
+        workspace.erase("mode");
+        workspace["snapshot"] = snapshot.at("digest").get<std::string>();
+      } catch (const http::ResponseError& e) {
+        throw std::runtime_error(input.where + ": workspace " + workspace["path"].dump() + ": " + e.what());
+      }
+    }
+  }
+  return spec;
+}
+
+std::string manifest_digest(const json& pinned_spec) {
+  json manifest = pinned_spec;
+  if (manifest.is_object()) {
+    manifest.erase("labels");
+    if (manifest.contains("spec") && manifest["spec"].is_object()) manifest["spec"].erase("labels");
+  }
+  return store::sha256_of(manifest.dump(-1, ' ', false, json::error_handler_t::strict)).str();
+}
+
+std::vector<std::string> snapshot_digests(const json& pinned_spec) {
+  const json& spec = pinned_spec.contains("spec") ? pinned_spec["spec"] : pinned_spec;
+  if (!spec.is_object() || !spec.contains("workspace") || !spec["workspace"].is_object()) return {};
+  const json& workspace = spec["workspace"];
+  if (workspace.contains("snapshot") && workspace["snapshot"].is_string()) return {workspace["snapshot"].get<std::string>()};
+  return {};
+}
+
+}  // namespace capsule::client::batch

@@ -1,0 +1,293 @@
+// The batch worker: chunk locks, a shared queue drained by `concurrency` threads each streaming one run at a
+// time (POST /v1/runs, ndjson: the id from "queued", the run from "finished"), and a signal thread that cancels
+// the runs in flight when the worker is told to stop (scancel, `capsule batch cancel`, Ctrl-C).
+#include "client/batch/batch_worker.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "client/cli_daemon.h"
+#include "http/unix_client.h"
+
+namespace capsule::client::batch {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+fs::path snapshot_object(const fs::path& root, const std::string& digest) {
+  return root / "objects" / "snapshots" / (digest.substr(digest.find(':') + 1) + ".tar");
+}
+
+namespace {
+
+// The spec's own labels (of a RunSpec, or of a stored run's "spec").
+std::map<std::string, std::string> labels_of(const json& body) {
+  const json& spec = body.contains("pinned") && body.contains("spec") ? body["spec"] : body;
+  std::map<std::string, std::string> labels;
+  if (!spec.contains("labels") || !spec["labels"].is_object()) return labels;
+  for (const auto& [key, value] : spec["labels"].items()) {
+    if (value.is_string()) labels[key] = value.get<std::string>();
+  }
+  return labels;
+}
+
+struct Job {
+  std::size_t chunk;
+  BatchSpec spec;
+};
+
+class Worker {
+ public:
+  Worker(const BatchDir& batch, const WorkOptions& options) : batch_(batch), client_(options.socket) {}
+
+  int run(const WorkOptions& options);
+
+ private:
+  void drain();
+  void handle(const Job& job);
+  // Runs the spec; the result, or nullopt when it was not run to an end worth keeping.
+  std::optional<BatchResult> run_spec(const Job& job);
+  void import_missing_snapshots(const json& spec);
+  void write(std::size_t chunk, const BatchResult& result);
+  void cancel_in_flight();
+  void log(const std::string& line);
+
+  const BatchDir& batch_;
+  http::HttpClient client_;
+  std::map<std::size_t, base::UniqueFd> chunk_fds_;
+  std::vector<Job> queue_;
+  std::size_t next_ = 0;
+  std::mutex mutex_;                          // queue_, next_, in_flight_, writes, the log
+  std::map<std::string, std::string> in_flight_;  // run id -> key
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> undone_{false};
+};
+
+int Worker::run(const WorkOptions& options) {
+  ensure_daemon(client_);
+  const auto done = batch_.results();
+  std::vector<std::size_t> chunks;
+  if (options.chunk) {
+    if (*options.chunk >= batch_.meta().chunks()) {
+      throw std::runtime_error("batch " + batch_.meta().id + " has " + std::to_string(batch_.meta().chunks()) +
+                               " chunks, no chunk " + std::to_string(*options.chunk));
+    }
+    chunks.push_back(*options.chunk);
+  } else {
+    for (std::size_t i = 0; i < batch_.meta().chunks(); ++i) chunks.push_back(i);
+  }
+  const std::vector<BatchSpec> specs = batch_.specs();
+  for (std::size_t chunk : chunks) {
+    std::optional<base::UniqueFd> fd = batch_.lock_chunk(chunk);
+    if (!fd) {
+      log("chunk " + std::to_string(chunk) + " is held by another worker; skipped");
+      undone_ = true;
+      continue;
+    }
+    chunk_fds_.emplace(chunk, std::move(*fd));
+    const std::size_t begin = chunk * batch_.meta().chunk_size;
+    for (std::size_t i = begin; i < std::min(specs.size(), begin + batch_.meta().chunk_size); ++i) {
+      if (!done.count(specs[i].key)) queue_.push_back({chunk, specs[i]});
+    }
+  }
+  log("node " + node_name() + ": " + std::to_string(queue_.size()) + " specs to do in " +
+      std::to_string(chunk_fds_.size()) + " chunks");
+
+  // Signals go to one thread, which cancels what runs; the run threads see stopping_ and take nothing more.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, s);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::atomic<bool> finished{false};
+  std::thread watcher([&] {
+    const timespec tick{0, 200'000'000};
+    while (!finished) {
+      const int signal = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (signal > 0) {
+        log("signal " + std::to_string(signal) + ": cancelling the runs in flight");
+        stopping_ = true;
+        undone_ = true;
+        cancel_in_flight();
+      }
+    }
+  });
+  std::vector<std::thread> threads;
+  const int count = std::max(1, std::min<int>(batch_.meta().concurrency, static_cast<int>(queue_.size())));
+  for (int i = 0; i < count; ++i) threads.emplace_back([this] { drain(); });
+  for (std::thread& t : threads) t.join();
+  finished = true;
+  watcher.join();
+  return undone_ ? 1 : 0;
+}
+
+void Worker::drain() {
+  while (!stopping_) {
+    Job job;
+    {
+      std::lock_guard lock(mutex_);
+      if (next_ >= queue_.size()) return;
+      job = queue_[next_++];
+    }
+    if (batch_.cancelled()) {
+      stopping_ = true;
+      undone_ = true;
+      return;
+    }
+    try {
+      handle(job);
+    } catch (const http::ConnectError& e) {
+      log(job.spec.key + ": " + e.what() + "; stopping");
+      stopping_ = true;
+      undone_ = true;
+    } catch (const std::exception& e) {
+      log(job.spec.key + ": " + e.what() + "; left without a result");
+      undone_ = true;
+    }
+  }
+}
+
+void Worker::handle(const Job& job) {
+  if (!batch_.meta().rerun) {
+    if (std::optional<BatchResult> cached = batch_.cached(job.spec.manifest)) {
+      BatchResult copy = *cached;  // the cache stores run results only: cached_from names the run itself
+      copy.cached_from = json{{"key", cached->key}, {"run_id", cached->run_id}, {"node", cached->node},
+                              {"finished", cached->finished}};
+      copy.key = job.spec.key;
+      copy.labels = labels_of(job.spec.spec);
+      copy.finished = utc_now();
+      write(job.chunk, copy);
+      return;
+    }
+  }
+  std::optional<BatchResult> result = run_spec(job);
+  if (!result) {
+    undone_ = true;
+    return;
+  }
+  write(job.chunk, *result);
+  if (is_result_state(result->state)) batch_.store_in_cache(*result);
+}
+
+std::optional<BatchResult> Worker::run_spec(const Job& job) {
+  json body = job.spec.spec;
+  json& spec = body.contains("pinned") ? body["spec"] : body;
+  import_missing_snapshots(spec);
+  BatchResult result;
+  result.key = job.spec.key;
+  result.manifest = job.spec.manifest;
+  result.node = node_name();
+  result.labels = labels_of(body);
+  spec["labels"]["capsule.batch"] = batch_.meta().id;
+  spec["labels"]["capsule.batch.key"] = job.spec.key;
+
+  for (int attempt = 0;; ++attempt) {
+    std::string id;
+    json run;
+    const http::HttpResponse response = client_.stream_lines(
+        "POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}}, [&](std::string_view line) {
+          if (line.empty()) return;
+          const json event = json::parse(line, nullptr, false);
+          if (!event.is_object()) return;
+          const std::string kind = event.value("event", "");
+          if (kind == "queued") {
+            id = event.value("id", "");
+            std::lock_guard lock(mutex_);
+            in_flight_[id] = job.spec.key;
+            if (stopping_) client_.request("POST", "/v1/runs/" + http::url_encode(id) + "/cancel");
+          } else if (kind == "finished") {
+            run = event.value("run", json(nullptr));
+          }
+        });
+    if (!id.empty()) {
+      std::lock_guard lock(mutex_);
+      in_flight_.erase(id);
+    }
+    if (response.status == 429 && !stopping_ && attempt < 600) {  // queue_full: capsuled is busy, not broken
+      std::this_thread::sleep_for(500ms);
+      continue;
+    }
+    if (response.status == 400 || response.status == 404 || response.status == 409) {
+      try {
+        http::throw_if_error(response);
+      } catch (const http::ResponseError& e) {
+        result.state = "rejected";
+        result.reason = e.what();
+      }
+      result.finished = utc_now();
+      return result;
+    }
+    http::throw_if_error(response);
+    if (!run.is_object()) throw std::runtime_error("capsuled's stream ended without the finished run");
+    result.run_id = run.value("id", id);
+    result.state = run.value("state", "");
+    const json results = run.value("result", json::object());
+    if (results.contains("exit_code") && results["exit_code"].is_number_integer()) {
+      result.exit_code = results["exit_code"].get<int>();
+    }
+    result.wall_ms = results.value("wall_ms", std::uint64_t{0});
+    result.reason = results.value("reason", "");
+    result.finished = utc_now();
+    result.run = std::move(run);
+    if (!is_result_state(result.state)) {
+      log(job.spec.key + ": run " + result.run_id + " ended " + result.state + "; left without a result");
+      return std::nullopt;
+    }
+    return result;
+  }
+}
+
+void Worker::import_missing_snapshots(const json& spec) {
+  if (!spec.contains("workspace") || !spec["workspace"].is_object()) return;
+  const std::string digest = spec["workspace"].value("snapshot", "");
+  if (digest.empty()) return;
+  const http::HttpResponse info = client_.request("GET", "/v1/snapshots/" + http::url_encode(digest) + "?info=true");
+  if (info.status != 404) return;
+  const fs::path object = snapshot_object(batch_.path().parent_path(), digest);
+  std::error_code ec;
+  if (!fs::exists(object, ec)) return;  // the run's own 404 names what is missing
+  const json imported = http::request_json(client_, "POST", "/v1/snapshots", {{"tar", object.string()}});
+  if (imported.value("digest", "") != digest) {
+    throw std::runtime_error("the snapshot object " + object.string() + " imports as " +
+                             imported.value("digest", "") + ", not " + digest);
+  }
+  log("imported snapshot " + digest);
+}
+
+void Worker::write(std::size_t chunk, const BatchResult& result) {
+  std::lock_guard lock(mutex_);
+  BatchDir::append_result(chunk_fds_.at(chunk).get(), result);
+}
+
+void Worker::cancel_in_flight() {
+  std::map<std::string, std::string> runs;
+  {
+    std::lock_guard lock(mutex_);
+    runs = in_flight_;
+  }
+  for (const auto& [id, key] : runs) {
+    try {
+      client_.request("POST", "/v1/runs/" + http::url_encode(id) + "/cancel");
+    } catch (const std::exception& e) {
+      log(key + ": cannot cancel run " + id + ": " + e.what());
+    }
+  }
+}
+
+void Worker::log(const std::string& line) {
+  std::lock_guard lock(mutex_);
+  std::cerr << utc_now() << " capsule batch " << batch_.meta().id << ": " << line << std::endl;
+}
+
+}  // namespace
+
+int work(const BatchDir& batch, const WorkOptions& options) {
+  Worker worker(batch, options);
+  return worker.run(options);
+}
+
+}  // namespace capsule::client::batch

@@ -1,0 +1,203 @@
+// The batch subcommands: submit pins every spec through this machine's capsuled, writes the batch directory
+// and starts its workers; the others read that directory (and ask the engine whether workers still run).
+#include "client/cli_batch.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "client/batch/batch_engine.h"
+#include "client/batch/batch_input.h"
+#include "client/batch/batch_summary.h"
+#include "client/batch/batch_worker.h"
+#include "client/cli_args.h"
+#include "client/cli_daemon.h"
+#include "client/cli_snapshot.h"
+
+namespace capsule::client {
+
+using nlohmann::json;
+using namespace batch;
+
+void add_batch_commands(CLI::App& app, BatchCommands& c) {
+  c.group = app.add_subcommand("batch", "many run specs through local workers or a Slurm job array, results by key");
+  c.group->require_subcommand(1);
+  c.group->add_option("--root", c.root, "where batches live (default: " + default_batch_root() + ")")
+      ->envname("CAPSULE_BATCH_ROOT");
+  c.submit = c.group->add_subcommand("submit", "pin FILE's specs (JSONL, or a directory of .json/.jsonl) and start them; prints the batch id");
+  c.submit->add_option("input", c.input, "a JSONL file of run specs, or a directory of them")->required();
+  c.submit->add_option("--engine", c.engine, "local (this machine's capsuled) or slurm (a job array)")
+      ->check(CLI::IsMember({"local", "slurm"}));
+  c.submit->add_option("--partition", c.partition, "the Slurm partition");
+  c.submit->add_option("--concurrency", c.concurrency, "runs at once per worker (per node with slurm)")
+      ->check(CLI::Range(1, 256));
+  c.submit->add_option("--chunk-size", c.chunk_size, "specs per chunk, the unit of a Slurm array task (default 20; local 1)")
+      ->check(CLI::Range(1, 100000));
+  c.submit->add_flag("--rerun", c.rerun, "run specs even when the cache holds a result for their manifest");
+  c.submit->add_flag("--wait", c.wait_after, "wait for the batch and print its summary");
+  c.status = c.group->add_subcommand("status", "counts so far, and whether workers still run");
+  c.wait = c.group->add_subcommand("wait", "wait until every spec has a result or no worker is left");
+  c.wait->add_option("--timeout", c.timeout_s, "give up after this many seconds (exit 124)");
+  c.results = c.group->add_subcommand("results", "print the results as JSONL, in the input's order");
+  c.summary = c.group->add_subcommand("summary", "counts by state and label, durations, failures");
+  c.summary->add_option("--format", c.format, "text, json or html")->check(CLI::IsMember({"text", "json", "html"}));
+  c.summary->add_option("-o,--output", c.out, "write to this file instead of stdout");
+  c.cancel = c.group->add_subcommand("cancel", "stop the workers and cancel the runs in flight");
+  c.resume = c.group->add_subcommand("resume", "start workers again for the specs that have no result");
+  c.ls = c.group->add_subcommand("ls", "list the batches under the root");
+  c.work = c.group->add_subcommand("work", "run a batch's specs here (what the engines start)");
+  c.work->add_option("--chunk", c.chunk, "only this chunk (a Slurm array task's index)");
+  for (CLI::App* command : {c.status, c.wait, c.results, c.summary, c.cancel, c.resume, c.work}) {
+    command->add_option("id", c.id, "the batch id")->required();
+  }
+  for (CLI::App* command : {c.submit, c.status, c.ls}) command->add_flag("--json", c.json, "print JSON");
+}
+
+namespace {
+
+int wait_for(const BatchDir& dir, int timeout_s, bool quiet) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    const bool alive = workers_alive(dir);
+    const json summary = summarize(dir, alive);
+    if (summary["state"] != "running") {
+      if (!quiet) std::cout << summary_text(summary);
+      return summary["state"] == "finished" ? 0 : 1;
+    }
+    if (timeout_s > 0 && std::chrono::steady_clock::now() >= deadline) {
+      std::cerr << "capsule: batch " << dir.meta().id << " still runs after " << timeout_s << " s\n";
+      return 124;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+int submit(const std::string& socket, bool socket_given, const BatchCommands& c, const std::string& root) {
+  std::vector<InputSpec> inputs;
+  try {
+    inputs = read_input(c.input);
+  } catch (const std::runtime_error& e) {
+    std::cerr << "capsule: " << e.what() << "\n";
+    return 2;
+  }
+  const http::HttpClient client(socket);
+  ensure_daemon(client);
+  std::vector<BatchSpec> specs;
+  specs.reserve(inputs.size());
+  std::set<std::string> snapshots;
+  for (const InputSpec& input : inputs) {
+    json pinned = pin_spec(client, input);
+    for (const std::string& digest : snapshot_digests(pinned)) snapshots.insert(digest);
+    specs.push_back({input.key, pinned, manifest_digest(pinned)});
+  }
+  BatchMeta meta;
+  meta.id = new_batch_id();
+  meta.engine = c.engine;
+  meta.created = utc_now();
+  meta.specs = specs.size();
+  meta.chunk_size = c.chunk_size ? c.chunk_size : c.engine == "slurm" ? 20 : 1;
+  meta.concurrency = c.concurrency;
+  meta.partition = c.partition;
+  meta.socket = socket_given ? socket : "";
+  meta.rerun = c.rerun;
+  meta.source = absolute_path(c.input);
+  if (c.engine == "slurm") {  // other nodes import what their capsuled lacks from here
+    for (const std::string& digest : snapshots) {
+      const fs::path object = snapshot_object(root, digest);
+      std::error_code ec;
+      if (fs::exists(object, ec)) continue;
+      fs::create_directories(object.parent_path());
+      export_snapshot(client, digest, object);
+    }
+  }
+  const BatchDir dir = BatchDir::create(root, meta, specs);
+  launch_workers(dir, meta.socket);
+  if (c.json) {
+    std::cout << json{{"id", meta.id}, {"dir", dir.path().string()}, {"specs", meta.specs},
+                      {"chunks", meta.chunks()}}.dump() << "\n";
+  } else {
+    std::cout << meta.id << "\n";
+  }
+  return c.wait_after ? wait_for(dir, 0, false) : 0;
+}
+
+}  // namespace
+
+int cmd_batch(const std::string& socket, bool socket_given, const BatchCommands& c) {
+  const std::string root = absolute_path(c.root.empty() ? default_batch_root() : c.root);
+  if (c.submit->parsed()) return submit(socket, socket_given, c, root);
+  if (c.ls->parsed()) {
+    json list = json::array();
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      const std::string name = entry.path().filename();
+      if (name.rfind("b-", 0) != 0) continue;
+      try {
+        const BatchDir dir(root, name);
+        list.push_back(summarize(dir, workers_alive(dir)));
+        list.back().erase("failures");
+      } catch (const std::exception&) {
+        // not a batch (a damaged or foreign directory): not listed
+      }
+    }
+    if (c.json) {
+      std::cout << list.dump(2) << "\n";
+    } else {
+      for (const json& s : list) {
+        std::cout << s["id"].get<std::string>() << "  " << s["engine"].get<std::string>() << "  "
+                  << s["state"].get<std::string>() << "  " << s["done"] << "/" << s["specs"] << "\n";
+      }
+    }
+    return 0;
+  }
+  const BatchDir dir(root, c.id);
+  if (c.work->parsed()) return work(dir, {socket, c.chunk});
+  if (c.status->parsed()) {
+    const json summary = summarize(dir, workers_alive(dir));
+    std::cout << (c.json ? summary.dump(2) + "\n" : summary_text(summary));
+    return 0;
+  }
+  if (c.wait->parsed()) return wait_for(dir, c.timeout_s, false);
+  if (c.results->parsed()) {
+    const auto results = dir.results();
+    for (const BatchSpec& spec : dir.specs()) {
+      if (const auto it = results.find(spec.key); it != results.end()) {
+        std::cout << to_json(it->second).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+      }
+    }
+    return 0;
+  }
+  if (c.summary->parsed()) {
+    const json summary = summarize(dir, workers_alive(dir));
+    const std::string text = c.format == "json" ? summary.dump(2) + "\n"
+                             : c.format == "html" ? summary_html(summary) : summary_text(summary);
+    if (c.out.empty()) {
+      std::cout << text;
+    } else {
+      std::ofstream(c.out, std::ios::binary | std::ios::trunc) << text;
+    }
+    return 0;
+  }
+  if (c.cancel->parsed()) {
+    cancel_workers(dir);
+    std::cout << "cancelled " << dir.meta().id << "\n";
+    return 0;
+  }
+  if (c.resume->parsed()) {
+    if (workers_alive(dir)) {
+      std::cerr << "capsule: batch " << dir.meta().id << " still has workers; cancel it or wait\n";
+      return 1;
+    }
+    dir.mark_cancelled(false);
+    launch_workers(dir, socket_given ? socket : dir.meta().socket);
+    std::cout << dir.meta().id << "\n";
+    return 0;
+  }
+  return 2;
+}
+
+}  // namespace capsule::client
