@@ -1,0 +1,251 @@
+// `capsule batch` with the local engine against a real capsuled: results by key in the input's order, a second
+// submission served from the manifest cache (nothing runs), --rerun, a worker killed mid-batch and resumed
+// without re-running finished keys, cancel, workspaces pinned at submit, and bad input refused by line.
+#include <signal.h>
+
+#include <fstream>
+
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+class CapsuledBatch : public Capsuled {
+ protected:
+  void SetUp() override {
+    Capsuled::SetUp();
+    root_ = dir_ / "batches";
+  }
+  Cli capsule(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", socket_});
+    return run_capsule_cli(dir_, args, {"CAPSULE_BATCH_ROOT=" + root_.string()});
+  }
+  fs::path write_specs(const std::string& name, const std::vector<json>& specs) {
+    std::string text;
+    for (const json& spec : specs) text += spec.dump() + "\n";
+    write_file(dir_ / name, text);
+    return dir_ / name;
+  }
+  std::string submit(const fs::path& file, std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"batch", "submit", file.string()});
+    const Cli submitted = capsule(flags);
+    EXPECT_EQ(submitted.code, 0) << submitted.err;
+    return submitted.out.substr(0, submitted.out.find('\n'));
+  }
+  // The results JSONL, one object per line.
+  std::vector<json> results(const std::string& id) {
+    const Cli listed = capsule({"batch", "results", id});
+    EXPECT_EQ(listed.code, 0) << listed.err;
+    std::vector<json> out;
+    std::istringstream lines(listed.out);
+    for (std::string line; std::getline(lines, line);) out.push_back(json::parse(line));
+    return out;
+  }
+  json status(const std::string& id) {
+    const Cli shown = capsule({"batch", "status", id, "--json"});
+    EXPECT_EQ(shown.code, 0) << shown.err;
+    return json::parse(shown.out);
+  }
+  // Runs capsuled knows of for a label filter ("k=v").
+  std::size_t runs_labelled(const std::string& label) { return list("?label=" + label + "&limit=500").size(); }
+
+  fs::path root_;
+};
+
+json keyed(const std::string& key, const std::string& script, const json& labels = json::object()) {
+  json spec = sh(script);
+  spec["key"] = key;
+  if (!labels.empty()) spec["labels"] = labels;
+  return spec;
+}
+
+TEST_F(CapsuledBatch, ResultsByKeyAndASecondSubmissionRunsNothing) {
+  start();
+  std::vector<json> specs;
+  for (int i = 0; i < 20; ++i) {
+    specs.push_back(keyed("k" + std::to_string(i), "echo out-" + std::to_string(i) + "; exit " + std::to_string(i % 4 == 3 ? 3 : 0),
+                          {{"group", i % 2 ? "odd" : "even"}}));
+  }
+  const fs::path file = write_specs("specs.jsonl", specs);
+  const std::string id = submit(file, {"--concurrency", "3"});
+  ASSERT_EQ(capsule({"batch", "wait", id}).code, 0);
+
+  const std::vector<json> first = results(id);
+  ASSERT_EQ(first.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    const json& r = first[static_cast<std::size_t>(i)];
+    EXPECT_EQ(r["key"], "k" + std::to_string(i));
+    EXPECT_EQ(r["state"], i % 4 == 3 ? "failed" : "succeeded") << r.dump();
+    EXPECT_EQ(r["exit_code"], i % 4 == 3 ? 3 : 0);
+    EXPECT_FALSE(r["node"].get<std::string>().empty());
+    EXPECT_EQ(r["labels"]["group"], i % 2 ? "odd" : "even");
+    EXPECT_FALSE(r.contains("cached_from"));
+    // The run is capsuled's, labelled with the batch and the key, and the record is the one it stores.
+    const json run = get_run(r["run_id"]);
+    EXPECT_EQ(run["labels"]["capsule.batch"], id);
+    EXPECT_EQ(run["labels"]["capsule.batch.key"], r["key"]);
+    EXPECT_EQ(run["result"]["exit_code"], r["exit_code"]);
+    EXPECT_NE(r["run"]["result"]["stdout"].dump().find("out-" + std::to_string(i)), std::string::npos);
+  }
+  EXPECT_EQ(runs_labelled("capsule.batch=" + id), 20u);
+  json summary = status(id);
+  EXPECT_EQ(summary["state"], "finished");
+  EXPECT_EQ(summary["by_state"], (json{{"succeeded", 15}, {"failed", 5}}));
+  EXPECT_EQ(summary["by_label"]["group=odd"], (json{{"succeeded", 5}, {"failed", 5}}));
+  EXPECT_EQ(summary["failures"].size(), 5u);
+  EXPECT_EQ(summary["duration_ms"]["count"], 20);
+
+  // The same specs again: every manifest has a result, so nothing runs and the verdicts are the same.
+  const std::string again = submit(file);
+  ASSERT_EQ(capsule({"batch", "wait", again}).code, 0);
+  const std::vector<json> second = results(again);
+  ASSERT_EQ(second.size(), 20u);
+  for (std::size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(second[i]["key"], first[i]["key"]);
+    EXPECT_EQ(second[i]["state"], first[i]["state"]);
+    EXPECT_EQ(second[i]["exit_code"], first[i]["exit_code"]);
+    EXPECT_EQ(second[i]["cached_from"]["run_id"], first[i]["run_id"]);
+  }
+  EXPECT_EQ(runs_labelled("capsule.batch=" + again), 0u);
+  EXPECT_EQ(status(again)["cached"], 20);
+
+  // --rerun runs them all again; a changed label alone does not change a manifest, a changed command does.
+  const std::string rerun = submit(file, {"--rerun", "--concurrency", "4"});
+  ASSERT_EQ(capsule({"batch", "wait", rerun}).code, 0);
+  EXPECT_EQ(runs_labelled("capsule.batch=" + rerun), 20u);
+  const std::string changed = submit(write_specs("changed.jsonl", {keyed("a", "echo out-0; exit 0", {{"x", "y"}}),
+                                                                    keyed("b", "echo other")}));
+  ASSERT_EQ(capsule({"batch", "wait", changed}).code, 0);
+  const std::vector<json> mixed = results(changed);
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_TRUE(mixed[0].contains("cached_from")) << mixed[0].dump();
+  EXPECT_EQ(mixed[0]["labels"], (json{{"x", "y"}}));  // the spec's own labels, not the cached run's
+  EXPECT_FALSE(mixed[1].contains("cached_from"));
+
+  const Cli html = capsule({"batch", "summary", id, "--format", "html", "-o", (dir_ / "s.html").string()});
+  EXPECT_EQ(html.code, 0) << html.err;
+  const std::string page = slurp(dir_ / "s.html");
+  EXPECT_NE(page.find("<svg"), std::string::npos);
+  EXPECT_NE(page.find("group=odd failed"), std::string::npos);
+  const Cli ls = capsule({"batch", "ls"});
+  EXPECT_NE(ls.out.find(id + "  local  finished  20/20"), std::string::npos) << ls.out;
+}
+
+TEST_F(CapsuledBatch, AWorkerKilledMidBatchIsResumedWithoutRerunningFinishedKeys) {
+  start();
+  std::vector<json> specs;
+  for (int i = 0; i < 4; ++i) specs.push_back(keyed("quick" + std::to_string(i), "echo quick " + std::to_string(i)));
+  specs.push_back(keyed("slow", "sleep 3; echo slow"));
+  for (int i = 0; i < 3; ++i) specs.push_back(keyed("after" + std::to_string(i), "echo after " + std::to_string(i)));
+  const std::string id = submit(write_specs("specs.jsonl", specs), {"--concurrency", "1"});
+
+  // Kill the worker (as a crashed node would be) while "slow" runs.
+  ASSERT_TRUE(eventually([&] { return runs_labelled("capsule.batch.key=slow") == 1; }));
+  const json launches = json::parse(slurp(root_ / id / "launches.json"));
+  ASSERT_EQ(launches.size(), 1u);
+  ASSERT_EQ(::kill(launches[0]["pid"].get<int>(), SIGKILL), 0);
+  Cli waited = capsule({"batch", "wait", id});
+  EXPECT_EQ(waited.code, 1);
+  EXPECT_NE(waited.out.find("incomplete, 4 of 8 done"), std::string::npos) << waited.out;
+  std::map<std::string, std::string> before;
+  for (const json& r : results(id)) before[r["key"]] = r["run_id"];
+  EXPECT_EQ(before.size(), 4u);
+
+  const Cli resumed = capsule({"batch", "resume", id});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  waited = capsule({"batch", "wait", id});
+  EXPECT_EQ(waited.code, 0) << waited.out;
+  const std::vector<json> after = results(id);
+  ASSERT_EQ(after.size(), 8u);
+  for (const json& r : after) {
+    if (before.count(r["key"])) {
+      EXPECT_EQ(r["run_id"], before[r["key"]]) << "re-ran " << r["key"];
+    }
+    EXPECT_EQ(r["state"], "succeeded") << r.dump();
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(runs_labelled("capsule.batch.key=quick" + std::to_string(i)), 1u);
+  EXPECT_EQ(runs_labelled("capsule.batch.key=slow"), 2u);  // the killed worker's run had no result
+  EXPECT_EQ(capsule({"batch", "resume", id}).code, 1);    // nothing left to do
+  wait_finished(list("?label=capsule.batch.key=slow")[1]["id"]);
+}
+
+TEST_F(CapsuledBatch, CancelStopsTheWorkerAndItsRunAndResumeFinishes) {
+  start();
+  const std::string id =
+      submit(write_specs("specs.jsonl", {keyed("long", "sleep 60"), keyed("next", "true")}), {"--concurrency", "1"});
+  ASSERT_TRUE(eventually([&] {
+    const json runs = list("?label=capsule.batch.key=long");
+    return runs.size() == 1 && runs[0]["state"] == "running";
+  }));
+  const std::string run_id = list("?label=capsule.batch.key=long")[0]["id"];
+  const Cli cancelled = capsule({"batch", "cancel", id});
+  EXPECT_EQ(cancelled.code, 0) << cancelled.err;
+  EXPECT_EQ(wait_finished(run_id)["state"], "cancelled");
+  const Cli waited = capsule({"batch", "wait", id});
+  EXPECT_EQ(waited.code, 1);
+  EXPECT_EQ(status(id)["state"], "cancelled");
+  EXPECT_EQ(status(id)["done"], 0);  // a cancelled run is no result, and "next" was never started
+  EXPECT_EQ(runs_labelled("capsule.batch.key=next"), 0u);
+}
+
+TEST_F(CapsuledBatch, AWorkspaceIsPinnedAtSubmitAndTheManifestFollowsItsBytes) {
+  start();
+  const fs::path workspace = make_dir("ws");
+  write_file(workspace / "a.txt", "one\n");
+  json spec = keyed("read", "cat /workspace/a.txt");
+  spec["workspace"] = {{"path", workspace.string()}};
+  const fs::path file = write_specs("specs.jsonl", {spec});
+  const std::string id = submit(file);
+  const json pinned = json::parse(slurp(root_ / id / "specs.jsonl"));
+  EXPECT_EQ(pinned["spec"]["workspace"]["snapshot"].get<std::string>().rfind("sha256:", 0), 0u) << pinned.dump();
+  write_file(workspace / "a.txt", "two\n");  // after submit: the batch runs what was submitted
+  ASSERT_EQ(capsule({"batch", "wait", id}).code, 0);
+  EXPECT_NE(results(id)[0]["run"]["result"]["stdout"].dump().find("one"), std::string::npos);
+
+  const std::string again = submit(file);  // new bytes, new manifest: it runs
+  ASSERT_EQ(capsule({"batch", "wait", again}).code, 0);
+  const json r = results(again)[0];
+  EXPECT_FALSE(r.contains("cached_from"));
+  EXPECT_NE(r["run"]["result"]["stdout"].dump().find("two"), std::string::npos);
+  EXPECT_NE(r["manifest"], results(id)[0]["manifest"]);
+}
+
+TEST_F(CapsuledBatch, BadInputIsRefusedByLineAndARefusedSpecIsAResult) {
+  start();
+  write_file(dir_ / "bad.jsonl", "{\"argv\": [\"true\"]}\n# a comment\n\n{\"argv\": [\"true\"\n");
+  Cli refused = capsule({"batch", "submit", (dir_ / "bad.jsonl").string()});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("bad.jsonl:4: not JSON"), std::string::npos) << refused.err;
+  write_file(dir_ / "dup.jsonl", "{\"key\": \"x\", \"argv\": [\"true\"]}\n{\"key\": \"x\", \"argv\": [\"true\"]}\n");
+  refused = capsule({"batch", "submit", (dir_ / "dup.jsonl").string()});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("dup.jsonl:2: key 'x' is also the key of dup.jsonl:1"), std::string::npos) << refused.err;
+  write_file(dir_ / "key.jsonl", "{\"key\": \"a b\", \"argv\": [\"true\"]}\n[1]\n");
+  refused = capsule({"batch", "submit", (dir_ / "key.jsonl").string()});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("key.jsonl:1: \"key\" must be"), std::string::npos) << refused.err;
+  refused = capsule({"batch", "submit", (dir_ / "nothing-here").string()});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_FALSE(fs::exists(root_) && !fs::is_empty(root_ / "cache"));
+
+  refused = capsule({"batch", "status", "../../etc"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("not a batch id"), std::string::npos) << refused.err;
+  refused = capsule({"batch", "status", "b-20260101-000000-00000000"});
+  EXPECT_NE(refused.err.find("no batch b-20260101-000000-00000000"), std::string::npos) << refused.err;
+  refused = capsule({"batch", "submit", (dir_ / "dup.jsonl").string(), "--engine", "kubernetes"});
+  EXPECT_EQ(refused.code, 2);
+
+  // capsuled refuses one spec (an unknown field): that spec's result says why; the others run.
+  const std::string id = submit(write_specs("mixed.jsonl", {keyed("good", "true"), json{{"key", "odd"}, {"argv", {"true"}}, {"colour", "red"}}}));
+  ASSERT_EQ(capsule({"batch", "wait", id}).code, 0);
+  const std::vector<json> got = results(id);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0]["state"], "succeeded");
+  EXPECT_EQ(got[1]["state"], "rejected");
+  EXPECT_NE(got[1]["reason"].get<std::string>().find("invalid_spec"), std::string::npos) << got[1].dump();
+  EXPECT_EQ(health()["status"], "ok");
+}
+
+}  // namespace
+}  // namespace capsule::testing
