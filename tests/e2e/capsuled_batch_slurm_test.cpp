@@ -1,0 +1,166 @@
+// `capsule batch --engine slurm` on a real single-node Slurm cluster (slurmctld, slurmd and munge from Debian,
+// started by tests/support/slurm_cluster.sh in the test's dir and stopped after): the same results as the local
+// engine for 200 specs, a task cancelled mid-batch (its run cancelled by its worker) and resumed, and a second submission that runs nothing.
+#include <cstdio>
+#include <sstream>
+
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+const std::string kClusterScript = std::string(CAPSULE_SOURCE_DIR) + "/tests/support/slurm_cluster.sh";
+
+// Runs a shell command; its stdout, and its exit status in *code.
+std::string shell(const std::string& command, int* code) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return out;
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+class CapsuledBatchSlurm : public Capsuled {
+ protected:
+  void SetUp() override {
+    Capsuled::SetUp();
+    root_ = dir_ / "batches";
+    cluster_ = dir_ / "slurm";
+    int code = 0;
+    const std::string out = shell(shell_quoted(kClusterScript) + " start " + shell_quoted(cluster_.string()), &code);
+    ASSERT_EQ(code, 0) << "the Slurm test cluster did not start:\n" << out;
+    const auto at = out.find("export SLURM_CONF=");
+    ASSERT_NE(at, std::string::npos) << out;
+    slurm_conf_ = out.substr(at + 18, out.find('\n', at) - at - 18);
+  }
+  void TearDown() override {
+    int code = 0;
+    const std::string out = shell(shell_quoted(kClusterScript) + " stop " + shell_quoted(cluster_.string()), &code);
+    EXPECT_EQ(code, 0) << out;
+    Capsuled::TearDown();
+  }
+  Cli capsule(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", socket_});
+    return run_capsule_cli(dir_, args, {"CAPSULE_BATCH_ROOT=" + root_.string(), "SLURM_CONF=" + slurm_conf_});
+  }
+  std::string submit(const fs::path& file, std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {"batch", "submit", file.string()});
+    const Cli submitted = capsule(flags);
+    EXPECT_EQ(submitted.code, 0) << submitted.err;
+    return submitted.out.substr(0, submitted.out.find('\n'));
+  }
+  std::map<std::string, json> results(const std::string& id) {
+    const Cli listed = capsule({"batch", "results", id});
+    EXPECT_EQ(listed.code, 0) << listed.err;
+    std::map<std::string, json> out;
+    std::istringstream lines(listed.out);
+    for (std::string line; std::getline(lines, line);) {
+      json r = json::parse(line);
+      out[r["key"]] = r;
+    }
+    return out;
+  }
+  std::size_t runs_labelled(const std::string& label) { return list("?label=" + label + "&limit=500").size(); }
+  std::string slurm_logs(const std::string& id) {
+    std::string text;
+    for (const auto& entry : fs::directory_iterator(root_ / id / "logs")) text += slurp(entry.path());
+    return text;
+  }
+
+  fs::path root_, cluster_;
+  std::string slurm_conf_;
+};
+
+TEST_F(CapsuledBatchSlurm, TwoHundredSpecsGiveTheLocalResultsAndASecondSubmissionRunsNothing) {
+  start();
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    text += json{{"key", "spec-" + std::to_string(i)},
+                 {"argv", {"sh", "-c", "echo " + std::to_string(i) + "; exit " + std::to_string(i % 7 == 0 ? 7 : 0)}},
+                 {"labels", {{"mod3", std::to_string(i % 3)}}}}.dump() + "\n";
+  }
+  write_file(dir_ / "specs.jsonl", text);
+
+  const std::string local = submit(dir_ / "specs.jsonl", {"--engine", "local", "--concurrency", "4"});
+  ASSERT_EQ(capsule({"batch", "wait", local}).code, 0);
+  const std::string slurm = submit(dir_ / "specs.jsonl", {"--engine", "slurm", "--partition", "test", "--rerun",
+                                                          "--chunk-size", "20", "--concurrency", "4"});
+  const Cli waited = capsule({"batch", "wait", slurm, "--timeout", "600"});
+  ASSERT_EQ(waited.code, 0) << waited.out << waited.err << slurm_logs(slurm);
+
+  const auto by_local = results(local), by_slurm = results(slurm);
+  ASSERT_EQ(by_local.size(), 200u);
+  ASSERT_EQ(by_slurm.size(), 200u);
+  for (const auto& [key, r] : by_local) {
+    const json& s = by_slurm.at(key);
+    EXPECT_EQ(s["state"], r["state"]) << key;
+    EXPECT_EQ(s["exit_code"], r["exit_code"]) << key;
+    EXPECT_EQ(s["manifest"], r["manifest"]) << key;
+    EXPECT_FALSE(s.contains("cached_from")) << key;  // --rerun: every spec ran in a Slurm task
+    EXPECT_NE(s["run_id"], r["run_id"]) << key;
+  }
+  EXPECT_EQ(runs_labelled("capsule.batch=" + slurm), 200u);
+  // One array task per chunk of 20, each with its log.
+  const json launches = json::parse(slurp(root_ / slurm / "launches.json"));
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_FALSE(launches[0]["slurm_job"].get<std::string>().empty());
+  std::size_t task_logs = 0;
+  for (const auto& entry : fs::directory_iterator(root_ / slurm / "logs")) task_logs += entry.path().filename().string().rfind("slurm-", 0) == 0;
+  EXPECT_EQ(task_logs, 10u);
+
+  // The same batch again through Slurm: every manifest has a result, nothing runs.
+  const std::string again = submit(dir_ / "specs.jsonl", {"--engine", "slurm", "--partition", "test"});
+  ASSERT_EQ(capsule({"batch", "wait", again, "--timeout", "600"}).code, 0) << slurm_logs(again);
+  EXPECT_EQ(runs_labelled("capsule.batch=" + again), 0u);
+  const auto by_again = results(again);
+  ASSERT_EQ(by_again.size(), 200u);
+  for (const auto& [key, r] : by_again) {
+    EXPECT_TRUE(r.contains("cached_from")) << key;
+    EXPECT_EQ(r["state"], by_local.at(key)["state"]) << key;
+  }
+}
+
+TEST_F(CapsuledBatchSlurm, ATaskCancelledMidBatchIsResumedWithoutRerunningFinishedKeys) {
+  start();
+  std::string text;
+  for (int i = 0; i < 6; ++i) {
+    text += json{{"key", "k" + std::to_string(i)}, {"argv", {"sh", "-c", "sleep 1; echo " + std::to_string(i)}}}.dump() + "\n";
+  }
+  text += json{{"key", "long"}, {"argv", {"sh", "-c", "sleep 8; echo long"}}}.dump() + "\n";
+  write_file(dir_ / "specs.jsonl", text);
+  // Chunks of 2 (k0 k1 | k2 k3 | k4 k5 | long); one run at a time per task, two tasks at a time on 2 CPUs.
+  const std::string id = submit(dir_ / "specs.jsonl", {"--engine", "slurm", "--partition", "test", "--chunk-size", "2",
+                                                       "--concurrency", "1"});
+  ASSERT_TRUE(eventually([&] { return results(id).size() == 6 && runs_labelled("capsule.batch.key=long") == 1; }, 120s))
+      << slurm_logs(id);
+  const std::string job = json::parse(slurp(root_ / id / "launches.json"))[0]["slurm_job"];
+  int code = 0;
+  const std::string cancelled = shell("SLURM_CONF=" + shell_quoted(slurm_conf_) + " scancel " + job + "_3 2>&1", &code);
+  ASSERT_EQ(code, 0) << cancelled;
+  const std::string long_run = list("?label=capsule.batch.key=long")[0]["id"];
+  EXPECT_EQ(wait_finished(long_run)["state"], "cancelled") << slurm_logs(id);  // the task's worker cancelled it
+  Cli waited = capsule({"batch", "wait", id, "--timeout", "120"});
+  EXPECT_EQ(waited.code, 1) << waited.out;
+  EXPECT_NE(waited.out.find("incomplete, 6 of 7 done"), std::string::npos) << waited.out;
+  const auto before = results(id);
+
+  // Resume: only chunk 3 goes to Slurm again.
+  const Cli resumed = capsule({"batch", "resume", id});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  const json launches = json::parse(slurp(root_ / id / "launches.json"));
+  ASSERT_EQ(launches.size(), 2u);
+  waited = capsule({"batch", "wait", id, "--timeout", "300"});
+  EXPECT_EQ(waited.code, 0) << waited.out << slurm_logs(id);
+  const auto after = results(id);
+  ASSERT_EQ(after.size(), 7u);
+  EXPECT_EQ(after.at("long")["state"], "succeeded");
+  for (const auto& [key, r] : before) EXPECT_EQ(after.at(key)["run_id"], r["run_id"]) << "re-ran " << key;
+  EXPECT_EQ(runs_labelled("capsule.batch.key=long"), 2u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(runs_labelled("capsule.batch.key=k" + std::to_string(i)), 1u);
+}
+
+}  // namespace
+}  // namespace capsule::testing
