@@ -35,7 +35,7 @@ void add_batch_commands(CLI::App& app, BatchCommands& c) {
   c.submit->add_option("--partition", c.partition, "the Slurm partition");
   c.submit->add_option("--concurrency", c.concurrency, "runs at once per worker (per node with slurm)")
       ->check(CLI::Range(1, 256));
-  c.submit->add_option("--chunk-size", c.chunk_size, "specs per chunk, the unit of a Slurm array task (default 20; local 1)")
+  c.submit->add_option("--chunk-size", c.chunk_size, "specs per chunk, the unit of a Slurm array task (default 20; local 100)")
       ->check(CLI::Range(1, 100000));
   c.submit->add_flag("--rerun", c.rerun, "run specs even when the cache holds a result for their manifest");
   c.submit->add_flag("--wait", c.wait_after, "wait for the batch and print its summary");
@@ -99,7 +99,7 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   meta.engine = c.engine;
   meta.created = utc_now();
   meta.specs = specs.size();
-  meta.chunk_size = c.chunk_size ? c.chunk_size : c.engine == "slurm" ? 20 : 1;
+  meta.chunk_size = c.chunk_size ? c.chunk_size : c.engine == "slurm" ? 20 : 100;
   meta.concurrency = c.concurrency;
   meta.partition = c.partition;
   meta.socket = socket_given ? socket : "";
@@ -178,7 +178,10 @@ int cmd_batch(const std::string& socket, bool socket_given, const BatchCommands&
     if (c.out.empty()) {
       std::cout << text;
     } else {
-      std::ofstream(c.out, std::ios::binary | std::ios::trunc) << text;
+      std::ofstream file(c.out, std::ios::binary | std::ios::trunc);
+      file << text;
+      file.close();
+      if (!file) throw std::runtime_error("cannot write " + c.out);
     }
     return 0;
   }

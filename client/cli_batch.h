@@ -19,7 +19,7 @@ struct BatchCommands {
   std::string engine = "local";
   std::string partition;
   int concurrency = 2;
-  std::size_t chunk_size = 0;  // 0: 1 for local, 20 for slurm
+  std::size_t chunk_size = 0;  // 0: 100 for local, 20 for slurm
   bool rerun = false;
   bool wait_after = false;     // submit --wait
   std::optional<std::size_t> chunk;  // work --chunk
