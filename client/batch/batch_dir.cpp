@@ -52,6 +52,14 @@ void for_each_line(const fs::path& file, std::size_t max_bytes, OnLine on_line) 
   }
 }
 
+// The cache decides what does not run: one another user could write to would let them choose results.
+void require_own_private_dir(const fs::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0) {
+    throw std::runtime_error("batch: " + dir.string() + " must be a directory of your own that no one else may write to");
+  }
+}
+
 std::string chunk_file(std::size_t index) { return "chunk-" + std::to_string(index) + ".jsonl"; }
 
 std::string manifest_hex(const std::string& manifest) {
@@ -182,11 +190,12 @@ BatchDir::BatchDir(const fs::path& root, const std::string& id) {
 }
 
 BatchDir BatchDir::create(const fs::path& root, const BatchMeta& meta, const std::vector<BatchSpec>& specs) {
-  base::make_dir(root, 0755, "batch: create the root");
-  base::make_dir(root / "cache", 0755, "batch: create the cache");
+  fs::create_directories(root);  // an existing root keeps its mode (a shared one may be group-writable)
+  if (fs::create_directory(root / "cache")) fs::permissions(root / "cache", fs::perms::owner_all);
+  require_own_private_dir(root / "cache");
   const fs::path staging = base::make_temp_dir(root, "." + meta.id + ".", "batch: create");
   try {
-    ::chmod(staging.c_str(), 0755);
+    // 0700 like make_temp_dir made it: results hold the runs' output, the caller's alone.
     std::string lines;
     for (const BatchSpec& s : specs) {
       lines += json{{"key", s.key}, {"manifest", s.manifest}, {"spec", s.spec}}.dump() + "\n";
@@ -276,6 +285,7 @@ void BatchDir::append_result(int fd, const BatchResult& result) {
 
 std::optional<BatchResult> BatchDir::cached(const std::string& manifest) const {
   const fs::path file = cache_dir() / (manifest_hex(manifest) + ".json");
+  require_own_private_dir(cache_dir());
   std::error_code ec;
   if (!fs::exists(file, ec)) return std::nullopt;
   try {

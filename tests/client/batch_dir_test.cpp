@@ -104,6 +104,9 @@ TEST_F(BatchDirTest, TheCacheHoldsResultsOnlyAndADamagedEntryIsAMiss) {
   write(dir.cache_dir() / (ok.manifest.substr(7) + ".json"), "{\"key\": ");
   EXPECT_FALSE(dir.cached(ok.manifest));
   EXPECT_THROW(dir.cached("sha256:../../etc/passwd"), std::runtime_error);
+  fs::permissions(dir.cache_dir(), fs::perms::group_write, fs::perm_options::add);  // another could plant results
+  EXPECT_THROW(dir.cached(ok.manifest), std::runtime_error);
+  fs::permissions(dir.cache_dir(), fs::perms::group_write, fs::perm_options::remove);
   EXPECT_FALSE(is_result_state("cancelled"));
   EXPECT_FALSE(is_result_state("interrupted"));
   EXPECT_TRUE(is_result_state("setup_failed"));
