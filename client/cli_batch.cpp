@@ -33,6 +33,8 @@ void add_batch_commands(CLI::App& app, BatchCommands& c) {
   c.submit->add_option("--engine", c.engine, "local (this machine's capsuled) or slurm (a job array)")
       ->check(CLI::IsMember({"local", "slurm"}));
   c.submit->add_option("--partition", c.partition, "the Slurm partition");
+  c.submit->add_option("--node-socket", c.node_socket, "the capsuled socket workers use on each node, {node} standing "
+                                                       "for its name (default: --socket when given, else each node's default)");
   c.submit->add_option("--concurrency", c.concurrency, "runs at once per worker (per node with slurm)")
       ->check(CLI::Range(1, 256));
   c.submit->add_option("--chunk-size", c.chunk_size, "specs per chunk, the unit of a Slurm array task (default 20; local 100)")
@@ -102,7 +104,7 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   meta.chunk_size = c.chunk_size ? c.chunk_size : c.engine == "slurm" ? 20 : 100;
   meta.concurrency = c.concurrency;
   meta.partition = c.partition;
-  meta.socket = socket_given ? socket : "";
+  meta.socket = !c.node_socket.empty() ? c.node_socket : socket_given ? socket : "";
   meta.rerun = c.rerun;
   meta.source = absolute_path(c.input);
   if (c.engine == "slurm") {  // other nodes import what their capsuled lacks from here
@@ -155,7 +157,7 @@ int cmd_batch(const std::string& socket, bool socket_given, const BatchCommands&
     return 0;
   }
   const BatchDir dir(root, c.id);
-  if (c.work->parsed()) return work(dir, {socket, c.chunk});
+  if (c.work->parsed()) return work(dir, {node_socket_path(socket), c.chunk});
   if (c.status->parsed()) {
     const json summary = summarize(dir, workers_alive(dir));
     std::cout << (c.json ? summary.dump(2) + "\n" : summary_text(summary));

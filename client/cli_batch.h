@@ -18,6 +18,7 @@ struct BatchCommands {
   std::string id;
   std::string engine = "local";
   std::string partition;
+  std::string node_socket;  // submit --node-socket: the workers' capsuled ("{node}": the node's name)
   int concurrency = 2;
   std::size_t chunk_size = 0;  // 0: 100 for local, 20 for slurm
   bool rerun = false;

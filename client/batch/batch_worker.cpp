@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -18,6 +19,15 @@ namespace capsule::client::batch {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
+
+std::string node_socket_path(std::string socket) {
+  const char* slurm_node = std::getenv("SLURMD_NODENAME");
+  const std::string node = slurm_node && *slurm_node ? slurm_node : node_name();
+  for (auto at = socket.find("{node}"); at != std::string::npos; at = socket.find("{node}", at + node.size())) {
+    socket.replace(at, 6, node);
+  }
+  return socket;
+}
 
 fs::path snapshot_object(const fs::path& root, const std::string& digest) {
   return root / "objects" / "snapshots" / (digest.substr(digest.find(':') + 1) + ".tar");

@@ -23,6 +23,10 @@ struct WorkOptions {
 // another worker).
 int work(const BatchDir& batch, const WorkOptions& options);
 
+// `socket` with every "{node}" replaced by this node's name ($SLURMD_NODENAME in a Slurm task, else the host
+// name), so that one batch reaches a capsuled per node.
+std::string node_socket_path(std::string socket);
+
 // Where a batch keeps the canonical tars of its workspace snapshots for nodes that lack them:
 // <root>/objects/snapshots/<hex>.tar (shared by the batches of a root).
 fs::path snapshot_object(const fs::path& root, const std::string& digest);

@@ -1,6 +1,12 @@
 // `capsule batch --engine slurm` on a real single-node Slurm cluster (slurmctld, slurmd and munge from Debian,
 // started by tests/support/slurm_cluster.sh in the test's dir and stopped after): the same results as the local
-// engine for 200 specs, a task cancelled mid-batch (its run cancelled by its worker) and resumed, and a second submission that runs nothing.
+// engine for 200 specs, a task cancelled mid-batch (its run cancelled by its worker) and resumed, a second
+// submission that runs nothing, and a workspace snapshot carried to a node whose own capsuled lacks it.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <sstream>
 
@@ -160,6 +166,66 @@ TEST_F(CapsuledBatchSlurm, ATaskCancelledMidBatchIsResumedWithoutRerunningFinish
   for (const auto& [key, r] : before) EXPECT_EQ(after.at(key)["run_id"], r["run_id"]) << "re-ran " << key;
   EXPECT_EQ(runs_labelled("capsule.batch.key=long"), 2u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(runs_labelled("capsule.batch.key=k" + std::to_string(i)), 1u);
+}
+
+// A second capsuled playing another node: its own state dir and socket, nothing of the submitter's.
+class NodeDaemon {
+ public:
+  explicit NodeDaemon(const fs::path& dir) : socket_((dir / "node.sock").string()) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int log = ::open((dir / "node-capsuled.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(log, STDOUT_FILENO);
+      ::dup2(log, STDERR_FILENO);
+      const std::string capsuled = std::string(CAPSULE_BIN_DIR) + "/capsuled", state = (dir / "node-state").string();
+      ::execl(capsuled.c_str(), capsuled.c_str(), "--socket", socket_.c_str(), "--state-dir", state.c_str(), nullptr);
+      ::_exit(127);
+    }
+  }
+  ~NodeDaemon() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the node's capsuled did not stop cleanly";
+  }
+  bool up() const {
+    return eventually([&] {
+      try {
+        return HttpClient(socket_).request("GET", "/v1/health").status == 200;
+      } catch (const std::exception&) {
+        return false;
+      }
+    });
+  }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+TEST_F(CapsuledBatchSlurm, AWorkspaceTravelsToANodeWhoseCapsuledLacksIt) {
+  start();  // the submitting machine's capsuled
+  NodeDaemon node(dir_);
+  ASSERT_TRUE(node.up());
+  const fs::path workspace = make_dir("ws");
+  write_file(workspace / "a.txt", "from the submitter\n");
+  write_file(dir_ / "specs.jsonl", json{{"key", "read"}, {"argv", {"cat", "/workspace/a.txt"}},
+                                        {"workspace", {{"path", workspace.string()}}}}.dump() + "\n");
+  const std::string id = submit(dir_ / "specs.jsonl", {"--engine", "slurm", "--partition", "test", "--node-socket",
+                                                       node.socket()});
+  const Cli waited = capsule({"batch", "wait", id, "--timeout", "300"});
+  ASSERT_EQ(waited.code, 0) << waited.out << slurm_logs(id);
+  const json r = results(id).at("read");
+  EXPECT_EQ(r["state"], "succeeded") << r.dump();
+  EXPECT_NE(r["run"]["result"]["stdout"].dump().find("from the submitter"), std::string::npos) << r.dump();
+  // The node ran it, from the snapshot the submitter exported and the node imported (same digest).
+  EXPECT_EQ(HttpClient(node.socket()).request("GET", "/v1/runs/" + r["run_id"].get<std::string>()).status, 200);
+  EXPECT_EQ(call("GET", "/v1/runs/" + r["run_id"].get<std::string>()).status, 404);
+  const std::string digest = r["run"]["spec"]["workspace"]["snapshot"];
+  EXPECT_TRUE(fs::exists(root_ / "objects" / "snapshots" / (digest.substr(7) + ".tar")));
+  EXPECT_EQ(HttpClient(node.socket()).request("GET", "/v1/snapshots/" + digest + "?info=true").status, 200);
+  EXPECT_NE(slurm_logs(id).find("imported snapshot " + digest), std::string::npos) << slurm_logs(id);
 }
 
 }  // namespace
