@@ -2,6 +2,7 @@
 // listing-only trees, and artifact files content-addressed with a path -> digest index written atomically.
 #include "proxy/maven_source.h"
 
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "base/dates.h"
 #include "base/error.h"
 #include "http/error_status.h"
+#include "proxy/cache/fetch_lock.h"
 #include "proxy/error.h"
 #include "proxy/maven/metadata.h"
 
@@ -181,6 +183,7 @@ std::optional<CachedBlob> MavenSource::artifact(const std::string& path) {
   if (auto hit = cached()) return hit;
   if (options_.offline) offline_miss(path);
   return artifact_flights_.run(path, [&]() -> std::optional<CachedBlob> {
+    const FetchLock other_processes(options_.cache_dir, "maven-artifact " + path);
     if (auto hit = cached()) return hit;
     auto writer = blobs_.writer();
     ++upstream_requests_;

@@ -2,12 +2,14 @@
 // upstream fails, identical concurrent fetches coalesced, and files verified against the page's sha256.
 #include "proxy/pypi_source.h"
 
+
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 
 #include "base/error.h"
 #include "http/error_status.h"
+#include "proxy/cache/fetch_lock.h"
 #include "proxy/error.h"
 #include "proxy/upstream/url.h"
 
@@ -170,6 +172,7 @@ CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& fi
   if (!url) throw ProxyError("bad_upstream", "pypi-file", file.url, "unusable file URL on " + project.url);
   const std::string source = *url + (metadata ? ".metadata" : "");
   return blob_flights_.run(hex.empty() ? source : hex, [&] {
+    const FetchLock other_processes(options_.cache_dir, "pypi-file " + (hex.empty() ? source : hex));
     if (expected && blobs_.has(*expected)) return CachedBlob{*expected, blobs_.size(*expected), false};
     auto writer = blobs_.writer(expected, metadata ? std::nullopt : file.size);
     ++upstream_requests_;

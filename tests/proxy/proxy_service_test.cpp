@@ -319,5 +319,24 @@ TEST(HttpUpstreamProxy, OfflineServesTheCacheAndMissesAre503) {
   EXPECT_EQ(fixture.count("GET /simple/alpha/"), before);
 }
 
+// Two proxies on one cache directory, as two capsuled on the nodes of a cluster share one: their singleflights
+// are separate, so only the cache's fetch lock keeps them from fetching the same file twice.
+TEST(HttpUpstreamProxy, TwoProxiesSharingACacheFetchEachFileOnce) {
+  TempDir dir;
+  FixtureUpstream fixture(dir.path() / "fixture", true);
+  ServedProxy first(http_options(fixture, dir.path() / "cache"));
+  ServedProxy second(http_options(fixture, dir.path() / "cache"));
+  fixture.control({{"delay_ms", 300}});
+  std::vector<std::future<unsigned>> results;
+  for (int i = 0; i < 8; ++i) {
+    results.push_back(std::async(std::launch::async, [&, i] {
+      return (i % 2 ? first : second).get("/pypi/snapshot/2024-01-01/files/beta/beta-1.0-py3-none-any.whl").status;
+    }));
+  }
+  for (auto& result : results) EXPECT_EQ(result.get(), 200u);
+  EXPECT_EQ(fixture.count("GET /pypi/files/beta-1.0-py3-none-any.whl"), 1);
+  EXPECT_LE(fixture.count("GET /simple/beta/"), 2);  // index pages are each proxy's own (with their TTL)
+}
+
 }  // namespace
 }  // namespace capsule::proxy
