@@ -63,6 +63,7 @@ namespace {
 
 int wait_for(const BatchDir& dir, int timeout_s, bool quiet) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  std::chrono::milliseconds pause(25);  // doubling up to 500 ms: a short batch is seen ending soon after it does
   for (;;) {
     const bool alive = workers_alive(dir);
     const json summary = summarize(dir, alive);
@@ -74,7 +75,8 @@ int wait_for(const BatchDir& dir, int timeout_s, bool quiet) {
       std::cerr << "capsule: batch " << dir.meta().id << " still runs after " << timeout_s << " s\n";
       return 124;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
 
