@@ -226,13 +226,6 @@ std::vector<BatchSpec> BatchDir::specs() const {
   return out;
 }
 
-std::vector<BatchSpec> BatchDir::chunk(std::size_t index) const {
-  std::vector<BatchSpec> all = specs();
-  const std::size_t begin = std::min(all.size(), index * meta_.chunk_size);
-  const std::size_t end = std::min(all.size(), begin + meta_.chunk_size);
-  return {all.begin() + static_cast<std::ptrdiff_t>(begin), all.begin() + static_cast<std::ptrdiff_t>(end)};
-}
-
 std::map<std::string, BatchResult> BatchDir::results(std::size_t* corrupt) const {
   std::map<std::string, BatchResult> out;
   std::size_t bad = 0;

@@ -100,8 +100,6 @@ class BatchDir {
   fs::path logs_dir() const { return dir_ / "logs"; }
   fs::path cache_dir() const { return root_ / "cache"; }
   std::vector<BatchSpec> specs() const;
-  // Chunk i's specs: [i * chunk_size, (i + 1) * chunk_size).
-  std::vector<BatchSpec> chunk(std::size_t index) const;
 
   // Every result written so far, by key (a later line for a key replaces an earlier one). Lines that do not
   // parse (a crash mid-write) are skipped and counted in *corrupt when given.
