@@ -30,8 +30,10 @@ void add_batch_commands(CLI::App& app, BatchCommands& c) {
       ->envname("CAPSULE_BATCH_ROOT");
   c.submit = c.group->add_subcommand("submit", "pin FILE's specs (JSONL, or a directory of .json/.jsonl) and start them; prints the batch id");
   c.submit->add_option("input", c.input, "a JSONL file of run specs, or a directory of them")->required();
-  c.submit->add_option("--engine", c.engine, "local (this machine's capsuled) or slurm (a job array)")
-      ->check(CLI::IsMember({"local", "slurm"}));
+  c.submit->add_option("--engine", c.engine, "local (this machine's capsuled), slurm (a job array) or none (start "
+                                             "nothing: run `capsule batch work ID --chunk N` yourself, e.g. a "
+                                             "Kubernetes Indexed Job)")
+      ->check(CLI::IsMember({"local", "slurm", "none"}));
   c.submit->add_option("--partition", c.partition, "the Slurm partition");
   c.submit->add_option("--node-socket", c.node_socket, "the capsuled socket workers use on each node, {node} standing "
                                                        "for its name (default: --socket when given, else each node's default)");
@@ -119,7 +121,7 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
     }
   }
   const BatchDir dir = BatchDir::create(root, meta, specs);
-  launch_workers(dir, meta.socket);
+  if (meta.engine != "none") launch_workers(dir, meta.socket);
   if (c.json) {
     std::cout << json{{"id", meta.id}, {"dir", dir.path().string()}, {"specs", meta.specs},
                       {"chunks", meta.chunks()}}.dump() << "\n";
@@ -197,6 +199,11 @@ int cmd_batch(const std::string& socket, bool socket_given, const BatchCommands&
   if (c.resume->parsed()) {
     if (workers_alive(dir)) {
       std::cerr << "capsule: batch " << dir.meta().id << " still has workers; cancel it or wait\n";
+      return 1;
+    }
+    if (dir.meta().engine == "none") {
+      std::cerr << "capsule: batch " << dir.meta().id << " was submitted with --engine none: run `capsule batch work "
+                << dir.meta().id << " --chunk N` for its " << unfinished_chunks(dir).size() << " unfinished chunks\n";
       return 1;
     }
     dir.mark_cancelled(false);

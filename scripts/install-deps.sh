@@ -30,8 +30,11 @@ if ! command -v npm >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
 fi
-openapi_dir="$(dirname "$0")/../tests/openapi"
-if [ ! "$openapi_dir/node_modules/.package-lock.json" -nt "$openapi_dir/package-lock.json" ]; then
-  echo "install-deps: npm ci in tests/openapi"
-  npm ci --prefix "$openapi_dir" --no-audit --no-fund
-fi
+# The same for the Kubernetes schema check of docs/kubernetes/ (tests/kubernetes/validate.mjs).
+for node_dir in openapi kubernetes; do
+  dir="$(dirname "$0")/../tests/$node_dir"
+  if [ ! "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    echo "install-deps: npm ci in tests/$node_dir"
+    npm ci --prefix "$dir" --no-audit --no-fund
+  fi
+done

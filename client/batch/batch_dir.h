@@ -33,7 +33,7 @@ struct BatchSpec {
 // What `capsule batch submit` decided; written once.
 struct BatchMeta {
   std::string id;
-  std::string engine;  // "local" or "slurm"
+  std::string engine;  // "local", "slurm" or "none" (workers started by something else)
   std::string created;  // RFC 3339 UTC
   std::size_t specs = 0;
   std::size_t chunk_size = 1;

@@ -247,5 +247,22 @@ TEST_F(CapsuledBatch, BadInputIsRefusedByLineAndARefusedSpecIsAResult) {
   EXPECT_EQ(health()["status"], "ok");
 }
 
+TEST_F(CapsuledBatch, EngineNoneStartsNothingAndWorkRunsAChunkByHand) {
+  start();
+  const std::string id = submit(write_specs("specs.jsonl", {keyed("a", "echo a"), keyed("b", "echo b"), keyed("c", "echo c")}),
+                                {"--engine", "none", "--chunk-size", "2"});
+  EXPECT_EQ(status(id)["state"], "incomplete");
+  EXPECT_EQ(runs_labelled("capsule.batch=" + id), 0u);
+  EXPECT_EQ(capsule({"batch", "resume", id}).code, 1);
+  EXPECT_EQ(capsule({"batch", "work", id, "--chunk", "1"}).code, 0);  // what an Indexed Job's pod 1 runs
+  EXPECT_EQ(status(id)["done"], 1);
+  const Cli beyond = capsule({"batch", "work", id, "--chunk", "2"});
+  EXPECT_EQ(beyond.code, 1);
+  EXPECT_NE(beyond.err.find("has 2 chunks, no chunk 2"), std::string::npos) << beyond.err;
+  EXPECT_EQ(capsule({"batch", "work", id, "--chunk", "0"}).code, 0);
+  EXPECT_EQ(status(id)["state"], "finished");
+  EXPECT_EQ(runs_labelled("capsule.batch=" + id), 3u);
+}
+
 }  // namespace
 }  // namespace capsule::testing
