@@ -60,6 +60,14 @@ void require_own_private_dir(const fs::path& dir) {
   }
 }
 
+// The current time, broken down in UTC.
+std::tm utc_tm() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  return tm;
+}
+
 std::string chunk_file(std::size_t index) { return "chunk-" + std::to_string(index) + ".jsonl"; }
 
 std::string manifest_hex(const std::string& manifest) {
@@ -143,23 +151,19 @@ std::string default_batch_root() {
 }
 
 std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
+  const std::tm tm = utc_tm();
   char text[32];
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
 }
 
 std::string new_batch_id() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   std::random_device random;
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%08x", random());
+  const std::tm tm = utc_tm();
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
   return std::string("b-") + stamp + "-" + suffix;
 }
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "proxy/pypi/page_render.h"
+
 namespace capsule::client::batch {
 
 using nlohmann::json;
@@ -20,21 +22,6 @@ std::uint64_t percentile(const std::vector<std::uint64_t>& sorted, double p) {
   return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
-std::string escape_html(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // One horizontal bar per row; `rows` are (label, value) pairs.
 std::string svg_bars(const std::vector<std::pair<std::string, std::uint64_t>>& rows) {
   std::uint64_t top = 1;
@@ -45,7 +32,7 @@ std::string svg_bars(const std::vector<std::pair<std::string, std::uint64_t>>& r
   int y = 5;
   for (const auto& [label, value] : rows) {
     const int width = static_cast<int>(400.0 * static_cast<double>(value) / static_cast<double>(top));
-    svg << "<text x='0' y='" << y + 14 << "' font-size='12'>" << escape_html(label) << "</text>"
+    svg << "<text x='0' y='" << y + 14 << "' font-size='12'>" << proxy::pypi::html_escape(label) << "</text>"
         << "<rect x='200' y='" << y << "' width='" << std::max(width, 1) << "' height='16' fill='#4a7ab8'/>"
         << "<text x='" << 205 + width << "' y='" << y + 13 << "' font-size='12'>" << value << "</text>";
     y += 22;
@@ -140,12 +127,12 @@ std::string summary_text(const json& s) {
 
 std::string summary_html(const json& s) {
   std::ostringstream out;
-  const std::string id = escape_html(s["id"].get<std::string>());
+  const std::string id = proxy::pypi::html_escape(s["id"].get<std::string>());
   out << "<!doctype html><html><head><meta charset='utf-8'><title>capsule batch " << id << "</title>"
       << "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:left}</style></head><body>"
-      << "<h1>batch " << id << "</h1><p>" << escape_html(s["state"].get<std::string>()) << ": " << s["done"]
+      << "<h1>batch " << id << "</h1><p>" << proxy::pypi::html_escape(s["state"].get<std::string>()) << ": " << s["done"]
       << " of " << s["specs"] << " done, " << s["cached"] << " from the cache, engine "
-      << escape_html(s["engine"].get<std::string>()) << "</p>";
+      << proxy::pypi::html_escape(s["engine"].get<std::string>()) << "</p>";
   std::vector<std::pair<std::string, std::uint64_t>> rows;
   for (const auto& [state, count] : s["by_state"].items()) rows.emplace_back(state, count.get<std::uint64_t>());
   out << "<h2>Status</h2>" << svg_bars(rows);
@@ -167,10 +154,10 @@ std::string summary_html(const json& s) {
   out << svg_bars(rows);
   out << "<h2>Failures</h2><table><tr><th>key</th><th>state</th><th>exit</th><th>reason</th><th>run</th><th>node</th></tr>";
   for (const json& f : s["failures"]) {
-    out << "<tr><td>" << escape_html(f["key"].get<std::string>()) << "</td><td>" << escape_html(f["state"].get<std::string>())
+    out << "<tr><td>" << proxy::pypi::html_escape(f["key"].get<std::string>()) << "</td><td>" << proxy::pypi::html_escape(f["state"].get<std::string>())
         << "</td><td>" << (f["exit_code"].is_number() ? f["exit_code"].dump() : "") << "</td><td>"
-        << escape_html(f["reason"].get<std::string>()) << "</td><td>" << escape_html(f["run_id"].get<std::string>())
-        << "</td><td>" << escape_html(f["node"].get<std::string>()) << "</td></tr>";
+        << proxy::pypi::html_escape(f["reason"].get<std::string>()) << "</td><td>" << proxy::pypi::html_escape(f["run_id"].get<std::string>())
+        << "</td><td>" << proxy::pypi::html_escape(f["node"].get<std::string>()) << "</td></tr>";
   }
   out << "</table></body></html>\n";
   return out.str();
