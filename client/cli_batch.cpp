@@ -82,6 +82,21 @@ int wait_for(const BatchDir& dir, int timeout_s, bool quiet) {
   }
 }
 
+// The image as an oci-archive, written by capsuled as the caller and renamed into place once whole (the
+// partial name ends in .tar: save writes an OCI layout directory to any other name).
+void export_image(const http::HttpClient& client, const std::string& digest, const fs::path& out) {
+  fs::path partial = out;
+  partial.replace_extension(".partial.tar");
+  try {
+    http::request_json(client, "POST", "/v1/images/" + http::url_encode(digest) + "/save", {{"path", partial.string()}});
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    throw;
+  }
+  fs::rename(partial, out);
+}
+
 int submit(const std::string& socket, bool socket_given, const BatchCommands& c, const std::string& root) {
   std::vector<InputSpec> inputs;
   try {
@@ -94,10 +109,11 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   ensure_daemon(client);
   std::vector<BatchSpec> specs;
   specs.reserve(inputs.size());
-  std::set<std::string> snapshots;
+  std::set<std::string> snapshots, images;
   for (const InputSpec& input : inputs) {
     json pinned = pin_spec(client, input);
     for (const std::string& digest : snapshot_digests(pinned)) snapshots.insert(digest);
+    for (const std::string& digest : image_digests(pinned)) images.insert(digest);
     specs.push_back({input.key, pinned, manifest_digest(pinned)});
   }
   BatchMeta meta;
@@ -111,13 +127,18 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   meta.socket = !c.node_socket.empty() ? c.node_socket : socket_given ? socket : "";
   meta.rerun = c.rerun;
   meta.source = absolute_path(c.input);
-  if (c.engine == "slurm") {  // other nodes import what their capsuled lacks from here
-    for (const std::string& digest : snapshots) {
-      const fs::path object = snapshot_object(root, digest);
+  if (c.engine != "local") {  // other nodes import what their capsuled lacks from here, each object once
+    const auto export_missing = [&](const fs::path& object, auto export_to) {
       std::error_code ec;
-      if (fs::exists(object, ec)) continue;
+      if (fs::exists(object, ec)) return;
       fs::create_directories(object.parent_path());
-      export_snapshot(client, digest, object);
+      export_to(object);
+    };
+    for (const std::string& digest : snapshots) {
+      export_missing(snapshot_object(root, digest), [&](const fs::path& out) { export_snapshot(client, digest, out); });
+    }
+    for (const std::string& digest : images) {
+      export_missing(image_object(root, digest), [&](const fs::path& out) { export_image(client, digest, out); });
     }
   }
   const BatchDir dir = BatchDir::create(root, meta, specs);

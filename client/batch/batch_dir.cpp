@@ -168,6 +168,7 @@ std::string new_batch_id() {
 }
 
 std::string node_name() {
+  if (const char* slurm_node = std::getenv("SLURMD_NODENAME"); slurm_node && *slurm_node) return slurm_node;
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
   return name;

@@ -84,7 +84,8 @@ std::string default_batch_root();
 // "b-<UTC yyyymmdd-hhmmss>-<8 hex>".
 std::string new_batch_id();
 std::string utc_now();
-// This host's name (for results' "node").
+// The node a result comes from: the Slurm node a task runs on ($SLURMD_NODENAME: several slurmd may share one
+// host), else this host's name.
 std::string node_name();
 
 class BatchDir {

@@ -165,4 +165,25 @@ std::vector<std::string> snapshot_digests(const json& pinned_spec) {
   return {};
 }
 
+std::vector<std::string> image_digests(const json& pinned_spec) {
+  std::vector<std::string> out;
+  if (!pinned_spec.is_object()) return out;
+  if (pinned_spec.contains("pinned")) {  // a stored run: its pins name every image, base first
+    const json& pinned = pinned_spec["pinned"];
+    if (!pinned.is_object() || !pinned.contains("image_digests") || !pinned["image_digests"].is_array()) return out;
+    for (const json& digest : pinned["image_digests"]) {
+      if (digest.is_string() && is_digest_ref(digest)) out.push_back(digest);
+    }
+    return out;
+  }
+  const json& spec = pinned_spec;
+  if (spec.contains("image") && spec["image"].is_string() && is_digest_ref(spec["image"])) out.push_back(spec["image"]);
+  if (spec.contains("layers") && spec["layers"].is_array()) {
+    for (const json& layer : spec["layers"]) {
+      if (layer.is_string() && is_digest_ref(layer)) out.push_back(layer);
+    }
+  }
+  return out;
+}
+
 }  // namespace capsule::client::batch

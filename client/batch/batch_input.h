@@ -38,7 +38,10 @@ nlohmann::json pin_spec(const http::HttpClient& client, const InputSpec& input);
 // limits, network and cutoff.
 std::string manifest_digest(const nlohmann::json& pinned_spec);
 
-// The workspace snapshots and images a pinned spec names by digest (for export to a shared directory).
+// The workspace snapshot a pinned spec names by digest (for export to a shared directory).
 std::vector<std::string> snapshot_digests(const nlohmann::json& pinned_spec);
+// The images a pinned spec names by digest, its image first and then its layers, or a stored run's
+// pinned.image_digests (for export likewise).
+std::vector<std::string> image_digests(const nlohmann::json& pinned_spec);
 
 }  // namespace capsule::client::batch

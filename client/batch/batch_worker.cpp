@@ -6,14 +6,15 @@
 #include <signal.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include "client/batch/batch_input.h"
 #include "client/cli_daemon.h"
 #include "http/unix_client.h"
+#include "store/digest.h"
 
 namespace capsule::client::batch {
 
@@ -21,16 +22,29 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 std::string node_socket_path(std::string socket) {
-  const char* slurm_node = std::getenv("SLURMD_NODENAME");
-  const std::string node = slurm_node && *slurm_node ? slurm_node : node_name();
+  const std::string node = node_name();
   for (auto at = socket.find("{node}"); at != std::string::npos; at = socket.find("{node}", at + node.size())) {
     socket.replace(at, 6, node);
   }
   return socket;
 }
 
+namespace {
+
+fs::path object_path(const fs::path& root, const char* kind, const std::string& digest) {
+  const auto parsed = store::Digest::try_parse(digest);
+  if (!parsed) throw std::runtime_error("'" + digest.substr(0, 80) + "' is not a sha256 digest");
+  return root / "objects" / kind / (parsed->hex() + ".tar");
+}
+
+}  // namespace
+
 fs::path snapshot_object(const fs::path& root, const std::string& digest) {
-  return root / "objects" / "snapshots" / (digest.substr(digest.find(':') + 1) + ".tar");
+  return object_path(root, "snapshots", digest);
+}
+
+fs::path image_object(const fs::path& root, const std::string& digest) {
+  return object_path(root, "images", digest);
 }
 
 namespace {
@@ -63,6 +77,7 @@ class Worker {
   // Runs the spec; the result, or nullopt when it was not run to an end worth keeping.
   std::optional<BatchResult> run_spec(const Job& job);
   void import_missing_snapshots(const json& spec);
+  void import_missing_images(const json& body);
   void write(std::size_t chunk, const BatchResult& result);
   void cancel_in_flight();
   void log(const std::string& line);
@@ -187,6 +202,7 @@ std::optional<BatchResult> Worker::run_spec(const Job& job) {
   json body = job.spec.spec;
   json& spec = body.contains("pinned") ? body["spec"] : body;
   import_missing_snapshots(spec);
+  import_missing_images(body);
   BatchResult result;
   result.key = job.spec.key;
   result.manifest = job.spec.manifest;
@@ -266,6 +282,25 @@ void Worker::import_missing_snapshots(const json& spec) {
                              imported.value("digest", "") + ", not " + digest);
   }
   log("imported snapshot " + digest);
+}
+
+// Each image the spec names by digest that this node's capsuled lacks, from the oci-archive the submitter
+// exported; kept under the ref capsule-batch:sha256-<hex> so that gc leaves it.
+void Worker::import_missing_images(const json& body) {
+  for (const std::string& digest : image_digests(body)) {
+    const fs::path object = image_object(batch_.path().parent_path(), digest);
+    if (client_.request("GET", "/v1/images/" + http::url_encode(digest)).status != 404) continue;
+    std::error_code ec;
+    if (!fs::exists(object, ec)) continue;  // the run's own 404 names what is missing
+    const std::string ref = "capsule-batch:sha256-" + digest.substr(7);
+    const json imported = http::request_json(client_, "POST", "/v1/images",
+                                             {{"source", object.string()}, {"format", "archive"}, {"ref", ref}});
+    if (imported.value("digest", "") != digest) {
+      throw std::runtime_error("the image object " + object.string() + " imports as " + imported.value("digest", "") +
+                               ", not " + digest);
+    }
+    log("imported image " + digest);
+  }
 }
 
 void Worker::write(std::size_t chunk, const BatchResult& result) {

@@ -27,8 +27,10 @@ int work(const BatchDir& batch, const WorkOptions& options);
 // name), so that one batch reaches a capsuled per node.
 std::string node_socket_path(std::string socket);
 
-// Where a batch keeps the canonical tars of its workspace snapshots for nodes that lack them:
-// <root>/objects/snapshots/<hex>.tar (shared by the batches of a root).
+// Where a batch keeps what nodes may lack, shared by the batches of a root: the canonical tars of workspace
+// snapshots (<root>/objects/snapshots/<hex>.tar) and images as oci-archives (<root>/objects/images/<hex>.tar,
+// which import with the same manifest digest). Throws std::runtime_error for text that is not a sha256 digest.
 fs::path snapshot_object(const fs::path& root, const std::string& digest);
+fs::path image_object(const fs::path& root, const std::string& digest);
 
 }  // namespace capsule::client::batch

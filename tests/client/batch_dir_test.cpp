@@ -12,6 +12,7 @@
 #include "client/batch/batch_dir.h"
 #include "client/batch/batch_input.h"
 #include "client/batch/batch_summary.h"
+#include "client/batch/batch_worker.h"
 
 namespace capsule::client::batch {
 namespace {
@@ -169,6 +170,21 @@ TEST(ManifestDigest, LabelsDoNotCountAndEverythingElseDoes) {
   EXPECT_NE(manifest_digest(a), manifest_digest(json{{"argv", {"true"}}, {"env", {{"A", "1"}}}}));
   EXPECT_EQ(manifest_digest(json{{"spec", {{"argv", {"true"}}, {"labels", {{"x", "1"}}}}}, {"pinned", json::object()}}),
             manifest_digest(json{{"spec", {{"argv", {"true"}}}}, {"pinned", json::object()}}));
+}
+
+// What a batch exports for other nodes: the spec's image, then its layers, or a stored run's pins; and the
+// paths they go to, built only from a digest's own hex.
+TEST(BatchObjects, ImagesComeFromTheSpecOrTheRunsPinsAndPathsOnlyFromDigests) {
+  const std::string a = "sha256:" + std::string(64, 'a'), b = "sha256:" + std::string(64, 'b');
+  EXPECT_EQ(image_digests(json{{"image", a}, {"layers", {b, "name:tag"}}, {"argv", {"true"}}}),
+            (std::vector<std::string>{a, b}));
+  EXPECT_TRUE(image_digests(json{{"image", "host"}, {"argv", {"true"}}}).empty());
+  EXPECT_EQ(image_digests(json{{"spec", {{"image", "name:tag"}}}, {"pinned", {{"image_digests", {b, a}}}}}),
+            (std::vector<std::string>{b, a}));
+  EXPECT_EQ(image_object("/r", a), fs::path("/r/objects/images/" + std::string(64, 'a') + ".tar"));
+  EXPECT_EQ(snapshot_object("/r", b), fs::path("/r/objects/snapshots/" + std::string(64, 'b') + ".tar"));
+  EXPECT_THROW(image_object("/r", "sha256:../../../etc/passwd"), std::runtime_error);
+  EXPECT_THROW(snapshot_object("/r", "sha256:" + std::string(64, 'A')), std::runtime_error);
 }
 
 }  // namespace
