@@ -119,6 +119,29 @@ std::vector<InputSpec> read_input(const std::string& path) {
   return out;
 }
 
+// A spec choosing its image by toolchains, in the stored-run form with what the local capsuled would pin
+// (GET /v1/toolchains/resolve: the same code pins runs), so every node runs the images chosen here.
+json pin_toolchains(const http::HttpClient& client, json spec, const std::string& where) {
+  std::string query;
+  for (const auto& [name, version] : spec["toolchains"].items()) {
+    if (!version.is_string()) return spec;  // the daemon's 400 names it when the spec runs
+    query += (query.empty() ? "?" : "&") + http::url_encode(name) + "=" + http::url_encode(version.get<std::string>());
+  }
+  if (spec.contains("as_of") && spec["as_of"].is_string()) query += "&as_of=" + http::url_encode(spec["as_of"].get<std::string>());
+  json resolved;
+  try {
+    resolved = http::request_json(client, "GET", "/v1/toolchains/resolve" + query);
+  } catch (const http::ResponseError& e) {
+    throw std::runtime_error(where + ": toolchains " + spec["toolchains"].dump() + ": " + e.what());
+  }
+  json pinned = resolved.at("pinned");
+  if (spec.contains("layers") && spec["layers"].is_array()) {  // pinned above: they stack on the toolchain's images
+    for (const json& layer : spec["layers"]) pinned["image_digests"].push_back(layer);
+  }
+  if (spec.value("network", "") == "proxy" && spec.contains("as_of")) pinned["cutoff"] = spec["as_of"];
+  return json{{"spec", std::move(spec)}, {"pinned", std::move(pinned)}};
+}
+
 json pin_spec(const http::HttpClient& client, const InputSpec& input) {
   json spec = input.body;
   if (spec.contains("pinned")) return spec;  // a stored run: its pins are the daemon's to check
@@ -144,6 +167,9 @@ json pin_spec(const http::HttpClient& client, const InputSpec& input) {
         throw std::runtime_error(input.where + ": workspace " + workspace["path"].dump() + ": " + e.what());
       }
     }
+  }
+  if (spec.contains("toolchains") && spec["toolchains"].is_object() && !spec["toolchains"].empty()) {
+    return pin_toolchains(client, std::move(spec), input.where);
   }
   return spec;
 }

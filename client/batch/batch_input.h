@@ -29,8 +29,10 @@ bool valid_key(const std::string& key);
 
 // Pins a spec through capsuled so that every node runs the same bytes: an image or layer given by name becomes
 // its manifest digest ("sha256:..."), and a copy-on-write host-directory workspace becomes a snapshot of it
-// ({"snapshot": "sha256:..."}; with the caller's rights, as POST /v1/snapshots reads it). A spec given as
-// {"spec", "pinned"} (a stored run) is kept as it is. Throws http errors naming the spec.
+// ({"snapshot": "sha256:..."}; with the caller's rights, as POST /v1/snapshots reads it). A spec choosing its
+// images by `toolchains` becomes the stored-run form {"spec", "pinned"} with the images the local capsuled
+// chooses (GET /v1/toolchains/resolve), its layers stacked after them. A spec given as {"spec", "pinned"} (a
+// stored run) is kept as it is. Throws http errors naming the spec.
 nlohmann::json pin_spec(const http::HttpClient& client, const InputSpec& input);
 
 // The manifest digest of a pinned spec: sha256 of its canonical JSON (keys sorted, no spaces) without

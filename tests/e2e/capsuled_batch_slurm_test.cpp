@@ -228,14 +228,17 @@ TEST_F(CapsuledBatchSlurm, AWorkspaceAndAnImageTravelToANodeWhoseCapsuledLacksTh
   if (fs::exists("/lib64")) fs::create_directories(rootfs / "lib64");
   write_file(rootfs / "marker", "from the image\n");
   const HttpResponse imported =
-      call("POST", "/v1/images", {{"source", rootfs.string()}, {"format", "rootfs"}, {"ref", "travel/image:1"}});
+      call("POST", "/v1/images", {{"source", rootfs.string()}, {"format", "rootfs"}, {"ref", "travel/image:1"},
+                                  {"labels", {{"org.capsule.toolchain.java", "17.0.99"}}}});
   ASSERT_EQ(imported.status, 201) << imported.body;
   const std::string image = body_json(imported)["digest"];
   ASSERT_EQ(HttpClient(node.socket()).request("GET", "/v1/images/" + http::url_encode(image)).status, 404);
   write_file(dir_ / "specs.jsonl",
              json{{"key", "read"}, {"argv", {"cat", "/workspace/a.txt"}},
                   {"workspace", {{"path", workspace.string()}}}}.dump() + "\n" +
-             json{{"key", "image"}, {"image", "travel/image:1"}, {"argv", {"/bin/cat", "/marker"}}}.dump() + "\n");
+             json{{"key", "image"}, {"image", "travel/image:1"}, {"argv", {"/bin/cat", "/marker"}}}.dump() + "\n" +
+             json{{"key", "toolchain"}, {"toolchains", {{"java", "17"}}}, {"argv", {"/bin/cat", "/marker"}}}.dump() +
+                 "\n");
   const std::string id = submit(dir_ / "specs.jsonl", {"--engine", "slurm", "--partition", "test", "--node-socket",
                                                        node.socket()});
   const Cli waited = capsule({"batch", "wait", id, "--timeout", "300"});
@@ -261,6 +264,14 @@ TEST_F(CapsuledBatchSlurm, AWorkspaceAndAnImageTravelToANodeWhoseCapsuledLacksTh
   const HttpResponse on_node = HttpClient(node.socket()).request("GET", "/v1/images/" + http::url_encode(image));
   ASSERT_EQ(on_node.status, 200) << on_node.body;
   EXPECT_NE(on_node.body.find("capsule-batch:sha256-" + image.substr(7)), std::string::npos) << on_node.body;
+
+  // A toolchain spec runs the image the submitter's capsuled chose, pinned at submit, not one the node picks.
+  const json t = results(id).at("toolchain");
+  EXPECT_EQ(t["state"], "succeeded") << t.dump();
+  EXPECT_EQ(t["run"]["result"]["stdout"]["head"], "from the image\n") << t.dump();
+  EXPECT_EQ(t["run"]["pinned"]["image_digests"], json::array({image})) << t.dump();
+  EXPECT_EQ(t["run"]["pinned"]["toolchains"]["java"], "17.0.99") << t.dump();
+  EXPECT_EQ(t["run"]["spec"]["toolchains"], json({{"java", "17"}})) << t.dump();
 }
 
 // The fixture package upstream served over HTTP on loopback (tests/proxy/fixtures/package_upstream.py --serve),
