@@ -41,15 +41,37 @@ std::string read_text(const fs::path& file, std::uint64_t max_bytes) {
 }
 
 // Calls on_line for each line of a JSONL file (skipping empty ones); a line longer than max_bytes is passed
-// as an empty string (corrupt).
+// as an empty string (corrupt), and never held in memory whole: at most max_bytes of a line are kept.
 template <typename OnLine>
 void for_each_line(const fs::path& file, std::size_t max_bytes, OnLine on_line) {
   std::ifstream in(file, std::ios::binary);
   std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    on_line(line.size() > max_bytes ? std::string() : line);
+  bool too_long = false;
+  const auto end_line = [&] {
+    if (too_long) on_line(std::string());
+    else if (!line.empty()) on_line(line);
+    line.clear();
+    too_long = false;
+  };
+  std::vector<char> block(64 * 1024);
+  while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
+    const std::string_view data(block.data(), static_cast<std::size_t>(in.gcount()));
+    std::size_t start = 0;
+    while (start < data.size()) {
+      const std::size_t newline = data.find('\n', start);
+      const std::string_view piece = data.substr(start, newline == std::string_view::npos ? std::string_view::npos : newline - start);
+      if (!too_long && line.size() + piece.size() > max_bytes) {
+        too_long = true;
+        line.clear();
+        line.shrink_to_fit();
+      }
+      if (!too_long) line.append(piece);
+      if (newline == std::string_view::npos) break;
+      end_line();
+      start = newline + 1;
+    }
   }
+  end_line();  // a last line without its newline (a torn append) is passed too; parsing it decides
 }
 
 // The cache decides what does not run: one another user could write to would let them choose results.
@@ -218,23 +240,25 @@ BatchDir BatchDir::create(const fs::path& root, const BatchMeta& meta, const std
   return BatchDir(root, root / meta.id, meta);
 }
 
-std::vector<BatchSpec> BatchDir::specs() const {
+std::vector<BatchSpec> BatchDir::specs(std::size_t first, std::size_t count) const {
   std::vector<BatchSpec> out;
+  std::size_t index = 0;
   for_each_line(dir_ / "specs.jsonl", 2 * kMaxSpecBytes, [&](const std::string& line) {
+    if (index++ - first >= count) return;  // outside [first, first + count): counted, not parsed
     const json j = json::parse(line);  // written by create(): a failure here is a damaged batch, reported
     out.push_back({j.at("key").get<std::string>(), j.at("spec"), j.at("manifest").get<std::string>()});
   });
-  if (out.size() != meta_.specs) {
-    throw std::runtime_error("batch " + meta_.id + ": specs.jsonl holds " + std::to_string(out.size()) +
+  if (index != meta_.specs) {
+    throw std::runtime_error("batch " + meta_.id + ": specs.jsonl holds " + std::to_string(index) +
                              " specs, batch.json says " + std::to_string(meta_.specs));
   }
   return out;
 }
 
-std::map<std::string, BatchResult> BatchDir::results(std::size_t* corrupt) const {
+std::map<std::string, BatchResult> BatchDir::results(std::size_t* corrupt, std::optional<std::size_t> chunk) const {
   std::map<std::string, BatchResult> out;
   std::size_t bad = 0;
-  for (std::size_t i = 0; i < meta_.chunks(); ++i) {
+  for (std::size_t i = chunk.value_or(0); i < (chunk ? *chunk + 1 : meta_.chunks()); ++i) {
     std::error_code ec;
     const fs::path file = dir_ / "results" / chunk_file(i);
     if (!fs::exists(file, ec)) continue;

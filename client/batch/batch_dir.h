@@ -100,11 +100,14 @@ class BatchDir {
   const fs::path& path() const { return dir_; }
   fs::path logs_dir() const { return dir_ / "logs"; }
   fs::path cache_dir() const { return root_ / "cache"; }
-  std::vector<BatchSpec> specs() const;
+  // The specs in input order, or those at [first, first + count): a Slurm task parses its chunk's lines only,
+  // so its memory does not grow with the batch. Throws when specs.jsonl does not hold meta().specs lines.
+  std::vector<BatchSpec> specs(std::size_t first = 0, std::size_t count = SIZE_MAX) const;
 
-  // Every result written so far, by key (a later line for a key replaces an earlier one). Lines that do not
-  // parse (a crash mid-write) are skipped and counted in *corrupt when given.
-  std::map<std::string, BatchResult> results(std::size_t* corrupt = nullptr) const;
+  // Every result written so far, by key (a later line for a key replaces an earlier one), or one chunk's only.
+  // Lines that do not parse (a crash mid-write) are skipped and counted in *corrupt when given.
+  std::map<std::string, BatchResult> results(std::size_t* corrupt = nullptr,
+                                             std::optional<std::size_t> chunk = std::nullopt) const;
   // The results file of chunk i, opened for appending and locked (flock) for this process; nullopt when another
   // process holds it (a worker on that chunk is alive).
   std::optional<base::UniqueFd> lock_chunk(std::size_t index) const;

@@ -95,7 +95,7 @@ class Worker {
 
 int Worker::run(const WorkOptions& options) {
   ensure_daemon(client_);
-  const auto done = batch_.results();
+  const auto done = batch_.results(nullptr, options.chunk);  // a Slurm task reads its own chunk's results only
   std::vector<std::size_t> chunks;
   if (options.chunk) {
     if (*options.chunk >= batch_.meta().chunks()) {
@@ -106,7 +106,9 @@ int Worker::run(const WorkOptions& options) {
   } else {
     for (std::size_t i = 0; i < batch_.meta().chunks(); ++i) chunks.push_back(i);
   }
-  const std::vector<BatchSpec> specs = batch_.specs();
+  const std::size_t chunk_size = batch_.meta().chunk_size;
+  const std::size_t first = options.chunk ? *options.chunk * chunk_size : 0;  // one chunk: only its lines
+  const std::vector<BatchSpec> specs = batch_.specs(first, options.chunk ? chunk_size : SIZE_MAX);
   for (std::size_t chunk : chunks) {
     std::optional<base::UniqueFd> fd = batch_.lock_chunk(chunk);
     if (!fd) {
@@ -115,8 +117,8 @@ int Worker::run(const WorkOptions& options) {
       continue;
     }
     chunk_fds_.emplace(chunk, std::move(*fd));
-    const std::size_t begin = chunk * batch_.meta().chunk_size;
-    for (std::size_t i = begin; i < std::min(specs.size(), begin + batch_.meta().chunk_size); ++i) {
+    const std::size_t begin = chunk * chunk_size - first;
+    for (std::size_t i = begin; i < std::min(specs.size(), begin + chunk_size); ++i) {
       if (!done.count(specs[i].key)) queue_.push_back({chunk, specs[i]});
     }
   }

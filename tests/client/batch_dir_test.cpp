@@ -80,6 +80,47 @@ TEST_F(BatchDirTest, ATornLineIsSkippedAndALaterLineForAKeyWins) {
   EXPECT_EQ(results.at("k0").state, "succeeded");
 }
 
+// A hand-made line past the result ceiling (20 MiB of one JSON string, no newline for 20 MiB) is one corrupt
+// line, read in blocks and dropped, and the lines around it still count.
+TEST_F(BatchDirTest, ALineOverTheCeilingIsCorruptAndItsNeighboursStillCount) {
+  const BatchDir dir = make(4, 2);
+  auto fd = dir.lock_chunk(0);
+  ASSERT_TRUE(fd);
+  BatchDir::append_result(fd->get(), result("k0", "succeeded"));
+  const std::string huge = "{\"key\": \"k1\", \"state\": \"" + std::string(20u << 20, 'x') + "\"}\n";
+  ASSERT_EQ(::write(fd->get(), huge.data(), huge.size()), static_cast<ssize_t>(huge.size()));
+  BatchDir::append_result(fd->get(), result("k1", "failed"));
+  std::size_t corrupt = 0;
+  const auto results = dir.results(&corrupt);
+  EXPECT_EQ(corrupt, 1u);
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results.at("k0").state, "succeeded");
+  EXPECT_EQ(results.at("k1").state, "failed");
+}
+
+// A Slurm task reads its own chunk: the specs at its offsets (the rest counted, not parsed) and its own results.
+TEST_F(BatchDirTest, OneChunksSpecsAndResultsAreReadAlone) {
+  const BatchDir dir = make(7, 3);  // chunks k0-k2 | k3-k5 | k6
+  const auto middle = dir.specs(3, 3);
+  ASSERT_EQ(middle.size(), 3u);
+  EXPECT_EQ(middle[0].key, "k3");
+  EXPECT_EQ(middle[2].key, "k5");
+  const auto last = dir.specs(6, 3);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].key, "k6");
+  for (std::size_t chunk : {0u, 1u}) {
+    auto fd = dir.lock_chunk(chunk);
+    ASSERT_TRUE(fd);
+    BatchDir::append_result(fd->get(), result("k" + std::to_string(chunk * 3), "succeeded"));
+  }
+  EXPECT_EQ(dir.results(nullptr, 1).size(), 1u);
+  EXPECT_EQ(dir.results(nullptr, 1).count("k3"), 1u);
+  EXPECT_EQ(dir.results().size(), 2u);
+  // A damaged specs.jsonl is still noticed by a task that reads one chunk.
+  std::ofstream(dir.path() / "specs.jsonl", std::ios::app) << "{\"key\": \"extra\"}\n";
+  EXPECT_THROW(dir.specs(3, 3), std::runtime_error);
+}
+
 TEST_F(BatchDirTest, AChunkLockExcludesASecondWorkerAndDiesWithIt) {
   const BatchDir dir = make(2, 1);
   EXPECT_FALSE(dir.chunk_locked(0));
