@@ -44,6 +44,15 @@ class Packer {
  public:
   Packer(const fs::path& root, const ByteSink& sink, const PackOptions& options)
       : root_(root), sink_(sink), options_(options) {}
+  // A packer left by an exception frees its archives here, while the members their callbacks use are alive
+  // (freeing flushes through the callbacks); what they flush then is dropped.
+  ~Packer() {
+    abandoned_ = true;
+    tar_.reset();
+    gzip_.reset();
+  }
+  Packer(const Packer&) = delete;
+  Packer& operator=(const Packer&) = delete;
 
   PackResult run() {
     if (options_.gzip) open_gzip();
@@ -85,6 +94,7 @@ class Packer {
   // libarchive write callbacks: exceptions must not cross its C frames, so they are kept and rethrown.
   static la_ssize_t tar_bytes(struct archive*, void* self, const void* data, std::size_t size) {
     auto* packer = static_cast<Packer*>(self);
+    if (packer->abandoned_) return static_cast<la_ssize_t>(size);
     try {
       packer->hasher_.update(data, size);
       packer->result_.tar_bytes += size;
@@ -102,6 +112,7 @@ class Packer {
 
   static la_ssize_t gzip_bytes(struct archive*, void* self, const void* data, std::size_t size) {
     auto* packer = static_cast<Packer*>(self);
+    if (packer->abandoned_) return static_cast<la_ssize_t>(size);
     try {
       packer->sink_(data, size);
       return static_cast<la_ssize_t>(size);
@@ -261,6 +272,12 @@ class Packer {
     if (fstat(fd.get(), &opened) != 0 || opened.st_ino != st.st_ino || !S_ISREG(opened.st_mode)) {
       throw_image_error(kStep, path, "changed while being packed");
     }
+    // What the tar holds so far (less what libarchive still buffers), a header and the data padded to 512.
+    const std::uint64_t data_bytes = (static_cast<std::uint64_t>(st.st_size) + 511) / 512 * 512;
+    if (options_.max_tar_bytes != 0 && result_.tar_bytes + 512 + data_bytes > options_.max_tar_bytes) {
+      throw TarTooLarge(kStep, path, "its " + std::to_string(st.st_size) + " bytes would take the tar past " +
+                                         std::to_string(options_.max_tar_bytes) + " bytes; not read");
+    }
     archive_entry_set_size(entry.get(), st.st_size);
     add_xattrs(fd.get(), entry.get(), path);
     write_header(entry.get(), path);
@@ -290,6 +307,7 @@ class Packer {
   dev_t root_device_ = 0;
   std::map<std::pair<dev_t, ino_t>, std::string> links_;
   std::exception_ptr error_;
+  bool abandoned_ = false;  // set by the destructor: callbacks drop what freeing the archives flushes
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "images/error.h"
 #include "store/digest.h"
 
 namespace capsule::images {
@@ -30,6 +31,15 @@ struct PackOptions {
   // Directories packed in place of what the walk finds at a path ("root/.m2" -> a host dir that was bound
   // there): the walk's own entry for that directory is kept, its contents come from the host dir instead.
   std::map<std::string, std::filesystem::path> grafts{};
+  // Tar bytes allowed; a regular file whose data would pass them is not opened for reading: TarTooLarge is
+  // thrown first (a sandbox's sparse 60 GiB file must not make the daemon read it). 0: no cap.
+  std::uint64_t max_tar_bytes = 0;
+};
+
+// A file that would take the tar past PackOptions::max_tar_bytes.
+class TarTooLarge : public ImageError {
+ public:
+  using ImageError::ImageError;
 };
 
 struct PackResult {

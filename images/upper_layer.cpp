@@ -16,20 +16,26 @@ std::optional<UpperLayer> pack_upper_layer(const std::filesystem::path& upper, s
   pack.id_count = options.id_count;
   pack.include = options.include;
   pack.grafts = options.grafts;
+  pack.max_tar_bytes = options.max_bytes;  // a file past the cap is refused before its data is read
   store::BlobWriter writer = blobs.writer();
   // Past the cap the bytes are dropped and the error thrown once packing ends: failing inside libarchive's write
   // callback leaves its archive fatal, and freeing a fatal writer leaks its block buffer.
   bool too_large = false;
-  const PackResult packed = pack_directory(
-      upper,
-      [&](const void* data, std::size_t size) {
-        if (too_large || (options.max_bytes != 0 && writer.size() + size > options.max_bytes)) {
-          too_large = true;
-          return;
-        }
-        writer.write(data, size);
-      },
-      pack);
+  PackResult packed;
+  try {
+    packed = pack_directory(
+        upper,
+        [&](const void* data, std::size_t size) {
+          if (too_large || (options.max_bytes != 0 && writer.size() + size > options.max_bytes)) {
+            too_large = true;
+            return;
+          }
+          writer.write(data, size);
+        },
+        pack);
+  } catch (const TarTooLarge&) {
+    too_large = true;
+  }
   if (too_large) throw LayerTooLarge(upper.string(), options.max_bytes);
   if (packed.entries == 0) return std::nullopt;
   UpperLayer layer;

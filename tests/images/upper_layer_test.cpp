@@ -13,6 +13,7 @@
 
 #include <map>
 
+#include "base/unique_fd.h"
 #include "tests/images/fixtures.h"
 
 namespace capsule::images {
@@ -139,6 +140,35 @@ TEST_F(UpperLayerTest, OverTheCapThrowsAndLeavesNoBlob) {
   UpperLayerOptions capped = options();
   capped.max_bytes = 100000;
   EXPECT_THROW(pack_upper_layer(upper_.path(), blobs_, capped), LayerTooLarge);
+  EXPECT_TRUE(blobs_.list().empty());
+}
+
+// Many small files that together pass the cap: each fits, the sum does not.
+TEST_F(UpperLayerTest, SmallFilesPastTheCapTogetherThrowAndLeaveNoBlob) {
+  for (int i = 0; i < 40; ++i) write_file(upper_.path() / ("f" + std::to_string(i)), std::string(5000, 'x'));
+  UpperLayerOptions capped = options();
+  capped.max_bytes = 100000;
+  EXPECT_THROW(pack_upper_layer(upper_.path(), blobs_, capped), LayerTooLarge);
+  EXPECT_TRUE(blobs_.list().empty());
+}
+
+// A sandbox's sparse 1 TiB file is refused from its size alone: reading its zeros would take the daemon many
+// minutes (the ctest timeout), and it used to write the cap's worth of tar before giving up.
+TEST_F(UpperLayerTest, ASparseFilePastTheCapIsRefusedWithoutBeingRead) {
+  write_file(upper_.path() / "a-small", "x");
+  {
+    base::UniqueFd fd(::open((upper_.path() / "sparse").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd);
+    ASSERT_EQ(::ftruncate(fd.get(), 1ll << 40), 0);
+  }
+  UpperLayerOptions capped = options();
+  capped.max_bytes = 1 << 20;
+  try {
+    pack_upper_layer(upper_.path(), blobs_, capped);
+    ADD_FAILURE() << "no LayerTooLarge";
+  } catch (const LayerTooLarge& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than the cap of 1048576 bytes"), std::string::npos) << e.what();
+  }
   EXPECT_TRUE(blobs_.list().empty());
 }
 
