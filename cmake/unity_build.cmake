@@ -16,9 +16,12 @@ capsule_compile_alone(sandbox output.cpp root_files.cpp seccomp.cpp tar_in_root.
 capsule_compile_alone(daemon logs/log_store.cpp bundle/bundle_import.cpp)
 capsule_compile_alone(proxy maven_source.cpp pypi_source.cpp maven/repository_path.cpp maven/comparable_version.cpp
                       pypi/version.cpp pypi/project_name.cpp pypi/negotiation.cpp)
-# Test helpers of the same name in several test files of one binary.
-capsule_compile_alone(tests daemon/log_reader_test.cpp daemon/log_store_test.cpp e2e/capsuled_bundle_test.cpp
-                      e2e/capsuled_runs_diff_test.cpp e2e/capsuled_snapshots_test.cpp images/layer_unpack_test.cpp
-                      sandbox/cgroup_v2_test.cpp sandbox/cgroup_view_test.cpp sandbox/hostile_test.cpp
-                      sandbox/launcher_test.cpp sandbox/sandbox_lifecycle_test.cpp spec/workspace_snapshot_test.cpp
-                      sandbox/quota_test.cpp proxy/upstream_pypi_test.cpp)
+# Test helpers of the same name in several test files of one binary (tests/ is a CMake directory only when
+# the tests are built: the release and fuzz presets leave it out).
+if(CAPSULE_BUILD_TESTS)
+  capsule_compile_alone(tests daemon/log_reader_test.cpp daemon/log_store_test.cpp e2e/capsuled_bundle_test.cpp
+                        e2e/capsuled_runs_diff_test.cpp e2e/capsuled_snapshots_test.cpp images/layer_unpack_test.cpp
+                        sandbox/cgroup_v2_test.cpp sandbox/cgroup_view_test.cpp sandbox/hostile_test.cpp
+                        sandbox/launcher_test.cpp sandbox/sandbox_lifecycle_test.cpp spec/workspace_snapshot_test.cpp
+                        sandbox/quota_test.cpp proxy/upstream_pypi_test.cpp)
+endif()
