@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "client/batch/batch_input.h"
@@ -76,8 +77,7 @@ class Worker {
   void handle(const Job& job);
   // Runs the spec; the result, or nullopt when it was not run to an end worth keeping.
   std::optional<BatchResult> run_spec(const Job& job);
-  void import_missing_snapshots(const json& spec);
-  void import_missing_images(const json& body);
+  void import_what_the_node_lacks(const json& body);
   void write(std::size_t chunk, const BatchResult& result);
   void cancel_in_flight();
   void log(const std::string& line);
@@ -87,8 +87,9 @@ class Worker {
   std::map<std::size_t, base::UniqueFd> chunk_fds_;
   std::vector<Job> queue_;
   std::size_t next_ = 0;
-  std::mutex mutex_;                          // queue_, next_, in_flight_, writes, the log
+  std::mutex mutex_;                          // queue_, next_, in_flight_, on_node_, writes, the log
   std::map<std::string, std::string> in_flight_;  // run id -> key
+  std::set<std::string> on_node_;                 // snapshot and image digests the node's capsuled has
   std::atomic<bool> stopping_{false};
   std::atomic<bool> undone_{false};
 };
@@ -203,8 +204,7 @@ void Worker::handle(const Job& job) {
 std::optional<BatchResult> Worker::run_spec(const Job& job) {
   json body = job.spec.spec;
   json& spec = body.contains("pinned") ? body["spec"] : body;
-  import_missing_snapshots(spec);
-  import_missing_images(body);
+  import_what_the_node_lacks(body);
   BatchResult result;
   result.key = job.spec.key;
   result.manifest = job.spec.manifest;
@@ -269,39 +269,41 @@ std::optional<BatchResult> Worker::run_spec(const Job& job) {
   }
 }
 
-void Worker::import_missing_snapshots(const json& spec) {
-  if (!spec.contains("workspace") || !spec["workspace"].is_object()) return;
-  const std::string digest = spec["workspace"].value("snapshot", "");
-  if (digest.empty()) return;
-  const http::HttpResponse info = client_.request("GET", "/v1/snapshots/" + http::url_encode(digest) + "?info=true");
-  if (info.status != 404) return;
-  const fs::path object = snapshot_object(batch_.path().parent_path(), digest);
-  std::error_code ec;
-  if (!fs::exists(object, ec)) return;  // the run's own 404 names what is missing
-  const json imported = http::request_json(client_, "POST", "/v1/snapshots", {{"tar", object.string()}});
-  if (imported.value("digest", "") != digest) {
-    throw std::runtime_error("the snapshot object " + object.string() + " imports as " +
-                             imported.value("digest", "") + ", not " + digest);
-  }
-  log("imported snapshot " + digest);
-}
-
-// Each image the spec names by digest that this node's capsuled lacks, from the oci-archive the submitter
-// exported; kept under the ref capsule-batch:sha256-<hex> so that gc leaves it.
-void Worker::import_missing_images(const json& body) {
-  for (const std::string& digest : image_digests(body)) {
-    const fs::path object = image_object(batch_.path().parent_path(), digest);
-    if (client_.request("GET", "/v1/images/" + http::url_encode(digest)).status != 404) continue;
-    std::error_code ec;
-    if (!fs::exists(object, ec)) continue;  // the run's own 404 names what is missing
-    const std::string ref = "capsule-batch:sha256-" + digest.substr(7);
-    const json imported = http::request_json(client_, "POST", "/v1/images",
-                                             {{"source", object.string()}, {"format", "archive"}, {"ref", ref}});
-    if (imported.value("digest", "") != digest) {
-      throw std::runtime_error("the image object " + object.string() + " imports as " + imported.value("digest", "") +
-                               ", not " + digest);
+// What the spec names by digest and this node's capsuled lacks, imported from the objects the submitter exported
+// (images kept under the ref capsule-batch:sha256-<hex> so that gc leaves them). A digest found on the node, or
+// imported, is remembered: a chunk's specs usually share their image, and each would ask again.
+void Worker::import_what_the_node_lacks(const json& body) {
+  const fs::path root = batch_.path().parent_path();
+  const auto ensure = [&](const std::string& what, const std::string& digest, const std::string& info_path,
+                          const fs::path& object, const std::string& import_path, const json& import_body) {
+    {
+      std::lock_guard lock(mutex_);
+      if (on_node_.count(digest)) return;
     }
-    log("imported image " + digest);
+    if (client_.request("GET", info_path).status == 404) {
+      std::error_code ec;
+      if (!fs::exists(object, ec)) return;  // the run's own 404 names what is missing
+      const json imported = http::request_json(client_, "POST", import_path, import_body);
+      if (imported.value("digest", "") != digest) {
+        throw std::runtime_error("the " + what + " object " + object.string() + " imports as " +
+                                 imported.value("digest", "") + ", not " + digest);
+      }
+      log("imported " + what + " " + digest);
+    }
+    std::lock_guard lock(mutex_);
+    on_node_.insert(digest);
+  };
+  for (const std::string& digest : snapshot_digests(body)) {
+    if (!store::Digest::try_parse(digest)) continue;  // the run's own 400 names it
+    const fs::path object = snapshot_object(root, digest);
+    ensure("snapshot", digest, "/v1/snapshots/" + http::url_encode(digest) + "?info=true", object, "/v1/snapshots",
+           {{"tar", object.string()}});
+  }
+  for (const std::string& digest : image_digests(body)) {
+    if (!store::Digest::try_parse(digest)) continue;  // the run's own 400 names it
+    const fs::path object = image_object(root, digest);
+    ensure("image", digest, "/v1/images/" + http::url_encode(digest), object, "/v1/images",
+           {{"source", object.string()}, {"format", "archive"}, {"ref", "capsule-batch:sha256-" + digest.substr(7)}});
   }
 }
 
