@@ -110,8 +110,9 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   std::vector<BatchSpec> specs;
   specs.reserve(inputs.size());
   std::set<std::string> snapshots, images;
+  PinCache pins;
   for (const InputSpec& input : inputs) {
-    json pinned = pin_spec(client, input);
+    json pinned = pin_spec(client, input, pins);
     for (const std::string& digest : snapshot_digests(pinned)) snapshots.insert(digest);
     for (const std::string& digest : image_digests(pinned)) images.insert(digest);
     specs.push_back({input.key, pinned, manifest_digest(pinned)});

@@ -74,11 +74,13 @@ void read_json(const fs::path& file, const std::string& name, std::vector<InputS
 
 bool is_digest_ref(const std::string& ref) { return ref.rfind("sha256:", 0) == 0; }
 
-std::string image_digest(const http::HttpClient& client, const std::string& ref, const std::string& where) {
+std::string image_digest(const http::HttpClient& client, const std::string& ref, const std::string& where,
+                         PinCache& cache) {
   if (ref == "host" || is_digest_ref(ref)) return ref;
+  if (const auto known = cache.image_digests.find(ref); known != cache.image_digests.end()) return known->second;
   try {
     const json image = http::request_json(client, "GET", "/v1/images/" + http::url_encode(ref));
-    return image.at("digest").get<std::string>();
+    return cache.image_digests[ref] = image.at("digest").get<std::string>();
   } catch (const http::ResponseError& e) {
     throw std::runtime_error(where + ": image " + ref + ": " + e.what());
   }
@@ -121,20 +123,22 @@ std::vector<InputSpec> read_input(const std::string& path) {
 
 // A spec choosing its image by toolchains, in the stored-run form with what the local capsuled would pin
 // (GET /v1/toolchains/resolve: the same code pins runs), so every node runs the images chosen here.
-json pin_toolchains(const http::HttpClient& client, json spec, const std::string& where) {
+json pin_toolchains(const http::HttpClient& client, json spec, const std::string& where, PinCache& cache) {
   std::string query;
   for (const auto& [name, version] : spec["toolchains"].items()) {
     if (!version.is_string()) return spec;  // the daemon's 400 names it when the spec runs
     query += (query.empty() ? "?" : "&") + http::url_encode(name) + "=" + http::url_encode(version.get<std::string>());
   }
   if (spec.contains("as_of") && spec["as_of"].is_string()) query += "&as_of=" + http::url_encode(spec["as_of"].get<std::string>());
-  json resolved;
-  try {
-    resolved = http::request_json(client, "GET", "/v1/toolchains/resolve" + query);
-  } catch (const http::ResponseError& e) {
-    throw std::runtime_error(where + ": toolchains " + spec["toolchains"].dump() + ": " + e.what());
+  auto known = cache.toolchains.find(query);
+  if (known == cache.toolchains.end()) {
+    try {
+      known = cache.toolchains.emplace(query, http::request_json(client, "GET", "/v1/toolchains/resolve" + query).at("pinned")).first;
+    } catch (const http::ResponseError& e) {
+      throw std::runtime_error(where + ": toolchains " + spec["toolchains"].dump() + ": " + e.what());
+    }
   }
-  json pinned = resolved.at("pinned");
+  json pinned = known->second;
   if (spec.contains("layers") && spec["layers"].is_array()) {  // pinned above: they stack on the toolchain's images
     for (const json& layer : spec["layers"]) pinned["image_digests"].push_back(layer);
   }
@@ -142,15 +146,15 @@ json pin_toolchains(const http::HttpClient& client, json spec, const std::string
   return json{{"spec", std::move(spec)}, {"pinned", std::move(pinned)}};
 }
 
-json pin_spec(const http::HttpClient& client, const InputSpec& input) {
+json pin_spec(const http::HttpClient& client, const InputSpec& input, PinCache& cache) {
   json spec = input.body;
   if (spec.contains("pinned")) return spec;  // a stored run: its pins are the daemon's to check
   if (spec.contains("image") && spec["image"].is_string()) {
-    spec["image"] = image_digest(client, spec["image"].get<std::string>(), input.where);
+    spec["image"] = image_digest(client, spec["image"].get<std::string>(), input.where, cache);
   }
   if (spec.contains("layers") && spec["layers"].is_array()) {
     for (json& layer : spec["layers"]) {
-      if (layer.is_string()) layer = image_digest(client, layer.get<std::string>(), input.where);
+      if (layer.is_string()) layer = image_digest(client, layer.get<std::string>(), input.where, cache);
     }
   }
   if (spec.contains("workspace") && spec["workspace"].is_object()) {
@@ -169,7 +173,7 @@ json pin_spec(const http::HttpClient& client, const InputSpec& input) {
     }
   }
   if (spec.contains("toolchains") && spec["toolchains"].is_object() && !spec["toolchains"].empty()) {
-    return pin_toolchains(client, std::move(spec), input.where);
+    return pin_toolchains(client, std::move(spec), input.where, cache);
   }
   return spec;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,12 @@ bool valid_key(const std::string& key);
 // images by `toolchains` becomes the stored-run form {"spec", "pinned"} with the images the local capsuled
 // chooses (GET /v1/toolchains/resolve), its layers stacked after them. A spec given as {"spec", "pinned"} (a
 // stored run) is kept as it is. Throws http errors naming the spec.
-nlohmann::json pin_spec(const http::HttpClient& client, const InputSpec& input);
+// What one submission has already asked capsuled, so a million specs naming one image ask once.
+struct PinCache {
+  std::map<std::string, std::string> image_digests;  // image ref -> manifest digest
+  std::map<std::string, nlohmann::json> toolchains;  // resolve query -> its "pinned"
+};
+nlohmann::json pin_spec(const http::HttpClient& client, const InputSpec& input, PinCache& cache);
 
 // The manifest digest of a pinned spec: sha256 of its canonical JSON (keys sorted, no spaces) without
 // "labels", which never change what runs. Equal digests name the same image bytes, workspace bytes, command,
