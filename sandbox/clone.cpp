@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "base/unique_fd.h"
 #include "sandbox/error.h"
 
 namespace capsule::sandbox {
@@ -62,9 +63,24 @@ bool keep_only_descriptors(const std::array<int, 5>& wanted) {
 
 ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[],
                                 std::uint64_t extra_flags) {
+  std::uint64_t namespaces = kNamespaceFlags;
+  base::UniqueFd own_network;
+  if (fds.network_fd >= 0) {
+    own_network.reset(open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!own_network) throw_errno("clone", "/proc/thread-self/ns/net", "open");
+    if (setns(fds.network_fd, CLONE_NEWNET) != 0) throw_errno("clone", "", "setns into the box's network namespace");
+    namespaces &= ~static_cast<std::uint64_t>(CLONE_NEWNET);
+  }
+  // Back to the caller's own network namespace, whatever happened.
+  struct Return {
+    int fd;
+    ~Return() {
+      if (fd >= 0) setns(fd, CLONE_NEWNET);
+    }
+  } back{own_network.get()};
   int pidfd = -1;
   clone_args args{};
-  args.flags = kNamespaceFlags | CLONE_PIDFD | CLONE_CLEAR_SIGHAND | extra_flags;
+  args.flags = namespaces | CLONE_PIDFD | CLONE_CLEAR_SIGHAND | extra_flags;
   args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
   // Reaped only through the pidfd, never by a stray waitpid(-1). With CLONE_PARENT the kernel gives the child the
   // caller's own exit signal instead: the spawner is started with 0 for that reason.

@@ -18,6 +18,7 @@ struct ChildFds {
   int control_fd;
   int init_exe_fd;  // capsule-init, opened by the launcher
   int go_fd;        // read end of a pipe: one byte once the launcher has set everything up
+  int network_fd = -1;  // a network namespace the child is cloned into (open_network_namespace); -1: a new one
 };
 
 struct ClonedChild {
@@ -29,6 +30,7 @@ struct ClonedChild {
 // The child blocks until one byte arrives on go_fd (after the parent wrote its id maps and queued the
 // config on the control channel, so the child's wake-up does not preempt that work), then
 // becomes root of its user namespace and executes capsule-init. Throws SandboxError (step "clone").
+// With fds.network_fd the calling thread joins that namespace for the clone3 and returns to its own after.
 // `extra_flags`: CLONE_PARENT from the spawner (sandbox/spawner.h), so that the daemon is the child's parent.
 ClonedChild clone_sandbox_child(const ChildFds& fds, char* const argv[], char* const envp[],
                                 std::uint64_t extra_flags = 0);

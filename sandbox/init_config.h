@@ -42,6 +42,7 @@ struct InitConfig {
   std::string protect_base = "/";
   bool session = false;                    // EnvironmentSpec::session
   std::vector<CgroupViewMount> cgroup_views;  // mounted read-only under /sys/fs/cgroup (cgroup_view.h)
+  bool own_network = true;      // a new network namespace, whose loopback init brings up (else a joined one)
   bool join_init_leaf = false;  // v2: a cgroup.procs descriptor follows the binds' (Cgroup::init_leaf_procs_file)
 };
 

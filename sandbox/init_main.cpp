@@ -61,7 +61,7 @@ InitConfig set_up_sandbox() {
   if (sethostname(config.hostname.data(), config.hostname.size()) != 0) {
     throw_errno("uts", config.hostname, "sethostname");
   }
-  bring_up_loopback();
+  if (config.own_network) bring_up_loopback();  // a joined namespace's is up, and not ours to change
   return config;
 }
 

@@ -30,6 +30,7 @@
 #include "sandbox/pipes.h"
 #include "sandbox/scratch.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/net_namespace.h"
 #include "sandbox/spawner.h"
 #include "sandbox/supervisor.h"
 #include "base/unique_fd.h"
@@ -143,6 +144,7 @@ InitConfig make_init_config(const EnvironmentSpec& spec, const std::vector<Overl
   config.protect = spec.protect;
   config.protect_base = spec.protect_base;
   config.session = spec.session;
+  config.own_network = spec.network_namespace.empty();
   config.new_root = scratch.new_root();
   config.upper_dir = scratch.upper();
   config.work_dir = scratch.work();
@@ -279,8 +281,10 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   times.prepared = monotonic_ns();
 
   // Init's own stdio is /dev/null: each exec brings its own pipes over the control channel.
+  base::UniqueFd network;  // a joined namespace (a stack's), checked to be one before anything is cloned
+  if (!spec.network_namespace.empty()) network = open_network_namespace(spec.network_namespace);
   ChildFds child_fds{null_fd.get(), null_fd.get(), null_fd.get(), control_for_child.get(), state_->init_exe.get(),
-                     go.read_end.get()};
+                     go.read_end.get(), network.get()};
   ClonedChild child = state_->spawner->spawn(child_fds);
   box->init_pid_ = child.pid;
   box->pidfd_ = child.pidfd;

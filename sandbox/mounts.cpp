@@ -166,8 +166,19 @@ void build_filesystem(const InitConfig& config, const std::vector<int>& layer_fd
   do_mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
            "mode=1777,size=" + std::to_string(config.tmp_size_bytes));
   make_dir(root + "/sys");
-  do_mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  // sysfs needs CAP_SYS_ADMIN over the network namespace, which a joined one's owner (the host) keeps: such a
+  // box gets a read-only /sys holding only its cgroup view.
+  constexpr const char* kSysTmpfs = "mode=0755,size=16k,nr_inodes=16";
+  if (config.own_network) {
+    do_mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  } else {
+    do_mount("tmpfs", root + "/sys", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, kSysTmpfs);
+    make_dirs(root + "/sys/fs/cgroup");
+  }
   mount_cgroup_view(root, config.cgroup_views);
+  if (!config.own_network) {
+    do_mount(nullptr, root + "/sys", nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, kSysTmpfs);
+  }
 
   for (const char* path : kMaskedPaths) mask_path(root, path);
   for (const char* path : kReadOnlyPaths) make_read_only(root + path);

@@ -25,7 +25,7 @@ namespace {
 
 constexpr int kHelperChannelFd = 3;
 constexpr int kHelperExeFd = 4;
-constexpr int kRequestFds = 6;  // ChildFds, in declaration order
+constexpr int kRequestFds = 6;  // ChildFds, in declaration order (and network_fd after them when asked)
 
 // In the helper's child before execveat (the daemon is multi-threaded): raw syscalls only.
 [[noreturn]] void exec_helper(int null_fd, int channel, int init_exe) {
@@ -94,10 +94,11 @@ void Spawner::stop_locked() {
 
 std::optional<ClonedChild> Spawner::request_locked(const ChildFds& fds) {
   try {
-    send_message(channel_, "spawn");
+    send_message(channel_, fds.network_fd >= 0 ? "spawn-in-network" : "spawn");
     for (int fd : {fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, fds.control_fd, fds.init_exe_fd, fds.go_fd}) {
       send_fd(channel_, fd);
     }
+    if (fds.network_fd >= 0) send_fd(channel_, fds.network_fd);
   } catch (const SandboxError&) {
     return std::nullopt;  // the helper was gone before it had the request: asking a new one is safe
   }
@@ -147,12 +148,13 @@ ClonedChild Spawner::spawn(const ChildFds& fds) {
 [[noreturn]] void serve_spawn_requests() {
   for (;;) {
     std::optional<std::string> request;
-    int fds[kRequestFds];
+    int fds[kRequestFds + 1];
     int received = 0;
     try {
       request = receive_message(kHelperChannelFd);
       if (!request) _exit(0);  // the launcher is gone
-      for (; received < kRequestFds; ++received) fds[received] = receive_fd(kHelperChannelFd);
+      const int wanted = *request == "spawn-in-network" ? kRequestFds + 1 : kRequestFds;
+      for (; received < wanted; ++received) fds[received] = receive_fd(kHelperChannelFd);
     } catch (const SandboxError&) {
       _exit(1);  // a broken channel: the launcher starts a new helper
     }
@@ -160,8 +162,9 @@ ClonedChild Spawner::spawn(const ChildFds& fds) {
     char* argv[] = {name, nullptr};
     char* envp[] = {nullptr};
     try {
-      const ClonedChild child =
-          clone_sandbox_child(ChildFds{fds[0], fds[1], fds[2], fds[3], fds[4], fds[5]}, argv, envp, CLONE_PARENT);
+      const int network_fd = received > kRequestFds ? fds[kRequestFds] : -1;
+      const ClonedChild child = clone_sandbox_child(ChildFds{fds[0], fds[1], fds[2], fds[3], fds[4], fds[5], network_fd},
+                                                    argv, envp, CLONE_PARENT);
       send_message(kHelperChannelFd, std::to_string(child.pid));
       send_fd(kHelperChannelFd, child.pidfd);
       close(child.pidfd);
@@ -172,7 +175,7 @@ ClonedChild Spawner::spawn(const ChildFds& fds) {
         _exit(1);
       }
     }
-    for (int fd : fds) close(fd);
+    for (int i = 0; i < received; ++i) close(fds[i]);
   }
 }
 

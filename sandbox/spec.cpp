@@ -78,6 +78,8 @@ void validate_process(const ProcessSpec& spec, std::uint32_t id_count) {
 }
 
 void validate_environment(const EnvironmentSpec& spec) {
+  require(spec.network_namespace.empty() || is_clean_absolute(spec.network_namespace), "network_namespace",
+          "must be an absolute host path");
   require(!spec.rootfs_layers.empty(), "rootfs_layers", "at least one layer is required");
   require(spec.rootfs_layers.size() <= kMaxOverlayLayers, "rootfs_layers",
           "overlayfs stacks at most " + std::to_string(kMaxOverlayLayers) + " layers");

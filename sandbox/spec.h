@@ -92,6 +92,9 @@ struct EnvironmentSpec {
   std::vector<BindMount> mounts;
   bool readonly_rootfs = false;
   NetworkMode network = NetworkMode::kNone;
+  // A network namespace file to join (NetworkNamespace::path: a stack's private network, loopback already up)
+  // instead of a new namespace of the box's own. Empty: a new one.
+  std::string network_namespace;
   std::vector<std::uint16_t> loopback_listeners;
   std::string seccomp_profile;
   std::string hostname = "capsule";
