@@ -65,6 +65,7 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "python_releases") config.python_releases = text("python_releases");
     else if (key == "max_concurrent") config.max_concurrent = number("max_concurrent");
     else if (key == "max_queue") config.max_queue = number("max_queue");
+    else if (key == "max_stacks") config.max_stacks = number("max_stacks");
     else if (key == "pool_boxes") config.pool_boxes = number("pool_boxes");
     else if (key == "pool_environments") config.pool_environments = number("pool_environments");
     else if (key == "pool_idle_ttl_s") config.pool_idle_ttl_s = number("pool_idle_ttl_s");

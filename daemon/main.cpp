@@ -25,6 +25,7 @@
 #include "daemon/logs/retention.h"
 #include "daemon/bundle/bundle_stores.h"
 #include "daemon/snapshots/snapshot_store.h"
+#include "daemon/stacks/stack_manager.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "images/host_image.h"
@@ -239,6 +240,7 @@ int serve(daemon::DaemonConfig config) {
   session_options.limits = config.limits;
   session_options.proxies = run_options.proxies;
   daemon::SessionManager sessions(launcher, ledger, logs, session_options);
+  daemon::StackManager stacks(sessions, daemon::StackManagerOptions{state + "/stacks", state + "/netns", config.max_stacks});
   daemon::ImageJobs image_jobs;
 
   capsule::http::Router router;
@@ -248,6 +250,7 @@ int serve(daemon::DaemonConfig config) {
   capsule::store::BlobStore proxy_blobs(package_proxy.options().cache_dir);  // the cache frozen replays serve from
   daemon::BundleStores bundles(store, proxy_blobs, state + "/bundle-staging");
   context.bundles = &bundles;
+  context.stacks = &stacks;
   if (!config.admin_group.empty()) {
     context.access.admin_gid = group_id(config.admin_group);
     if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");
@@ -269,6 +272,7 @@ int serve(daemon::DaemonConfig config) {
     drainer = std::thread([&] {
       runs.drain(std::chrono::milliseconds(config.drain_grace_ms));
       context.transfers.stop();  // file transfers give up at their next piece (503), before their boxes go
+      stacks.stop();             // its threads end their services' sessions while the session thread runs
       sessions.stop();
       context.session_calls.stop();  // what waits on a session fails at once now
       context.snapshot_calls.stop();  // creations under way finish (their tools are bounded by timeouts)
@@ -286,6 +290,7 @@ int serve(daemon::DaemonConfig config) {
   for (auto& worker : workers) worker.join();
   if (drainer.joinable()) drainer.join();
   context.transfers.stop();  // a stop without the drainer (io ended otherwise): the boxes go before their parent
+  stacks.stop();
   sessions.stop();
   context.session_calls.stop();
   launcher.remove_cgroup_parent();

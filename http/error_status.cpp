@@ -29,11 +29,11 @@ unsigned status_for(std::string_view code) {
       {"http_version_not_supported", 505}, {"bundle_too_large", 413},
       // 409: the resource's state does not allow it.
       {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409}, {"not_a_file", 409},
-      {"session_ended", 409}, {"session_frozen", 409}, {"snapshot_in_use", 409},
+      {"session_ended", 409}, {"session_frozen", 409}, {"stack_ended", 409}, {"snapshot_in_use", 409},
       {"bundle_incomplete", 409}, {"run_exists", 409},  // a bundle's export lacks a pinned object; an import's id is taken
       {"record_incomplete", 409},  // a replay of a proxy run whose record kept no list of the objects it was served
       // 429 / 503 / 507: come back later.
-      {"queue_full", 429}, {"too_many_sessions", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
+      {"queue_full", 429}, {"too_many_sessions", 429}, {"too_many_stacks", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},
       {"insufficient_storage", 507},
       // 502 / 504: an upstream failed us.
       {"bad_upstream", 502}, {"upstream_unavailable", 502}, {"upstream_too_large", 502}, {"hash_mismatch", 502},

@@ -2,6 +2,8 @@
 // 400 invalid_spec "<field>: <problem>".
 #include "spec/json_fields.h"
 
+#include <regex>
+
 #include "base/units.h"
 #include "http/response.h"
 
@@ -79,6 +81,13 @@ std::uint64_t size_field(const json& value, const std::string& field) {
 bool is_absolute_clean(const std::string& path) {
   if (path.empty() || path[0] != '/') return false;
   return path.find("/../") == std::string::npos && !path.ends_with("/..") && path.find('\0') == std::string::npos;
+}
+
+std::string user_field(const nlohmann::json& value, const std::string& field) {
+  const std::string user = string_field(value, field);
+  static const std::regex pattern("[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?");
+  if (!std::regex_match(user, pattern)) invalid(field, "must be \"USER\" or \"USER:GROUP\" (names or numbers)");
+  return user;
 }
 
 }  // namespace capsule::spec

@@ -28,6 +28,9 @@ bool is_count(const nlohmann::json& value);
 std::chrono::milliseconds duration_field(const nlohmann::json& value, const std::string& field);
 // Bytes as an integer or a size such as "4g".
 std::uint64_t size_field(const nlohmann::json& value, const std::string& field);
+// Who a process runs as inside a box, as an image config's User says it: "name", "uid", each optionally with
+// ":group" or ":gid" (resolved against the image's /etc/passwd and /etc/group by images/image_user.h).
+std::string user_field(const nlohmann::json& value, const std::string& field);
 // An absolute path without "..".
 bool is_absolute_clean(const std::string& path);
 

@@ -80,7 +80,7 @@ ExecSpec parse_exec_spec(const json& body) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"argv", "script", "cwd", "env", "stdin", "stdin_b64", "timeout", "idle_timeout",
                             "cpu_time", "kill_grace", "output_cap", "background", "stdin_open", "pty", "rows",
-                            "cols", "labels"});
+                            "cols", "labels", "user"});
   ExecSpec spec;
   if (body.contains("argv") == body.contains("script")) invalid("argv", "give either argv or script");
   if (body.contains("argv")) {
@@ -133,6 +133,7 @@ ExecSpec parse_exec_spec(const json& body) {
     *size = static_cast<std::uint16_t>(body[name].get<std::uint64_t>());
   }
   if (body.contains("labels")) spec.labels = labels_field(body["labels"], "labels");
+  if (body.contains("user")) spec.user = user_field(body["user"], "user");
   return spec;
 }
 
@@ -149,6 +150,7 @@ json to_json(const ExecSpec& spec) {
             {"rows", spec.rows},
             {"cols", spec.cols},
             {"labels", spec.labels}};
+  if (spec.user) j["user"] = *spec.user;
   if (spec.script) j["script"] = *spec.script;
   else j["argv"] = spec.argv;
   if (spec.cwd) j["cwd"] = *spec.cwd;

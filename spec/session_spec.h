@@ -42,6 +42,7 @@ struct ExecSpec {
   std::optional<std::string> script;  // text run by /bin/sh
   std::optional<std::string> cwd;     // absent: the session's
   std::map<std::string, std::string> env;  // added to the session's
+  std::optional<std::string> user;         // who it runs as (json_fields.h); absent: the session's image user
   std::optional<std::string> stdin_data;   // absent: stdin is at EOF
   std::chrono::milliseconds timeout{0};       // wall; 0: the session's limits.wall_time
   std::chrono::milliseconds idle_timeout{0};  // 0: none

@@ -53,6 +53,7 @@ void register_api(http::Router& router, ApiContext& ctx) {
   register_run_replay_api(router, ctx);
   register_run_files_api(router, ctx);
   register_sessions_api(router, ctx);
+  register_stacks_api(router, ctx);
   register_session_files_api(router, ctx);
   register_toolchains_api(router, ctx);
   register_run_diff_api(router, ctx);

@@ -19,6 +19,7 @@ namespace capsule::daemon {
 
 class SnapshotStore;
 class BundleStores;
+class StackManager;
 
 struct ApiContext {
   boost::asio::io_context& io;  // timers for following logs
@@ -38,6 +39,8 @@ struct ApiContext {
   SnapshotStore* snapshots = nullptr;                   // snapshots/snapshot_store.h; none: the routes answer 501
   BlockingCalls snapshot_calls{"snapshot creations", 2, 8};  // sources read as their callers, canonicalised
   BundleStores* bundles = nullptr;  // bundle/bundle_stores.h: audit bundles; none: the routes answer 501
+  StackManager* stacks = nullptr;   // stacks/stack_manager.h; none: the routes answer 501
+  BlockingCalls stack_calls{"stack calls", 8, 64};  // ?wait=true creations and deletes (both wait on a stack)
 };
 
 // Every /v1 route but the images' (images_api.h) and /metrics, each resource from its own file.
@@ -53,6 +56,7 @@ void register_toolchains_api(http::Router& router, ApiContext& context);     // 
 void register_run_diff_api(http::Router& router, ApiContext& context);       // run_diff_api.cpp
 void register_snapshots_api(http::Router& router, ApiContext& context);      // snapshots_api.cpp
 void register_run_bundle_api(http::Router& router, ApiContext& context);     // run_bundle_api.cpp
+void register_stacks_api(http::Router& router, ApiContext& context);         // stacks_api.cpp
 
 // Request helpers every handler file uses.
 std::string dump(const nlohmann::json& value);  // invalid UTF-8 replaced, never thrown on

@@ -10,6 +10,7 @@
 #include "daemon/sessions/session_state.h"
 #include "daemon/sessions/shell_state.h"
 #include "http/response.h"
+#include "images/image_user.h"
 #include "sandbox/command.h"
 #include "sandbox/error.h"
 #include "sandbox/result_json.h"
@@ -27,6 +28,15 @@ Duration clamp_to(Duration value, Duration maximum) {
 
 // Each running exec holds pipes, log files and a cgroup in the daemon: a session may have this many at once.
 constexpr std::size_t kMaxRunningExecs = 64;
+
+// An exec's "user" against the session's image (its /etc/passwd and /etc/group), as a run's image user is.
+images::ImageUser resolve_exec_user(const std::string& user, const std::vector<std::string>& layers) {
+  try {
+    return images::resolve_image_user(user, layers);
+  } catch (const base::Error& e) {
+    throw http::ApiError("invalid_spec", std::string("user: ") + e.what());
+  }
+}
 
 }  // namespace
 
@@ -59,6 +69,11 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
     process.env.push_back(key + "=" + value);
   }
   if (spec.cwd) process.cwd = *spec.cwd;
+  if (spec.user) {
+    const images::ImageUser user = resolve_exec_user(*spec.user, session.environment.rootfs_layers);
+    process.uid = user.uid;
+    process.gid = user.gid;
+  }
   process.stdin_data = spec.stdin_data;
   process.keep_stdin_open = spec.stdin_open || spec.pty;
   process.pty = spec.pty;

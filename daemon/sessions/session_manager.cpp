@@ -139,7 +139,8 @@ std::size_t SessionManager::live_count() const {
   return live_.size();
 }
 
-json SessionManager::create(const spec::SessionSpec& spec, Submission submission, const Peer& peer) {
+json SessionManager::create(const spec::SessionSpec& spec, Submission submission, const Peer& peer,
+                           const SessionPlacement& placement) {
   if (!options_.state_dir.empty()) require_storage(options_.state_dir, options_.storage);
   {
     std::lock_guard lock(mutex_);
@@ -196,6 +197,11 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   }
   session->environment = sandbox::environment_of(resolved);
   session->environment.session = true;
+  session->environment.network_namespace = placement.network_namespace;
+  if (!placement.hosts_file.empty()) {
+    session->environment.mounts.push_back(sandbox::BindMount{placement.hosts_file, "/etc/hosts", true, true});
+  }
+  if (!placement.hostname.empty()) session->environment.hostname = placement.hostname;
   session->environment.protect = spec.protect;
   session->environment.protect_base = spec.environment.workspace ? "/workspace" : "/";
   session->process = sandbox::process_of(resolved);

@@ -52,6 +52,13 @@ struct SessionBox {
   std::vector<std::string> workspace_layers;
 };
 
+// Where a stack puts a service's box (daemon/stacks/); set by capsuled, never taken from a request.
+struct SessionPlacement {
+  std::string network_namespace;  // joined instead of a namespace of the box's own (sandbox/net_namespace.h)
+  std::string hosts_file;         // a host file bound read-only at /etc/hosts
+  std::string hostname;
+};
+
 class SessionManager {
  public:
   // Exec events as RunManager sends them: queued, started, stdout/stderr ({"data_b64"}), finished ({"run"}).
@@ -70,7 +77,8 @@ class SessionManager {
   // submission's spec is spec.environment (authorize_workspace already applied). Returns the session object.
   // Throws ApiError as runs do (400/404/403), 429 too_many_sessions, 507, or 500 session_failed (the box
   // could not be made; the session is recorded as failed).
-  nlohmann::json create(const spec::SessionSpec& spec, Submission submission, const Peer& peer);
+  nlohmann::json create(const spec::SessionSpec& spec, Submission submission, const Peer& peer,
+                        const SessionPlacement& placement = {});
   // The session object, live or recorded; nullopt when unknown.
   std::optional<nlohmann::json> get(const std::string& id) const;
   // Owner uid of a session (live or recorded); nullopt when unknown.

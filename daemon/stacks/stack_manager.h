@@ -1,0 +1,86 @@
+// StackManager: live stacks (services on one private network, their stages) and the records of ended ones.
+// Each live stack has a thread of its own (stack_run.cpp) that joins its network namespace and drives it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/auth.h"
+#include "daemon/resolve.h"
+#include "daemon/sessions/session_manager.h"
+#include "daemon/stacks/stack_record.h"
+#include "sandbox/net_namespace.h"
+#include "spec/stack_spec.h"
+
+namespace capsule::daemon {
+
+struct StackManagerOptions {
+  std::string stacks_dir;     // records (<id>.json) and each live stack's hosts file (<id>/hosts)
+  std::string netns_dir;      // each live stack's network namespace file
+  std::size_t max_stacks = 16;  // live at once; more: 429 too_many_stacks
+};
+
+class StackManager {
+ public:
+  // Loads the records; stacks a dead daemon left live are recorded as lost and their namespaces removed (their
+  // sessions were ended by SessionManager's own recovery).
+  StackManager(SessionManager& sessions, StackManagerOptions options);
+  ~StackManager();  // stop()
+  StackManager(const StackManager&) = delete;
+  StackManager& operator=(const StackManager&) = delete;
+  // Ends every live stack (lost: "capsuled stopped") and joins their threads. Call before sessions.stop().
+  void stop();
+
+  // Accepts a stack and starts its thread; returns the stack object (state "starting"). `boxes`: each service's
+  // submission (authorize_workspace applied as its caller). 429 too_many_stacks, 503 draining.
+  nlohmann::json create(const spec::StackSpec& spec, std::map<std::string, Submission> boxes, const Peer& peer);
+  // The stack object once it is no longer starting, or as it is when `timeout` passes.
+  nlohmann::json wait_started(const std::string& id, std::chrono::milliseconds timeout);
+  std::optional<nlohmann::json> get(const std::string& id) const;
+  std::optional<uid_t> owner(const std::string& id) const;
+  // Newest first, those of `uid` only unless nullopt.
+  std::vector<nlohmann::json> list(std::optional<uid_t> uid, std::size_t limit) const;
+  // Tears it down (deleted) and answers the final object. 404 unknown, 409 stack_ended.
+  nlohmann::json remove(const std::string& id);
+
+  struct Stack;
+
+ private:
+  friend class StackRun;
+  // Applies `change` to the stack's record under the lock, saves it and wakes waiters.
+  void update(Stack& stack, const std::function<void(StackRecord&)>& change);
+  void end_thread(const std::shared_ptr<Stack>& stack);
+
+  SessionManager& sessions_;
+  StackManagerOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::shared_ptr<Stack>> live_;  // by id, until its thread has torn it down
+  std::map<std::string, StackRecord> ended_;            // records of stacks no longer live
+  bool stopping_ = false;
+};
+
+// One live stack: what its thread works from and how it is told to end.
+struct StackManager::Stack {
+  std::string id;
+  spec::StackSpec spec;
+  std::map<std::string, Submission> boxes;
+  Peer peer;
+  StackRecord record;                    // guarded by the manager's mutex
+  std::string end_state;                 // set to end it: deleted | expired | lost (guarded likewise)
+  std::string end_reason;
+  std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
+  std::thread thread;
+};
+
+}  // namespace capsule::daemon

@@ -1,0 +1,567 @@
+// The stack's thread: it joins the stack's network namespace first, so its probes' sockets are made there and
+// reach the services on 127.0.0.1; every box is a session placed in that namespace with the stack's hosts file.
+#include "daemon/stacks/stack_run.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "base/base64.h"
+#include "base/unique_fd.h"
+#include "daemon/record/junit.h"
+#include "daemon/stacks/probes.h"
+#include "http/response.h"
+#include "sandbox/command.h"
+#include "sandbox/root_files.h"
+#include "sandbox/tar_in_root.h"
+
+namespace capsule::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::size_t kMaxLine = 8192;          // longer lines are cut for the log probe
+constexpr std::size_t kMaxQueuedLines = 10000;  // between two looks of the stack thread
+constexpr std::uint64_t kMaxReportBytes = 64ull << 20;
+constexpr auto kTick = std::chrono::milliseconds(20);
+
+std::int64_t ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string status_of(const json& run) {
+  if (run.contains("result") && run["result"].is_object() && run["result"].contains("status")) {
+    return run["result"]["status"].get<std::string>();
+  }
+  return run.value("state", "");
+}
+
+std::optional<int> exit_code_of(const json& run) {
+  if (run.contains("result") && run["result"].is_object() && run["result"].contains("exit_code") &&
+      run["result"]["exit_code"].is_number_integer()) {
+    return run["result"]["exit_code"].get<int>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// What the session manager tells of one exec, kept for the stack thread: its end, and (for a log probe) its
+// output cut into lines. Filled from the manager's threads, so it only appends under its own lock.
+struct CommandWatch {
+  std::mutex mutex;
+  std::condition_variable ended;
+  std::string id;
+  std::optional<json> finished;  // the run object
+  bool keep_lines = false;
+  std::string partial;
+  std::deque<std::string> lines;
+  std::uint64_t dropped = 0;
+
+  void take(const json& event) {
+    const std::string kind = event.value("event", "");
+    std::lock_guard lock(mutex);
+    if (kind == "finished") {
+      finished = event.value("run", json::object());
+      if (!partial.empty()) push(std::move(partial));
+      partial.clear();
+      ended.notify_all();
+    } else if (keep_lines && (kind == "stdout" || kind == "stderr")) {
+      const std::optional<std::string> bytes = base::base64_decode(event.value("data_b64", ""));
+      if (!bytes) return;
+      for (char c : *bytes) {
+        if (c == '\n') {
+          push(std::move(partial));
+          partial.clear();
+        } else if (partial.size() < kMaxLine) {
+          partial.push_back(c);
+        }
+      }
+    }
+  }
+  void push(std::string line) {
+    if (lines.size() >= kMaxQueuedLines) {
+      lines.pop_front();
+      ++dropped;
+    }
+    lines.push_back(std::move(line));
+  }
+};
+
+struct StackRun::Service {
+  std::string name;
+  const spec::ServiceSpec* spec = nullptr;
+  std::string session;
+  std::shared_ptr<CommandWatch> command;
+  Clock::time_point started{};
+  Clock::time_point next_probe{};
+  std::string state = "pending";
+  std::optional<std::regex> success, failure;
+};
+
+StackRun::StackRun(StackManager& manager, StackManager::Stack& stack)
+    : manager_(manager), stack_(stack), dir_(manager.options_.stacks_dir + "/" + stack.id) {}
+
+StackRun::~StackRun() = default;
+
+void StackRun::run() {
+  if (set_up()) {
+    bool after_deploy = false;
+    for (std::size_t i = 0; i < stack_.spec.stages.size(); ++i) {
+      const bool passed = stack_.spec.stages[i].deploy ? deploy(i) : run_exec_stage(i, after_deploy);
+      after_deploy = after_deploy || stack_.spec.stages[i].deploy;
+      if (!passed) break;
+    }
+  }
+  manager_.update(stack_, [](StackRecord& record) {
+    for (StageStatus& stage : record.stages) {
+      if (stage.state == "pending") stage.state = "skipped";
+    }
+    if (record.state == "starting") record.state = record.failure ? "failed" : "up";
+  });
+  wait_for_end();
+  tear_down();
+}
+
+bool StackRun::set_up() {
+  try {
+    network_ = sandbox::NetworkNamespace::create(manager_.options_.netns_dir, stack_.id);
+    sandbox::join_network_namespace(network_.path());  // this thread's sockets are the stack's from here on
+    std::filesystem::create_directories(dir_);
+    std::ofstream hosts(dir_ + "/hosts");
+    hosts << "127.0.0.1\tlocalhost";
+    for (const auto& [name, service] : stack_.spec.services) hosts << ' ' << name;
+    hosts << "\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+    if (!hosts.flush()) throw std::runtime_error("cannot write " + dir_ + "/hosts");
+  } catch (const std::exception& e) {
+    fail(0, stack_reason::kSetupFailed, "", std::string("the stack's network: ") + e.what());
+    return false;
+  }
+  // The boxes are made one after another in start order (each waits for its box to serve execs).
+  for (const std::string& name : stack_.spec.start_order()) {
+    if (ending()) {
+      fail(0, stack_reason::kCancelled, name, "the stack was ended while its boxes were made");
+      return false;
+    }
+    auto service = std::make_unique<Service>();
+    service->name = name;
+    service->spec = &stack_.spec.services.at(name);
+    spec::SessionSpec box = service->spec->box;
+    box.environment.labels["capsule/stack"] = stack_.id;
+    box.environment.labels["capsule/service"] = name;
+    set_service(name, [](ServiceStatus& s) { s.state = "starting"; });
+    try {
+      const json session = manager_.sessions_.create(box, stack_.boxes.at(name), stack_.peer,
+                                                     SessionPlacement{network_.path(), dir_ + "/hosts", name});
+      service->session = session.at("id").get<std::string>();
+    } catch (const std::exception& e) {
+      set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+      fail(0, stack_reason::kSetupFailed, name, std::string("its box could not be made: ") + e.what());
+      services_[name] = std::move(service);
+      return false;
+    }
+    const std::string session = service->session;
+    set_service(name, [&](ServiceStatus& s) {
+      s.state = "pending";
+      s.session = session;
+    });
+    const spec::ReadyProbe& ready = service->spec->ready;
+    if (ready.kind == spec::ReadyProbe::Kind::kLog) {
+      service->success.emplace(ready.success, std::regex::ECMAScript);
+      if (!ready.failure.empty()) service->failure.emplace(ready.failure, std::regex::ECMAScript);
+    }
+    services_[name] = std::move(service);
+  }
+  return true;
+}
+
+bool StackRun::ending() {
+  std::lock_guard lock(manager_.mutex_);
+  if (stack_.end_state.empty() && Clock::now() >= stack_.expires) {
+    stack_.end_state = "expired";
+    stack_.end_reason = "its ttl passed";
+  }
+  return !stack_.end_state.empty();
+}
+
+void StackRun::fail(std::size_t stage, const std::string& reason, const std::string& service,
+                    const std::string& message) {
+  manager_.update(stack_, [&](StackRecord& record) {
+    if (record.failure) return;  // the first failure is the stack's
+    record.failure = StackFailure{record.stages.at(stage).name, reason, service, message};
+    if (record.stages[stage].state != "passed") record.stages[stage].state = "failed";
+  });
+}
+
+void StackRun::set_service(const std::string& name, const std::function<void(ServiceStatus&)>& change) {
+  manager_.update(stack_, [&](StackRecord& record) { change(record.services[name]); });
+}
+
+std::shared_ptr<CommandWatch> StackRun::start_exec(Service& service, spec::ExecSpec exec, bool keep_lines) {
+  auto watch = std::make_shared<CommandWatch>();
+  watch->keep_lines = keep_lines;
+  if (!service.spec->user.empty()) exec.user = service.spec->user;
+  exec.labels["capsule/stack"] = stack_.id;
+  watch->id = manager_.sessions_.exec(service.session, exec, stack_.peer,
+                                      [watch](const json& event) { watch->take(event); });
+  return watch;
+}
+
+std::optional<json> StackRun::await_exec(CommandWatch& watch, Clock::time_point deadline) {
+  std::unique_lock lock(watch.mutex);
+  while (!watch.finished) {
+    if (Clock::now() >= deadline) return std::nullopt;
+    lock.unlock();
+    if (ending()) return std::nullopt;
+    lock.lock();
+    watch.ended.wait_for(lock, std::chrono::milliseconds(100));
+  }
+  return watch.finished;
+}
+
+bool StackRun::run_exec_stage(std::size_t index, bool after_deploy) {
+  const spec::StageSpec& stage = stack_.spec.stages[index];
+  Service& service = *services_.at(stage.service);
+  const Clock::time_point start = Clock::now();
+  manager_.update(stack_, [&](StackRecord& record) {
+    record.stages[index].state = "running";
+    record.stages[index].started_ms = unix_ms();
+  });
+  spec::ExecSpec exec;
+  exec.argv = stage.argv;
+  exec.env = stage.env;
+  exec.cwd = stage.cwd;
+  exec.timeout = stage.timeout;
+  exec.labels["capsule/stage"] = stage.name;
+  std::shared_ptr<CommandWatch> watch;
+  try {
+    watch = start_exec(service, exec, false);
+  } catch (const std::exception& e) {
+    fail(index, after_deploy ? stack_reason::kTestFailed : stack_reason::kBuildFailed, service.name,
+         std::string("the stage could not start: ") + e.what());
+    return false;
+  }
+  manager_.update(stack_, [&](StackRecord& record) { record.stages[index].exec_id = watch->id; });
+  const std::optional<json> run = await_exec(*watch, Clock::time_point::max());
+  if (!run) {
+    manager_.sessions_.cancel_exec(service.session, watch->id);
+    fail(index, stack_reason::kCancelled, service.name, "the stack was ended during the stage");
+    return false;
+  }
+  json tests = nullptr;
+  if (!stage.junit.empty()) tests = collect_reports(service, stage.junit);
+  const std::string status = status_of(*run);
+  const std::optional<int> code = exit_code_of(*run);
+  manager_.update(stack_, [&](StackRecord& record) {
+    StageStatus& s = record.stages[index];
+    s.wall_ms = ms_since(start);
+    s.exit_code = code;
+    s.tests = tests;
+    if (status == "succeeded") s.state = "passed";
+  });
+  if (status == "succeeded") return true;
+  const bool timed_out = status == "timed_out" || status == "idle_timed_out";
+  const std::string reason =
+      timed_out ? stack_reason::kStageTimeout : after_deploy ? stack_reason::kTestFailed : stack_reason::kBuildFailed;
+  fail(index, reason, service.name,
+       "stage " + stage.name + " ended " + status + (code ? " with exit code " + std::to_string(*code) : std::string()) +
+           " (run " + watch->id + ")");
+  return false;
+}
+
+StackRun::Probe StackRun::probe(Service& service, std::string& detail, bool& refused) {
+  const spec::ReadyProbe& ready = service.spec->ready;
+  const auto timeout = std::clamp(ready.interval * 5, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+  switch (ready.kind) {
+    case spec::ReadyProbe::Kind::kNone: return Probe::kReady;
+    case spec::ReadyProbe::Kind::kTcp: {
+      const ProbeOutcome outcome = probe_tcp(ready.port, timeout);
+      detail = outcome.detail;
+      refused = outcome.refused;
+      return outcome.ready ? Probe::kReady : Probe::kNotYet;
+    }
+    case spec::ReadyProbe::Kind::kHttp: {
+      const ProbeOutcome outcome = probe_http(ready.port, ready.path, ready.status, service.name, timeout);
+      detail = outcome.detail;
+      refused = outcome.refused;
+      return outcome.ready ? Probe::kReady : Probe::kNotYet;
+    }
+    case spec::ReadyProbe::Kind::kLog: {
+      std::deque<std::string> lines;
+      {
+        std::lock_guard lock(service.command->mutex);
+        lines.swap(service.command->lines);
+      }
+      for (const std::string& line : lines) {
+        if (service.failure && std::regex_search(line, *service.failure)) {
+          detail = "the failure pattern matched: " + line.substr(0, 200);
+          return Probe::kFailed;
+        }
+        if (std::regex_search(line, *service.success)) {
+          detail = "matched: " + line.substr(0, 200);
+          return Probe::kReady;
+        }
+      }
+      detail = "the success pattern has not matched yet";
+      return Probe::kNotYet;
+    }
+    case spec::ReadyProbe::Kind::kExec: {
+      spec::ExecSpec exec;
+      exec.argv = ready.argv;
+      exec.timeout = timeout;
+      exec.labels["capsule/probe"] = service.name;
+      try {
+        std::shared_ptr<CommandWatch> watch = start_exec(service, exec, false);
+        const std::optional<json> run = await_exec(*watch, Clock::now() + timeout + std::chrono::seconds(5));
+        if (!run) {
+          detail = "the probe did not end in time";
+          return Probe::kNotYet;
+        }
+        const std::optional<int> code = exit_code_of(*run);
+        detail = "probe " + status_of(*run) + (code ? " (exit " + std::to_string(*code) + ")" : std::string());
+        return status_of(*run) == "succeeded" ? Probe::kReady : Probe::kNotYet;
+      } catch (const std::exception& e) {
+        detail = std::string("the probe could not start: ") + e.what();
+        return Probe::kNotYet;
+      }
+    }
+  }
+  return Probe::kNotYet;
+}
+
+bool StackRun::deploy(std::size_t index) {
+  const spec::StageSpec& stage = stack_.spec.stages[index];
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point stage_deadline =
+      stage.deadline.count() > 0 ? start + stage.deadline : Clock::time_point::max();
+  manager_.update(stack_, [&](StackRecord& record) {
+    record.stages[index].state = "running";
+    record.stages[index].started_ms = unix_ms();
+  });
+  // Who waits on a service's successful end ("completed"): its command may end without being a failure.
+  std::set<std::string> awaited_ends;
+  for (const auto& [name, service] : stack_.spec.services) {
+    for (const auto& [other, condition] : service.depends_on) {
+      if (condition == spec::DependsOn::kCompleted) awaited_ends.insert(other);
+    }
+  }
+  const std::vector<std::string> order = stack_.spec.start_order();
+  std::map<std::string, bool> last_refused;
+  for (;;) {
+    if (ending()) {
+      fail(index, stack_reason::kCancelled, "", "the stack was ended during deploy");
+      return false;
+    }
+    bool all_ready = true;
+    for (const std::string& name : order) {
+      Service& service = *services_.at(name);
+      const spec::ServiceSpec& spec = *service.spec;
+      if (service.state == "pending") {
+        bool free = true;
+        for (const auto& [other, condition] : spec.depends_on) {
+          const Service& dependency = *services_.at(other);
+          if (condition == spec::DependsOn::kStarted) free = free && dependency.state != "pending";
+          if (condition == spec::DependsOn::kReady) free = free && dependency.state == "ready";
+          if (condition == spec::DependsOn::kCompleted) free = free && dependency.state == "completed";
+        }
+        if (!free) {
+          all_ready = false;
+          continue;
+        }
+        if (spec.command.empty()) {
+          service.state = "ready";
+          set_service(name, [](ServiceStatus& s) {
+            s.state = "ready";
+            s.ready_ms = 0;
+          });
+          continue;
+        }
+        spec::ExecSpec exec;
+        exec.argv = spec.command;
+        exec.background = true;
+        exec.timeout = std::chrono::milliseconds(0);
+        exec.labels["capsule/command"] = name;
+        try {
+          service.command = start_exec(service, exec, spec.ready.kind == spec::ReadyProbe::Kind::kLog);
+        } catch (const std::exception& e) {
+          set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+          fail(index, stack_reason::kContainerExit, name, std::string("its command could not start: ") + e.what());
+          return false;
+        }
+        service.state = "started";
+        service.started = service.next_probe = Clock::now();
+        const std::string exec_id = service.command->id;
+        set_service(name, [&](ServiceStatus& s) {
+          s.state = "started";
+          s.exec_id = exec_id;
+        });
+      }
+      if (service.state == "started" || service.state == "ready" || service.state == "completed") {
+        std::optional<json> ended;
+        if (service.command) {
+          std::lock_guard lock(service.command->mutex);
+          ended = service.command->finished;
+        }
+        if (ended && service.state != "completed") {
+          const std::optional<int> code = exit_code_of(*ended);
+          const bool clean = status_of(*ended) == "succeeded";
+          const bool expected = clean && awaited_ends.contains(name);
+          service.state = expected ? "completed" : "exited";
+          set_service(name, [&](ServiceStatus& s) {
+            s.state = expected ? "exited" : "failed";
+            s.exit_code = code;
+          });
+          if (!expected) {
+            fail(index, stack_reason::kContainerExit, name,
+                 "its command ended " + status_of(*ended) +
+                     (code ? " with exit code " + std::to_string(*code) : std::string()) +
+                     (service.state == "ready" ? " after it was ready" : " before it was ready") + " (run " +
+                     service.command->id + ")");
+            return false;
+          }
+        }
+      }
+      if (service.state == "started") {
+        all_ready = false;
+        const spec::ReadyProbe& ready = spec.ready;
+        if (Clock::now() >= service.next_probe) {
+          service.next_probe = Clock::now() + ready.interval;
+          std::string detail;
+          bool refused = false;
+          const Probe outcome = probe(service, detail, refused);
+          last_refused[name] = refused;
+          set_service(name, [&](ServiceStatus& s) { s.probe = detail; });
+          if (outcome == Probe::kReady) {
+            service.state = "ready";
+            const std::int64_t ready_ms = ms_since(service.started);
+            set_service(name, [&](ServiceStatus& s) {
+              s.state = "ready";
+              s.ready_ms = ready_ms;
+            });
+            continue;
+          }
+          if (outcome == Probe::kFailed) {
+            set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+            fail(index, stack_reason::kReadinessFailed, name, detail);
+            return false;
+          }
+        }
+        if (Clock::now() >= service.started + ready.deadline) {
+          set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+          const bool refused = last_refused[name];
+          fail(index, refused ? stack_reason::kConnectionRefused : stack_reason::kDeployTimeout, name,
+               "not ready within " + std::to_string(ready.deadline.count()) + " ms; the last probe: " +
+                   services_.at(name)->name + ": " + (refused ? "connection refused" : "not ready"));
+          return false;
+        }
+      }
+      if (service.state == "pending") all_ready = false;
+    }
+    if (all_ready) break;
+    if (Clock::now() >= stage_deadline) {
+      std::string waiting;
+      for (const std::string& name : order) {
+        if (services_.at(name)->state != "ready" && services_.at(name)->state != "completed") {
+          waiting = name;
+          break;
+        }
+      }
+      fail(index, last_refused[waiting] ? stack_reason::kConnectionRefused : stack_reason::kDeployTimeout, waiting,
+           "deploy did not finish within " + std::to_string(stage.deadline.count()) + " ms (" + waiting +
+               " is not ready)");
+      return false;
+    }
+    std::this_thread::sleep_for(kTick);
+  }
+  manager_.update(stack_, [&](StackRecord& record) {
+    record.stages[index].state = "passed";
+    record.stages[index].wall_ms = ms_since(start);
+  });
+  return true;
+}
+
+json StackRun::collect_reports(Service& service, const std::vector<std::string>& paths) {
+  char pattern[] = "/tmp/capsule-stack-reports-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) return {{"error", "no temporary directory for the reports"}};
+  const std::string copy = pattern;
+  std::vector<std::string> problems;
+  try {
+    manager_.sessions_.with_frozen_box(service.session, [&](const SessionBox& box) {
+      const base::UniqueFd root = box.sandbox.open_root();
+      const base::UniqueFd into(open(copy.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      for (std::size_t i = 0; i < paths.size(); ++i) {
+        const std::string where = paths[i].starts_with("/") ? paths[i] : "/workspace/" + paths[i];
+        // The tar of that path, held whole (bounded), then unpacked into a directory of our own.
+        std::string tar;
+        try {
+          sandbox::pack_tree(root.get(), where, [&](std::string_view chunk) {
+            if (tar.size() + chunk.size() > kMaxReportBytes) throw http::ApiError("payload_too_large", "over 64 MiB");
+            tar.append(chunk);
+          });
+          bool given = false;
+          sandbox::unpack_tree(into.get(), std::to_string(i), [&]() -> std::string_view {
+            if (given) return {};
+            given = true;
+            return tar;
+          }, sandbox::RootOwner{0, 0}, sandbox::UnpackLimits{kMaxReportBytes, 100000});
+        } catch (const std::exception& e) {
+          problems.push_back(paths[i] + ": " + e.what());
+        }
+      }
+    });
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("the box: ") + e.what());
+  }
+  TestCounts counts = collect_junit(copy, {"**/*.xml"});
+  std::error_code ignored;
+  std::filesystem::remove_all(copy, ignored);
+  json tests = counts.to_json();
+  for (const std::string& problem : problems) tests["unreadable"].push_back(problem);
+  return tests;
+}
+
+void StackRun::wait_for_end() {
+  std::unique_lock lock(manager_.mutex_);
+  for (;;) {
+    if (stack_.end_state.empty() && Clock::now() >= stack_.expires) {
+      stack_.end_state = "expired";
+      stack_.end_reason = "its ttl passed";
+    }
+    if (!stack_.end_state.empty()) return;
+    if (stack_.expires == Clock::time_point::max()) manager_.changed_.wait(lock);
+    else manager_.changed_.wait_until(lock, stack_.expires);
+  }
+}
+
+void StackRun::tear_down() {
+  std::string end_reason;
+  {
+    std::lock_guard lock(manager_.mutex_);
+    end_reason = stack_.end_reason;
+  }
+  for (const auto& [name, service] : services_) {
+    if (service->session.empty()) continue;
+    try {
+      manager_.sessions_.remove(service->session, "its stack " + stack_.id + " ended: " + end_reason);
+    } catch (const std::exception& e) {
+      spdlog::debug("stack {}: service {}: {}", stack_.id, name, e.what());
+    }
+    set_service(name, [](ServiceStatus& s) {
+      if (s.state != "failed" && s.state != "exited") s.state = "stopped";
+    });
+  }
+  network_.remove();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+}  // namespace capsule::daemon

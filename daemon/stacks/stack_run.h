@@ -1,0 +1,57 @@
+// StackRun: the life of one stack on its own thread, in order: its network and hosts file, a box per service,
+// each stage (an exec in a service's box, or deploy: commands started in dependency order and probed until
+// ready), then waiting for DELETE or its TTL, then teardown. Every step's outcome goes into the stack's record.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "daemon/stacks/stack_manager.h"
+
+namespace capsule::daemon {
+
+struct CommandWatch;
+
+class StackRun {
+ public:
+  StackRun(StackManager& manager, StackManager::Stack& stack);
+  ~StackRun();
+  void run();
+
+ private:
+  struct Service;
+  using Clock = std::chrono::steady_clock;
+
+  // False when the stack failed (recorded).
+  bool set_up();
+  bool run_exec_stage(std::size_t index, bool after_deploy);
+  bool deploy(std::size_t index);
+  void wait_for_end();
+  void tear_down();
+
+  // The end asked for (DELETE, TTL, capsuled stopping), if any; a TTL that has passed asks for "expired".
+  bool ending();
+  void fail(std::size_t stage, const std::string& reason, const std::string& service, const std::string& message);
+  void set_service(const std::string& name, const std::function<void(ServiceStatus&)>& change);
+  // Starts argv in the service's box (as its user); the watch sees its output lines and its end.
+  std::shared_ptr<CommandWatch> start_exec(Service& service, spec::ExecSpec exec, bool keep_lines);
+  // Waits for the exec's end, until `deadline` or the stack ending. nullopt: not ended.
+  std::optional<nlohmann::json> await_exec(CommandWatch& watch, Clock::time_point deadline);
+  // One probe of a started service: ready, still not ready, or failed for good (readiness_failed).
+  enum class Probe { kReady, kNotYet, kFailed };
+  Probe probe(Service& service, std::string& detail, bool& refused);
+  // JUnit counts of the reports at `paths` inside the service's box (copied out through its root: nothing a
+  // sandbox plants leads the daemon outside it).
+  nlohmann::json collect_reports(Service& service, const std::vector<std::string>& paths);
+
+  StackManager& manager_;
+  StackManager::Stack& stack_;
+  sandbox::NetworkNamespace network_;
+  std::string dir_;  // stacks_dir/<id>: the hosts file
+  std::map<std::string, std::unique_ptr<Service>> services_;
+};
+
+}  // namespace capsule::daemon

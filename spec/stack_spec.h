@@ -1,0 +1,76 @@
+// StackSpec (POST /v1/stacks): services sharing one private network, their readiness probes and dependencies,
+// and the ordered stages; parsed, validated and printed from one place, so a stored stack can be submitted again.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/limits.h"
+#include "spec/session_spec.h"
+
+namespace capsule::spec {
+
+// When a dependent may start: compose's service_started, service_healthy, service_completed_successfully.
+enum class DependsOn { kStarted, kReady, kCompleted };
+const char* depends_on_name(DependsOn condition);
+
+struct ReadyProbe {
+  enum class Kind { kNone, kTcp, kHttp, kLog, kExec };
+  Kind kind = Kind::kNone;   // kNone: ready once started
+  std::uint16_t port = 0;    // tcp, http
+  std::string path = "/";    // http
+  int status = 200;          // http: the status that means ready
+  std::string success;       // log: ECMAScript regex matched against each line of the command's output
+  std::string failure;       // log: a line matching it fails the service (readiness_failed)
+  std::vector<std::string> argv;  // exec: exit 0 means ready
+  std::chrono::milliseconds interval{100};
+  std::chrono::milliseconds deadline{60000};  // from the command's start
+};
+
+struct ServiceSpec {
+  // The box: image / toolchains / layers, as_of, env, cwd, workspace, limits, policy, labels, protect.
+  SessionSpec box;
+  std::vector<std::string> command;  // empty: a tool service, ready once its box is up
+  std::string user;                  // who the command and stage execs run as (json_fields.h); "": the image's
+  std::map<std::string, DependsOn> depends_on;
+  ReadyProbe ready;
+};
+
+struct StageSpec {
+  std::string name;
+  bool deploy = false;              // the stage that starts the commands (name "deploy")
+  std::chrono::milliseconds deadline{0};  // deploy: all services ready within it; 0: each probe's own deadline
+  std::string service;              // an exec stage: which service's box it runs in
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::optional<std::string> cwd;
+  std::chrono::milliseconds timeout{0};   // 0: the service's wall-time limit
+  std::vector<std::string> junit;   // report globs read from the box after the exec (relative: from /workspace)
+};
+
+struct StackSpec {
+  std::map<std::string, ServiceSpec> services;  // by name, a DNS label; the order of start comes from depends_on
+  std::string egress = "none";
+  std::vector<StageSpec> stages;                // exactly one deploy stage (added last when absent)
+  std::chrono::milliseconds ttl{0};
+  std::map<std::string, std::string> labels;
+
+  // Service names in an order where each comes after what it depends on (ties by name).
+  std::vector<std::string> start_order() const;
+};
+
+constexpr std::size_t kMaxStackServices = 16;
+constexpr std::size_t kMaxStackStages = 32;
+constexpr std::size_t kMaxProbePattern = 512;
+
+// Throws http::ApiError("invalid_spec", "<field>: <problem>"), unknown fields, cycles and unknown names included.
+StackSpec parse_stack_spec(const nlohmann::json& body, const LimitPolicy& policy);
+// parse_stack_spec(to_json(spec), policy) == spec under the same policy.
+nlohmann::json to_json(const StackSpec& spec);
+
+}  // namespace capsule::spec

@@ -1,0 +1,275 @@
+// Stacks against a real capsuled on the host image: services meet by name on their stack's private network,
+// three copies hold the same port at once, nothing is reachable from the host or another stack, each broken
+// stack fails at the right stage with the right reason, DELETE and a restart leave nothing behind.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/unique_fd.h"
+#include "tests/support/auth_users.h"
+#include "tests/support/capsuled_fixture.h"
+
+namespace capsule::testing {
+namespace {
+
+constexpr int kWebPort = 18080;
+const std::string kPython = "/usr/bin/python3";
+
+// A web service answering GET / with $MARK, its readiness by HTTP.
+json web_service(const std::string& mark = "stack") {
+  return {{"image", "host"},
+          {"env", {{"MARK", mark}}},
+          {"command", {kPython, "-c",
+                       "import http.server, os\n"
+                       "class H(http.server.BaseHTTPRequestHandler):\n"
+                       "    def do_GET(self):\n"
+                       "        body = os.environ['MARK'].encode()\n"
+                       "        self.send_response(200); self.end_headers(); self.wfile.write(body)\n"
+                       "print('listening', flush=True)\n"
+                       "http.server.HTTPServer(('0.0.0.0', " + std::to_string(kWebPort) + "), H).serve_forever()\n"}},
+          {"ready", {{"http", {{"port", kWebPort}, {"path", "/"}}}, {"deadline", "30s"}}}};
+}
+
+// A driver with the tests in its workspace; it reaches the web service by its name.
+json driver_service(const fs::path& tests) {
+  return {{"image", "host"}, {"workspace", {{"path", tests.string()}, {"mode", "ro"}}},
+          {"depends_on", {{"web", "ready"}}}};
+}
+
+json test_stage() {
+  return {{"name", "test"}, {"service", "driver"},
+          {"argv", {kPython, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=/tmp/report.xml", "/workspace"}},
+          {"junit", {"/tmp/report.xml"}}};
+}
+
+const char* kTests =
+    "import os, urllib.request\n"
+    "def get(path='/'):\n"
+    "    return urllib.request.urlopen('http://web:18080' + path, timeout=5).read().decode()\n"
+    "def test_reaches_web_by_name():\n"
+    "    assert get() == os.environ.get('EXPECT', 'stack')\n"
+    "def test_hosts_file_names_every_service():\n"
+    "    names = open('/etc/hosts').read().split()\n"
+    "    assert 'web' in names and 'driver' in names\n"
+    "def test_hostname_is_the_service_name():\n"
+    "    assert open('/proc/sys/kernel/hostname').read().strip() == 'driver'\n";
+
+bool host_can_connect(int port) {
+  base::UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return connect(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+}
+
+class CapsuledStacks : public Capsuled {
+ protected:
+  json create(const json& spec, bool wait = true) const {
+    const HttpResponse response = call("POST", wait ? "/v1/stacks?wait=true" : "/v1/stacks", spec);
+    EXPECT_EQ(response.status, 201) << response.body;
+    return body_json(response);
+  }
+  json get_stack(const std::string& id) const { return body_json(call("GET", "/v1/stacks/" + id)); }
+  json remove(const std::string& id) const {
+    const HttpResponse response = call("DELETE", "/v1/stacks/" + id);
+    EXPECT_EQ(response.status, 200) << response.body;
+    return body_json(response);
+  }
+  fs::path tests_dir(const std::string& name = "tests") const {
+    const fs::path dir = make_dir(name);
+    write_file(dir / "test_stack.py", kTests);
+    return dir;
+  }
+  std::vector<std::string> netns_files() const { return subdirectories_or_files(dir_ / "state" / "netns"); }
+  static std::vector<std::string> subdirectories_or_files(const fs::path& dir) {
+    std::vector<std::string> names;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(dir, error)) names.push_back(entry.path().filename().string());
+    return names;
+  }
+  // The failure of a stack that should fail at `stage` for `reason` (the message is shown on a mismatch).
+  void expect_failure(const json& stack, const std::string& stage, const std::string& reason,
+                      const std::string& service) const {
+    EXPECT_EQ(stack["state"], "failed") << stack.dump(1);
+    ASSERT_TRUE(stack["failure"].is_object()) << stack.dump(1);
+    EXPECT_EQ(stack["failure"]["stage"], stage) << stack["failure"].dump();
+    EXPECT_EQ(stack["failure"]["reason"], reason) << stack["failure"].dump();
+    EXPECT_EQ(stack["failure"]["service"], service) << stack["failure"].dump();
+  }
+};
+
+TEST_F(CapsuledStacks, ServicesMeetByNameOnTheirOwnNetworkAndTheTestStageIsCounted) {
+  start();
+  const json spec = {{"services", {{"web", web_service()}, {"driver", driver_service(tests_dir())}}},
+                     {"stages", {{{"name", "deploy"}, {"deadline", "60s"}}, test_stage()}}};
+  const json stack = create(spec);
+  ASSERT_EQ(stack["state"], "up") << stack.dump(1);
+  EXPECT_EQ(stack["failure"], nullptr);
+  EXPECT_EQ(stack["stages"][0]["state"], "passed");
+  EXPECT_EQ(stack["stages"][1]["state"], "passed");
+  EXPECT_EQ(stack["stages"][1]["exit_code"], 0);
+  EXPECT_EQ(stack["stages"][1]["tests"]["total"], 3) << stack["stages"][1].dump(1);
+  EXPECT_EQ(stack["stages"][1]["tests"]["failed"], 0);
+  EXPECT_EQ(stack["services"]["web"]["state"], "ready");
+  EXPECT_TRUE(stack["services"]["web"]["ready_ms"].is_number());
+  EXPECT_EQ(stack["services"]["driver"]["state"], "ready");
+  EXPECT_EQ(stack["network"]["hosts"], json({"driver", "web"}));
+  EXPECT_EQ(netns_files().size(), 1u);
+
+  // Nothing listens on the host; the web service's log is the run of its command.
+  EXPECT_FALSE(host_can_connect(kWebPort));
+  const std::string command = stack["services"]["web"]["exec_id"];
+  const HttpResponse log = call("GET", "/v1/runs/" + command + "/logs?stream=stdout");
+  EXPECT_EQ(log.status, 200);
+  EXPECT_NE(log.body.find("listening"), std::string::npos) << log.body;
+  // The services are sessions of the caller: exec reaches them.
+  const std::string web_session = stack["services"]["web"]["session"];
+  const HttpResponse exec = call("POST", "/v1/sessions/" + web_session + "/exec", {{"argv", {"hostname"}}});
+  EXPECT_EQ(body_json(exec)["result"]["stdout"]["head"], "web\n");
+
+  const json deleted = remove(stack["id"]);
+  EXPECT_EQ(deleted["state"], "deleted");
+  EXPECT_EQ(deleted["services"]["web"]["state"], "stopped");
+  EXPECT_EQ(get_stack(stack["id"])["state"], "deleted");
+  EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + web_session))["state"], "deleted");
+  EXPECT_TRUE(netns_files().empty());
+  expect_error(call("DELETE", "/v1/stacks/" + stack["id"].get<std::string>()), 409, "stack_ended", "has ended");
+}
+
+TEST_F(CapsuledStacks, ThreeCopiesHoldTheSamePortsAtOnceAndNoneReachesAnother) {
+  start();
+  const fs::path tests = tests_dir();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    json driver = driver_service(tests);
+    driver["env"] = {{"EXPECT", "copy-" + std::to_string(i)}};
+    const json spec = {{"services", {{"web", web_service("copy-" + std::to_string(i))}, {"driver", driver}}},
+                       {"stages", {{{"name", "deploy"}}, test_stage()}}};
+    ids.push_back(create(spec, false)["id"]);
+  }
+  for (const std::string& id : ids) {
+    ASSERT_TRUE(eventually([&] { return get_stack(id)["state"] != "starting"; }, 120s));
+    const json stack = get_stack(id);
+    EXPECT_EQ(stack["state"], "up") << stack.dump(1);
+    EXPECT_EQ(stack["stages"][1]["tests"]["total"], 3);
+    EXPECT_EQ(stack["stages"][1]["tests"]["failed"], 0) << "a driver reached another copy's web service";
+  }
+  EXPECT_EQ(netns_files().size(), 3u);
+  EXPECT_FALSE(host_can_connect(kWebPort));
+  const json listed = body_json(call("GET", "/v1/stacks"));
+  EXPECT_EQ(listed["stacks"].size(), 3u);
+  for (const std::string& id : ids) EXPECT_EQ(remove(id)["state"], "deleted");
+  EXPECT_TRUE(netns_files().empty());
+}
+
+TEST_F(CapsuledStacks, EachBrokenStackFailsAtItsStageWithItsReason) {
+  start();
+  const fs::path tests = tests_dir();
+  auto with_web = [&](const json& web, const json& stages) {
+    return json{{"services", {{"web", web}, {"driver", driver_service(tests)}}}, {"stages", stages}};
+  };
+  const json build = {{"name", "build"}, {"service", "web"}, {"argv", {"sh", "-c", "echo compile error >&2; exit 2"}}};
+  const json deploy = {{"name", "deploy"}};
+
+  // A build that fails: the stack stops there, deploy and test are skipped.
+  json failed_build = create(with_web(web_service(), {build, deploy, test_stage()}));
+  expect_failure(failed_build, "build", "build_failed", "web");
+  EXPECT_EQ(failed_build["stages"][0]["exit_code"], 2);
+  EXPECT_EQ(failed_build["stages"][1]["state"], "skipped");
+  EXPECT_EQ(failed_build["stages"][2]["state"], "skipped");
+  EXPECT_EQ(failed_build["services"]["web"]["exec_id"], "") << "the command started after a failed build";
+
+  // A command that crashes on start.
+  json crash = web_service();
+  crash["command"] = {"sh", "-c", "echo boom >&2; exit 3"};
+  json crashed = create(with_web(crash, {deploy, test_stage()}));
+  expect_failure(crashed, "deploy", "container_exit", "web");
+  EXPECT_EQ(crashed["services"]["web"]["exit_code"], 3);
+  EXPECT_NE(crashed["failure"]["message"].get<std::string>().find("before it was ready"), std::string::npos);
+
+  // Listening on another port than the probe's.
+  json wrong_port = web_service();
+  wrong_port["ready"] = {{"http", {{"port", kWebPort + 1}}}, {"deadline", "2s"}};
+  expect_failure(create(with_web(wrong_port, {deploy, test_stage()})), "deploy", "connection_refused", "web");
+
+  // Never ready: the log line it waits for never comes.
+  json silent = web_service();
+  silent["ready"] = {{"log", {{"success", "^ready$"}}}, {"deadline", "1500ms"}};
+  const json never = create(with_web(silent, {deploy, test_stage()}));
+  expect_failure(never, "deploy", "deploy_timeout", "web");
+  EXPECT_EQ(never["stages"][1]["state"], "skipped");
+
+  // A failure pattern in its log.
+  json broken = web_service();
+  broken["command"] = {"sh", "-c", "echo 'FATAL: database files are incompatible'; sleep 60"};
+  broken["ready"] = {{"log", {{"success", "ready to accept"}, {"failure", "^FATAL"}}}};
+  expect_failure(create(with_web(broken, {deploy, test_stage()})), "deploy", "readiness_failed", "web");
+
+  // Tests that fail: counted, and the reason is test_failed.
+  json driver = driver_service(tests);
+  driver["env"] = {{"EXPECT", "something else"}};
+  const json failing = create({{"services", {{"web", web_service()}, {"driver", driver}}}, {"stages", {deploy, test_stage()}}});
+  expect_failure(failing, "test", "test_failed", "driver");
+  EXPECT_EQ(failing["stages"][1]["tests"]["total"], 3);
+  EXPECT_EQ(failing["stages"][1]["tests"]["failed"], 1);
+
+  const json listed = body_json(call("GET", "/v1/stacks"));
+  EXPECT_EQ(listed["stacks"].size(), 6u);
+  for (const json& stack : listed["stacks"]) EXPECT_EQ(remove(stack["id"])["state"], "deleted");
+  EXPECT_TRUE(netns_files().empty());
+}
+
+// A hostile caller: bad specs get a 400 naming the field; another user neither sees, lists nor deletes root's stack,
+// and the daemon goes on answering.
+TEST_F(CapsuledStacks, BadSpecsAreRefusedAndOtherUsersCannotSeeOrEndAStack) {
+  const std::string group = "capsule-st-" + std::to_string(getpid());
+  create_group(group);
+  const TestUser user = create_user("capsule-st-u-" + std::to_string(getpid()), group, {});
+  const fs::path config = dir_ / "capsuled.json";
+  write_file(config, json{{"socket_group", group}}.dump());
+  start({"--config", config.string()});
+  expect_error(call("POST", "/v1/stacks", {{"services", {{"web", {{"image", "host"}, {"ready", {{"tcp", 0}}}}}}}}),
+               400, "invalid_spec", "services.web.ready.tcp: must be a TCP port");
+  expect_error(call("POST", "/v1/stacks", {{"services", {{"a", {{"image", "host"}, {"depends_on", {{"b", "started"}}}}},
+                                                          {"b", {{"image", "host"}, {"depends_on", {{"a", "started"}}}}}}}}),
+               400, "invalid_spec", "depends_on has a cycle");
+  expect_error(call("GET", "/v1/stacks/nope"), 404, "not_found", "no stack with id nope");
+
+  const json stack = create({{"services", {{"web", web_service()}}}});
+  ASSERT_EQ(stack["state"], "up") << stack.dump(1);
+  const std::string id = stack["id"];
+  const UserCall seen = call_as(user, socket_, "GET", "/v1/stacks/" + id);
+  EXPECT_EQ(seen.status, 404) << seen.body << seen.failure;
+  const UserCall deleted = call_as(user, socket_, "DELETE", "/v1/stacks/" + id);
+  EXPECT_EQ(deleted.status, 404) << deleted.body;
+  const UserCall listed = call_as(user, socket_, "GET", "/v1/stacks");
+  EXPECT_EQ(listed.status, 200) << listed.body;
+  EXPECT_TRUE(listed.json()["stacks"].empty()) << listed.body;
+  // Its services' sessions are root's too.
+  const UserCall exec = call_as(user, socket_, "POST", "/v1/sessions/" + stack["services"]["web"]["session"].get<std::string>() + "/exec",
+                                {{"argv", {"true"}}});
+  EXPECT_EQ(exec.status, 404) << exec.body;
+  EXPECT_EQ(get_stack(id)["state"], "up");
+  EXPECT_EQ(remove(id)["state"], "deleted");
+  remove_user(user.name);
+  remove_group(group);
+}
+
+TEST_F(CapsuledStacks, ARestartMarksLiveStacksLostAndRemovesTheirNetworks) {
+  start();
+  const json stack = create({{"services", {{"web", web_service()}}}});
+  ASSERT_EQ(stack["state"], "up") << stack.dump(1);
+  ASSERT_EQ(netns_files().size(), 1u);
+  kill9();
+  restart();
+  const json lost = get_stack(stack["id"]);
+  EXPECT_EQ(lost["state"], "lost");
+  EXPECT_EQ(lost["services"]["web"]["state"], "stopped");
+  EXPECT_TRUE(netns_files().empty());
+  EXPECT_TRUE(mounts_below(dir_ / "state" / "netns").empty()) << "a stack's namespace file is still mounted";
+}
+
+}  // namespace
+}  // namespace capsule::testing

@@ -1,0 +1,143 @@
+// StackSpec: a round trip through to_json, the deploy stage added when absent, the start order, and the precise
+// 400 for each bad field (cycles, unknown names, two probes, a bad pattern, a service-level network).
+#include "spec/stack_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "http/response.h"
+
+namespace capsule::spec {
+namespace {
+
+using nlohmann::json;
+
+std::string stack_error(const json& body) {
+  try {
+    parse_stack_spec(body, default_limit_policy());
+  } catch (const http::ApiError& e) {
+    return e.code() + ": " + e.what();
+  }
+  return "no error";
+}
+
+json demo() {
+  return json::parse(R"({
+    "services": {
+      "db": {"image": "host", "user": "990", "command": ["db-start"],
+             "ready": {"exec": ["pg_isready", "-h", "127.0.0.1"], "interval": "200ms", "deadline": "30s"}},
+      "app": {"image": "host", "command": ["java", "App"], "depends_on": {"db": "ready"}, "env": {"PORT": "8080"},
+              "ready": {"http": {"port": 8080, "path": "/health"}}},
+      "tests": {"image": "host", "depends_on": {"app": "ready"}}
+    },
+    "stages": [
+      {"name": "build", "service": "app", "argv": ["javac", "App.java"], "timeout": "5m"},
+      {"name": "deploy", "deadline": "2m"},
+      {"name": "test", "service": "tests", "argv": ["pytest"], "junit": ["/tmp/r.xml"]}
+    ],
+    "ttl": "1h", "labels": {"candidate": "c1"}
+  })");
+}
+
+TEST(StackSpec, RoundTripsWithDefaultsFilled) {
+  const LimitPolicy policy = default_limit_policy();
+  const StackSpec spec = parse_stack_spec(demo(), policy);
+  ASSERT_EQ(spec.services.size(), 3u);
+  const ServiceSpec& db = spec.services.at("db");
+  EXPECT_EQ(db.user, "990");
+  EXPECT_EQ(db.ready.kind, ReadyProbe::Kind::kExec);
+  EXPECT_EQ(db.ready.interval, std::chrono::milliseconds(200));
+  const ServiceSpec& app = spec.services.at("app");
+  EXPECT_EQ(app.ready.kind, ReadyProbe::Kind::kHttp);
+  EXPECT_EQ(app.ready.status, 200);
+  EXPECT_EQ(app.ready.deadline, std::chrono::seconds(60));
+  EXPECT_EQ(app.box.environment.env.at("PORT"), "8080");
+  EXPECT_TRUE(spec.services.at("tests").command.empty());
+  ASSERT_EQ(spec.stages.size(), 3u);
+  EXPECT_TRUE(spec.stages[1].deploy);
+  EXPECT_EQ(spec.stages[1].deadline, std::chrono::minutes(2));
+  EXPECT_EQ(spec.stages[2].junit, std::vector<std::string>{"/tmp/r.xml"});
+  EXPECT_EQ(spec.start_order(), (std::vector<std::string>{"db", "app", "tests"}));
+
+  const json printed = to_json(spec);
+  EXPECT_EQ(to_json(parse_stack_spec(printed, policy)), printed);
+  EXPECT_EQ(printed["services"]["db"]["user"], "990");
+  EXPECT_EQ(printed["services"]["tests"]["ready"], nullptr);
+}
+
+TEST(StackSpec, ADeployStageIsAddedLastWhenAbsent) {
+  const StackSpec spec = parse_stack_spec(
+      {{"services", {{"web", {{"image", "host"}, {"command", {"httpd"}}, {"ready", {{"tcp", 80}}}}}}}},
+      default_limit_policy());
+  ASSERT_EQ(spec.stages.size(), 1u);
+  EXPECT_TRUE(spec.stages[0].deploy);
+  EXPECT_EQ(spec.stages[0].name, "deploy");
+  EXPECT_EQ(spec.services.at("web").ready.port, 80);
+}
+
+TEST(StackSpec, EachBadFieldIsNamed) {
+  json cycle = demo();
+  cycle["services"]["db"]["depends_on"] = {{"tests", "started"}};
+  EXPECT_EQ(stack_error(cycle), "invalid_spec: services: depends_on has a cycle");
+
+  json unknown = demo();
+  unknown["services"]["app"]["depends_on"] = {{"cache", "ready"}};
+  EXPECT_EQ(stack_error(unknown), "invalid_spec: services.app.depends_on.cache: no such service");
+
+  json condition = demo();
+  condition["services"]["app"]["depends_on"] = {{"db", "healthy"}};
+  EXPECT_EQ(stack_error(condition),
+            "invalid_spec: services.app.depends_on.db: must be \"started\", \"ready\" or \"completed\"");
+
+  json two = demo();
+  two["services"]["app"]["ready"]["tcp"] = 8080;
+  EXPECT_EQ(stack_error(two), "invalid_spec: services.app.ready: give exactly one of tcp, http, log, exec");
+
+  json pattern = demo();
+  pattern["services"]["db"]["ready"] = {{"log", {{"success", "ready ("}}}};
+  EXPECT_NE(stack_error(pattern).find("services.db.ready.log.success: is not a valid regular expression"),
+            std::string::npos);
+
+  json port = demo();
+  port["services"]["app"]["ready"] = {{"tcp", 70000}};
+  EXPECT_EQ(stack_error(port), "invalid_spec: services.app.ready.tcp: must be a TCP port (1-65535)");
+
+  json user = demo();
+  user["services"]["db"]["user"] = "../postgres";
+  EXPECT_EQ(stack_error(user), "invalid_spec: services.db.user: must be \"USER\" or \"USER:GROUP\" (names or numbers)");
+
+  json name = demo();
+  name["services"]["Bad_Name"] = {{"image", "host"}};
+  EXPECT_NE(stack_error(name).find("services.Bad_Name: a service name is a DNS label"), std::string::npos);
+
+  json network = demo();
+  network["services"]["app"]["network"] = "proxy";
+  EXPECT_NE(stack_error(network).find("services.app.network: a stack's services share its network"),
+            std::string::npos);
+
+  json box = demo();
+  box["services"]["app"]["limits"] = {{"memory", "lots"}};
+  EXPECT_NE(stack_error(box).find("services.app.limits.memory"), std::string::npos);
+
+  json stage = demo();
+  stage["stages"][0]["service"] = "nowhere";
+  EXPECT_EQ(stack_error(stage), "invalid_spec: stages[0].service: no service named 'nowhere'");
+
+  json repeated = demo();
+  repeated["stages"][2]["name"] = "build";
+  EXPECT_EQ(stack_error(repeated), "invalid_spec: stages[2].name: repeats 'build'");
+
+  json egress = demo();
+  egress["network"] = {{"egress", "internet"}};
+  EXPECT_EQ(stack_error(egress), "invalid_spec: network.egress: only \"none\" is built (no route out of the stack)");
+
+  json extra = demo();
+  extra["volumes"] = json::object();
+  EXPECT_EQ(stack_error(extra), "invalid_spec: volumes: unknown field");
+
+  json many = {{"services", json::object()}};
+  for (int i = 0; i < 17; ++i) many["services"]["s" + std::to_string(i)] = {{"image", "host"}};
+  EXPECT_EQ(stack_error(many), "invalid_spec: services: a stack has at most 16 services");
+}
+
+}  // namespace
+}  // namespace capsule::spec
