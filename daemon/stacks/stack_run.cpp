@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <set>
 #include <thread>
@@ -146,42 +147,48 @@ bool StackRun::set_up() {
     fail(0, stack_reason::kSetupFailed, "", std::string("the stack's network: ") + e.what());
     return false;
   }
-  // The boxes are made one after another in start order (each waits for its box to serve execs).
+  if (ending()) {
+    fail(0, stack_reason::kCancelled, "", "the stack was ended before its boxes were made");
+    return false;
+  }
+  // Every box is asked for at once (each create waits until its box serves execs); the session thread makes
+  // them one by one, but their waits and the stack's other set-up overlap.
+  std::map<std::string, std::future<std::string>> made;
   for (const std::string& name : stack_.spec.start_order()) {
-    if (ending()) {
-      fail(0, stack_reason::kCancelled, name, "the stack was ended while its boxes were made");
-      return false;
-    }
     auto service = std::make_unique<Service>();
     service->name = name;
     service->spec = &stack_.spec.services.at(name);
-    spec::SessionSpec box = service->spec->box;
-    box.environment.labels["capsule/stack"] = stack_.id;
-    box.environment.labels["capsule/service"] = name;
-    set_service(name, [](ServiceStatus& s) { s.state = "starting"; });
-    try {
-      const json session = manager_.sessions_.create(box, stack_.boxes.at(name), stack_.peer,
-                                                     SessionPlacement{network_.path(), dir_ + "/hosts", name});
-      service->session = session.at("id").get<std::string>();
-    } catch (const std::exception& e) {
-      set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
-      fail(0, stack_reason::kSetupFailed, name, std::string("its box could not be made: ") + e.what());
-      services_[name] = std::move(service);
-      return false;
-    }
-    const std::string session = service->session;
-    set_service(name, [&](ServiceStatus& s) {
-      s.state = "pending";
-      s.session = session;
-    });
     const spec::ReadyProbe& ready = service->spec->ready;
     if (ready.kind == spec::ReadyProbe::Kind::kLog) {
       service->success.emplace(ready.success, std::regex::ECMAScript);
       if (!ready.failure.empty()) service->failure.emplace(ready.failure, std::regex::ECMAScript);
     }
+    spec::SessionSpec box = service->spec->box;
+    box.environment.labels["capsule/stack"] = stack_.id;
+    box.environment.labels["capsule/service"] = name;
+    set_service(name, [](ServiceStatus& s) { s.state = "starting"; });
+    made[name] = std::async(std::launch::async, [this, box, name] {
+      const SessionPlacement placement{network_.path(), dir_ + "/hosts", name};
+      return manager_.sessions_.create(box, stack_.boxes.at(name), stack_.peer, placement).at("id").get<std::string>();
+    });
     services_[name] = std::move(service);
   }
-  return true;
+  bool all_made = true;
+  for (auto& [name, future] : made) {
+    try {
+      const std::string session = future.get();
+      services_.at(name)->session = session;
+      set_service(name, [&](ServiceStatus& s) {
+        s.state = "pending";
+        s.session = session;
+      });
+    } catch (const std::exception& e) {
+      set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+      fail(0, stack_reason::kSetupFailed, name, std::string("its box could not be made: ") + e.what());
+      all_made = false;
+    }
+  }
+  return all_made;
 }
 
 bool StackRun::ending() {
