@@ -257,6 +257,37 @@ TEST_F(CapsuledStacks, BadSpecsAreRefusedAndOtherUsersCannotSeeOrEndAStack) {
   remove_group(group);
 }
 
+// A service cannot reach what listens on the host's loopback, and the stack ends by itself when its ttl passes.
+TEST_F(CapsuledStacks, NothingOnTheHostIsReachableAndTheTtlEndsTheStack) {
+  start();
+  base::UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(listener.get(), 4), 0);
+  socklen_t length = sizeof address;
+  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  const json probe_host = {{"name", "escape"}, {"service", "web"},
+                           {"argv", {kPython, "-c", "import socket\n"
+                                                    "try:\n"
+                                                    "    socket.create_connection(('127.0.0.1', " + port + "), timeout=2)\n"
+                                                    "except ConnectionRefusedError:\n"
+                                                    "    print('refused')\n"
+                                                    "else:\n"
+                                                    "    print('reached the host')\n"}}};
+  const json stack = create({{"services", {{"web", web_service()}}}, {"stages", {{{"name", "deploy"}}, probe_host}}, {"ttl", "3s"}});
+  ASSERT_EQ(stack["state"], "up") << stack.dump(1);
+  const json escape = get_run(stack["stages"][1]["exec_id"]);
+  EXPECT_EQ(escape["result"]["stdout"]["head"], "refused\n");
+  ASSERT_TRUE(eventually([&] { return get_stack(stack["id"])["state"] == "expired"; }, 30s));
+  const json expired = get_stack(stack["id"]);
+  EXPECT_EQ(expired["ended_reason"], "its ttl passed");
+  EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + expired["services"]["web"]["session"].get<std::string>()))["state"], "deleted");
+  EXPECT_TRUE(netns_files().empty());
+}
+
 TEST_F(CapsuledStacks, ARestartMarksLiveStacksLostAndRemovesTheirNetworks) {
   start();
   const json stack = create({{"services", {{"web", web_service()}}}});
