@@ -1,5 +1,5 @@
 // capsule: the command-line client of capsuled. Wires the subcommands and their flags (CLI11) to the cli_* files,
-// one per command group; what follows the first "--" is the command of `capsule run` or `capsule session exec`.
+// one per command group; what follows the first "--" is the command of `capsule run`, `session exec` or `stack exec`.
 #include <CLI/CLI.hpp>
 #include <cstring>
 #include <iostream>
@@ -17,6 +17,7 @@
 #include "client/cli_runs_diff.h"
 #include "client/cli_session.h"
 #include "client/cli_snapshot.h"
+#include "client/cli_stack.h"
 #include "client/cli_toolchains.h"
 #include "client/run_view.h"
 
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
 
   SessionCommands sessions;
   add_session_commands(app, sessions);
+  StackCommands stacks;
+  add_stack_commands(app, stacks);
 
   CLI::App* images = app.add_subcommand("images", "import, list, inspect, remove, save and collect images");
   images->require_subcommand(1);
@@ -166,7 +169,8 @@ int main(int argc, char** argv) {
     app.parse(cut, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    const bool exits_as_a_run = run->parsed() || replay->parsed() || sessions.exec->parsed() || sessions.attach->parsed();
+    const bool exits_as_a_run = run->parsed() || replay->parsed() || sessions.exec->parsed() ||
+                                sessions.attach->parsed() || stacks.exec->parsed();
     return code == 0 ? 0 : exits_as_a_run ? kExitCapsuleFailed : 2;
   }
   const bool socket_given = !socket.empty();
@@ -179,6 +183,7 @@ int main(int argc, char** argv) {
     }
     if (replay->parsed()) return cmd_replay(socket, replay_options);
     if (sessions.session->parsed()) return cmd_session(socket, sessions, cut < argc, after_separator);
+    if (stacks.group->parsed()) return cmd_stack(socket, stacks, cut < argc, after_separator);
     if (!after_separator.empty()) {
       std::cerr << "capsule: unexpected arguments after --\n";
       return 2;

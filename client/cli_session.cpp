@@ -102,7 +102,9 @@ int session_ls(const std::string& socket, const SessionCommands& c) {
   return 0;
 }
 
-int session_exec(const std::string& socket, ExecOptions options) {
+}  // namespace
+
+int cmd_session_exec(const std::string& socket, ExecOptions options) {
   if (options.interactive && !options.tty) {  // with -t, stdin is forwarded as it is typed
     options.stdin_data = std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
@@ -137,6 +139,8 @@ int session_exec(const std::string& socket, ExecOptions options) {
   return report_finished(relay, options.json);
 }
 
+namespace {
+
 int dispatch(const std::string& socket, SessionCommands& c) {
   const http::HttpClient client(socket);
   if (c.create->parsed()) return session_create(socket, c.create_options);
@@ -145,7 +149,7 @@ int dispatch(const std::string& socket, SessionCommands& c) {
     std::cout << http::request_json(client, "GET", session_path(c.id)).dump(2) << "\n";
     return 0;
   }
-  if (c.exec->parsed()) return session_exec(socket, c.exec_options);
+  if (c.exec->parsed()) return cmd_session_exec(socket, c.exec_options);
   if (c.attach->parsed()) return attach_exec(client, c.id, c.exec_id, c.attach_from);
   if (c.execs->parsed()) {
     const json list = http::request_json(client, "GET", session_path(c.id) + "/execs");
@@ -197,6 +201,26 @@ int dispatch(const std::string& socket, SessionCommands& c) {
 
 }  // namespace
 
+void add_exec_flags(CLI::App& exec, ExecOptions& e) {
+  exec.add_option("--timeout", e.timeout, "wall-clock limit of this exec, e.g. 90s, 10m");
+  exec.add_option("--idle-timeout", e.idle_timeout, "end the exec after this long without output, e.g. 5m");
+  exec.add_option("--kill-grace", e.kill_grace, "time between SIGTERM and SIGKILL when a limit ends this exec or "
+                  "it is killed, e.g. 10s (default: the session's)");
+  exec.add_option("--cwd,-w", e.cwd, "working directory inside the session");
+  exec.add_option("--env,-e", e.env, "environment variable K=V added to the session's (K alone copies it "
+                  "from here)")->allow_extra_args(false);
+  exec.add_option("--label,-l", e.labels, "label K=V of this exec's run")->allow_extra_args(false);
+  exec.add_option("--stdin-file", e.stdin_file, "file whose bytes are the command's stdin (else it is at EOF)");
+  exec.add_flag("--interactive,-i", e.interactive, "send this process's stdin to the command");
+  exec.add_flag("--tty,-t", e.tty, "a terminal (pty) for the command, fed from this one as you type (-it)");
+  exec.add_flag("--background,-d", e.background, "start the exec, print its id and return");
+  exec.add_option("--script", e.script_file, "run this file's text with /bin/sh instead of a command");
+  exec.add_option("-c", e.script, "run this text with /bin/sh instead of a command");
+  exec.add_flag("--json", e.json, "print the finished run object instead of the command's output");
+  exec.prefix_command();  // `session exec ID make test` also works without "--"
+  exec.footer(kExitCodeHelp);
+}
+
 void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.session = app.add_subcommand("session", "live sandboxes to exec commands into, with files, diff and undo");
   c.session->require_subcommand(1);
@@ -232,27 +256,10 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.show = c.session->add_subcommand("show", "print one session object as JSON");
   c.show->add_option("id", c.id, "session id")->required();
 
-  ExecOptions& e = c.exec_options;
   c.exec = c.session->add_subcommand(
       "exec", "run a command in a session: capsule session exec ID [FLAGS] -- CMD... (or --script FILE, -c SCRIPT)");
-  c.exec->add_option("id", e.id, "session id")->required();
-  c.exec->add_option("--timeout", e.timeout, "wall-clock limit of this exec, e.g. 90s, 10m");
-  c.exec->add_option("--idle-timeout", e.idle_timeout, "end the exec after this long without output, e.g. 5m");
-  c.exec->add_option("--kill-grace", e.kill_grace, "time between SIGTERM and SIGKILL when a limit ends this exec or "
-                     "it is killed, e.g. 10s (default: the session's)");
-  c.exec->add_option("--cwd,-w", e.cwd, "working directory inside the session");
-  c.exec->add_option("--env,-e", e.env, "environment variable K=V added to the session's (K alone copies it "
-                     "from here)")->allow_extra_args(false);
-  c.exec->add_option("--label,-l", e.labels, "label K=V of this exec's run")->allow_extra_args(false);
-  c.exec->add_option("--stdin-file", e.stdin_file, "file whose bytes are the command's stdin (else it is at EOF)");
-  c.exec->add_flag("--interactive,-i", e.interactive, "send this process's stdin to the command");
-  c.exec->add_flag("--tty,-t", e.tty, "a terminal (pty) for the command, fed from this one as you type (-it)");
-  c.exec->add_flag("--background,-d", e.background, "start the exec, print its id and return");
-  c.exec->add_option("--script", e.script_file, "run this file's text with /bin/sh instead of a command");
-  c.exec->add_option("-c", e.script, "run this text with /bin/sh instead of a command");
-  c.exec->add_flag("--json", e.json, "print the finished run object instead of the command's output");
-  c.exec->prefix_command();  // `session exec ID make test` also works without "--"
-  c.exec->footer(kExitCodeHelp);
+  c.exec->add_option("id", c.exec_options.id, "session id")->required();
+  add_exec_flags(*c.exec, c.exec_options);
 
   c.attach = c.session->add_subcommand(
       "attach", "follow a running or finished exec's output until it ends and exit with its status, as `session "
@@ -398,9 +405,20 @@ json signal_value(const std::string& typed) {
   return name.starts_with("SIG") ? name.substr(3) : name;
 }
 
+int exit_125_on_error(const std::function<int()>& command) {
+  try {
+    return command();
+  } catch (const http::ResponseError& e) {
+    std::cerr << "capsule: " << e.code() << ": " << e.cause().detail << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "capsule: " << e.what() << "\n";
+  }
+  return kExitCapsuleFailed;
+}
+
 int cmd_session(const std::string& socket, SessionCommands& c, bool separator_given,
                 const std::vector<std::string>& command_words) {
-  try {
+  return exit_125_on_error([&] {
     if (c.exec->parsed()) {
       c.exec_options.argv = command_argv(c.exec->remaining(), separator_given, command_words);
     } else if (!command_words.empty()) {
@@ -408,12 +426,7 @@ int cmd_session(const std::string& socket, SessionCommands& c, bool separator_gi
       return kExitCapsuleFailed;
     }
     return dispatch(socket, c);
-  } catch (const http::ResponseError& e) {
-    std::cerr << "capsule: " << e.code() << ": " << e.cause().detail << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "capsule: " << e.what() << "\n";
-  }
-  return kExitCapsuleFailed;
+  });
 }
 
 }  // namespace capsule::client

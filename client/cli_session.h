@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -74,6 +75,10 @@ struct SessionCommands {
 // Adds `session` and its subcommands to `app`, bound to `commands` (which must outlive the parse).
 void add_session_commands(CLI::App& app, SessionCommands& commands);
 
+// The flags of `session exec` after its ID (and `stack exec`'s after ID SERVICE), bound to `options`: what follows
+// them (or "--") is the command.
+void add_exec_flags(CLI::App& exec, ExecOptions& options);
+
 // The POST /v1/sessions body: only fields that were given, values passed through as typed. Throws
 // std::invalid_argument for malformed K=V items, --mode without --workspace, a bad --on-expiry.
 nlohmann::json build_session_body(const SessionCreateOptions& options);
@@ -94,6 +99,14 @@ std::string exec_path(const std::string& session_id, const std::string& exec_id)
 // The "signal" of POST .../signal for `session kill --signal`: a number as a number, a name without its "SIG"
 // prefix in upper case (the daemon knows TERM, INT, KILL, HUP, QUIT, USR1, USR2 and answers for the rest).
 nlohmann::json signal_value(const std::string& typed);
+
+// `session exec`: runs options.argv (or the script) in session options.id, relaying its output (or a terminal with
+// -t); returns run_view's exit status. Throws (ResponseError, ConnectError, invalid_argument) on failure.
+int cmd_session_exec(const std::string& socket, ExecOptions options);
+
+// The error rule of the session and stack commands: runs `command` and returns its status; when it throws, prints
+// "capsule: <code>: <message>" (the daemon's error) or "capsule: <what>" and returns 125.
+int exit_125_on_error(const std::function<int()>& command);
 
 // Runs the parsed session subcommand. `command_words` is what followed the first "--" (only `exec` takes it).
 // Returns the exit status: exec's and attach's follow run_view's rule; errors print "capsule: <code>: <message>" (or

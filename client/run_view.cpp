@@ -22,6 +22,8 @@ std::string fixed(double value, int decimals) {
   return buffer;
 }
 
+}  // namespace
+
 std::string short_duration(std::int64_t ms) {
   if (ms < 60000) return fixed(static_cast<double>(ms) / 1000.0, 2) + "s";
   char buffer[64];
@@ -29,6 +31,14 @@ std::string short_duration(std::int64_t ms) {
   else std::snprintf(buffer, sizeof buffer, "%dh%02dm", int(ms / 3600000), int(ms / 60000 % 60));
   return buffer;
 }
+
+std::string test_counts(const json& tests) {
+  if (number(tests, "total") <= 0) return "";
+  return std::to_string(number(tests, "total")) + " total, " + std::to_string(number(tests, "failed")) + " failed, " +
+         std::to_string(number(tests, "errors")) + " errors, " + std::to_string(number(tests, "skipped")) + " skipped";
+}
+
+namespace {
 
 std::string shell_quote(const std::string& arg) {
   const bool plain = !arg.empty() && arg.find_first_not_of(
@@ -87,9 +97,7 @@ std::string termination_part(const json& result) {
 std::string tests_part(const json& tests) {
   std::string part;
   if (number(tests, "total") > 0) {
-    part = "; tests: " + std::to_string(number(tests, "total")) + " total, " + std::to_string(number(tests, "failed")) +
-           " failed, " + std::to_string(number(tests, "errors")) + " errors, " +
-           std::to_string(number(tests, "skipped")) + " skipped";
+    part = "; tests: " + test_counts(tests);
   } else if (!text(tests, "state").empty()) {
     part = "; tests: " + text(tests, "state");
   }

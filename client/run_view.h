@@ -60,6 +60,10 @@ std::string id_of(const nlohmann::json& run);
 std::string summary_line(const nlohmann::json& run);
 // Why `capsule run` exits 125 although the run itself may have passed: its stdout/stderr are not whole.
 std::string not_relayed_line(const std::string& id, std::uint64_t bytes);
+// "1.25s", "3m05s", "2h10m": a wall time in a table cell.
+std::string short_duration(std::int64_t ms);
+// "12 total, 2 failed, 1 errors, 0 skipped" of a tests object ({total, failed, errors, skipped}); "" when none ran.
+std::string test_counts(const nlohmann::json& tests);
 // "12s ago", "5m ago", "3h ago", "2d ago" for an age of `ms` milliseconds (negative ages read as 0).
 std::string age(std::int64_t ms);
 // `text` on one table row: newline, CR and tab as \n, \r, \t, other control characters as \xNN; longer than

@@ -4,7 +4,7 @@
 set -eu
 PACKAGES="build-essential cmake ninja-build pkg-config
   libseccomp-dev libcap-dev libboost-dev nlohmann-json3-dev libssl-dev zlib1g-dev
-  libsqlite3-dev libarchive-dev libpugixml-dev libcli11-dev libspdlog-dev
+  libsqlite3-dev libarchive-dev libpugixml-dev libcli11-dev libspdlog-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev
   clang libclang-rt-14-dev
   bubblewrap util-linux e2fsprogs iproute2 debootstrap patchelf git tar

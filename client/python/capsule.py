@@ -19,6 +19,13 @@ A background exec is never lost: re-attach to it from where its output was left,
     for event in session.attach_stream(exec_id):     # stdout/stderr events, then "finished" with the run
         ...
     session.signal(exec_id, "TERM")                   # or stop it
+
+Stacks are services on one private network with build, deploy and test stages (docs/stacks.md):
+
+    stack = client.create_stack({"services": {...}, "stages": [...]}, wait=True)
+    if stack["state"] == "failed":
+        print(stack["failure"]["reason"], client.logs(stack["services"]["app"]["exec_id"]))
+    client.delete_stack(stack["id"])
 """
 
 import base64
@@ -250,6 +257,31 @@ class Client:
 
     def get_session(self, session_id):
         return Session(self, self._json("GET", Session.path_of(session_id)))
+
+    # --- stacks -------------------------------------------------------------------------------------------
+    def create_stack(self, spec, wait=False):
+        """Starts a stack (docs/stacks.md) from the POST /v1/stacks body {services, stages, ttl, labels, network}.
+        Returns the stack object at once ("starting"), or with wait=True when its stages have ended: "up", or
+        "failed" with failure {stage, reason, service, message}."""
+        return self._json("POST", "/v1/stacks" + ("?wait=true" if wait else ""), spec)
+
+    def get_stack(self, stack_id):
+        """The stack object: state, stages, services {NAME: {state, session, exec_id, ready_ms, ...}}, failure."""
+        return self._json("GET", self._stack_path(stack_id))
+
+    def list_stacks(self):
+        """The caller's stack objects (root: everyone's)."""
+        answer = self._json("GET", "/v1/stacks")
+        return answer["stacks"] if isinstance(answer, dict) else answer
+
+    def delete_stack(self, stack_id):
+        """Ends every service (their sessions are deleted) and removes the stack's network; the stack object,
+        "deleted"."""
+        return self._json("DELETE", self._stack_path(stack_id))
+
+    @staticmethod
+    def _stack_path(stack_id):
+        return "/v1/stacks/" + urllib.parse.quote(stack_id, safe="")
 
     # --- toolchains ---------------------------------------------------------------------------------------
     def resolve_toolchains(self, toolchains, as_of=None):

@@ -1,5 +1,5 @@
-# Tests of client/python/capsule.py: error mapping offline, the Session API against a fake daemon on a Unix socket,
-# then every Client method against a real capsuled ($CAPSULED, default build/bin/capsuled; skipped when missing).
+# Tests of client/python/capsule.py: error mapping offline, the Session and stack APIs against a fake daemon on a Unix
+# socket, then every Client method against a real capsuled ($CAPSULED, default build/bin/capsuled; skipped if missing).
 import base64
 import hashlib
 import http.server
@@ -91,14 +91,15 @@ class FakeDaemon(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 SESSION = {"id": "s1", "state": "ready", "checkpoints": [], "execs": {"total": 0, "running": 0}}
 
 
-class FakeDaemonSessionTest(unittest.TestCase):
+class FakeDaemonCase(unittest.TestCase):
+    """A FakeDaemon on a socket in a new temporary directory, a Client of it, and the last request it got."""
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="capsule-py-fake-")
         self.server = FakeDaemon(os.path.join(self.tmp, "s.sock"))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         self.client = capsule.Client(self.server.server_address)
-        self.server.json_answer("POST", "/v1/sessions", SESSION, 201)
 
     def tearDown(self):
         self.server.shutdown()
@@ -108,6 +109,12 @@ class FakeDaemonSessionTest(unittest.TestCase):
     def last(self):
         method, target, headers, body = self.server.requests[-1]
         return method, target, headers, body
+
+
+class FakeDaemonSessionTest(FakeDaemonCase):
+    def setUp(self):
+        super().setUp()
+        self.server.json_answer("POST", "/v1/sessions", SESSION, 201)
 
     def test_create_sends_the_spec_and_returns_a_session(self):
         session = self.client.create_session(image="jdk17", protect=["src/test/**"], ttl="2h")
@@ -258,6 +265,33 @@ class FakeDaemonSessionTest(unittest.TestCase):
         with self.assertRaises(capsule.Conflict) as caught:
             session.exec(["true"])
         self.assertEqual(caught.exception.code, "session_not_ready")
+
+
+STACK = {"id": "st1", "state": "up", "failure": None, "services": {"db": {"state": "ready", "session": "s1"}}}
+
+
+class FakeDaemonStackTest(FakeDaemonCase):
+    def test_create_sends_the_body_and_waits_when_asked(self):
+        self.server.json_answer("POST", "/v1/stacks", STACK, 201)
+        spec = {"services": {"db": {"image": "pg", "ready": {"tcp": 5432}}}, "ttl": "1h"}
+        self.assertEqual(self.client.create_stack(spec), STACK)
+        method, target, headers, body = self.last()
+        self.assertEqual((method, target, headers["Content-Type"]), ("POST", "/v1/stacks", "application/json"))
+        self.assertEqual(json.loads(body), spec)
+        self.client.create_stack(spec, wait=True)
+        self.assertEqual(self.last()[1], "/v1/stacks?wait=true")
+
+    def test_get_list_and_delete(self):
+        self.server.json_answer("GET", "/v1/stacks/st%201", dict(STACK, id="st 1"))
+        self.assertEqual(self.client.get_stack("st 1")["id"], "st 1")
+        self.assertEqual(self.last()[1], "/v1/stacks/st%201")
+        self.server.json_answer("GET", "/v1/stacks", {"stacks": [STACK]})
+        self.assertEqual(self.client.list_stacks(), [STACK])
+        self.server.json_answer("DELETE", "/v1/stacks/st1", dict(STACK, state="deleted"))
+        self.assertEqual(self.client.delete_stack("st1")["state"], "deleted")
+        self.assertEqual(self.last()[:2], ("DELETE", "/v1/stacks/st1"))
+        with self.assertRaises(capsule.NotFound):
+            self.client.get_stack("nope")
 
 
 class DaemonTest(unittest.TestCase):
