@@ -95,6 +95,41 @@ async function checkEvidenceRuns() {
          ["timed_out", "wall_time", ["TERM", "KILL"]]);
 }
 
+// A stack whose answer holds every section: a service with a command and an exec probe, a tool service whose stage
+// execs run as another user, a stage before deploy and one after it with a JUnit report.
+async function checkStacks() {
+  const junit = '<testsuite tests="1" failures="0" errors="0" skipped="0"><testcase name="a"/></testsuite>';
+  const spec = {
+    services: {
+      app: { image: "host", command: ["sleep", "60"], ready: { exec: ["true"], interval: "50ms", deadline: "30s" } },
+      driver: { image: "host", user: "1000:1000", depends_on: { app: "ready" } },
+    },
+    stages: [
+      { name: "build", service: "driver", argv: ["true"] },
+      { name: "deploy", deadline: "60s" },
+      { name: "test", service: "driver", argv: ["/bin/sh", "-c", `echo '${junit}' > /tmp/r.xml`], junit: ["/tmp/r.xml"] },
+    ],
+    ttl: "10m",
+    labels: { k: "v" },
+  };
+  const stack = await check("POST", "/v1/stacks", "/v1/stacks?wait=true", spec);
+  const seen = [stack?.state, stack?.stages?.map((s) => s.state), stack?.stages?.[2]?.tests?.total];
+  if (JSON.stringify(seen) !== JSON.stringify(["up", ["passed", "passed", "passed"], 1])) {
+    problems.push(`stack: [state, stage states, test total] are ${JSON.stringify(seen)}\n    ${JSON.stringify(stack)?.slice(0, 600)}`);
+  }
+  const at = `/v1/stacks/${stack?.id}`;
+  await check("GET", "/v1/sessions/{id}/execs", `/v1/sessions/${stack?.services?.driver?.session}/execs`);
+  await check("POST", "/v1/stacks", "/v1/stacks", { services: { app: { image: "host", ready: { tcp: 0 } } } });
+  await check("POST", "/v1/stacks", "/v1/stacks", "{");
+  await check("GET", "/v1/stacks", "/v1/stacks?limit=5");
+  await check("GET", "/v1/stacks", "/v1/stacks?limit=many");
+  await check("GET", "/v1/stacks/{id}", at);
+  await check("GET", "/v1/stacks/{id}", "/v1/stacks/absent");
+  await check("DELETE", "/v1/stacks/{id}", at);
+  await check("DELETE", "/v1/stacks/{id}", at);
+  await check("DELETE", "/v1/stacks/{id}", "/v1/stacks/absent");
+}
+
 async function exercise() {
   await check("GET", "/v1/version", "/v1/version");
   await check("GET", "/v1/health", "/v1/health");
@@ -183,9 +218,12 @@ async function exercise() {
   await check("POST", "/v1/sessions/{id}/checkpoint", `${at}/checkpoint`, { name: "c1" });
   await check("POST", "/v1/sessions/{id}/reset", `${at}/reset?to=c1`);
   await check("POST", "/v1/sessions/{id}/reset", `${at}/reset?to=absent`);
+  await check("POST", execRoute, `${at}/exec`, { argv: ["id", "-u"], user: "1000:1000" });
   await check("DELETE", "/v1/sessions/{id}", at);
   await check("DELETE", "/v1/sessions/{id}", at);
   await check("GET", "/v1/sessions/{id}", "/v1/sessions/absent");
+
+  await checkStacks();
   await check("DELETE", "/v1/runs/{id}", `/v1/runs/${run.id}`);
 }
 
