@@ -1,7 +1,8 @@
 #!/bin/bash
-# Builds the default toolchain images (python3, python3-base, jdk11-maven, jdk17-maven, jdk21-maven) and, stacked
-# on python3, layers of the toolchains this machine carries, into one output root; outputs built from the same
-# recipe and arguments are kept. Downloaded .debs are shared between the builds (ROOT/.cache).
+# Builds the default toolchain images (python3, python3-base, jdk11-maven, jdk17-maven, jdk21-maven), the stacks
+# test's stack-demo image and, stacked on python3, layers of the toolchains this machine carries, into one output
+# root; outputs built from the same recipe and arguments are kept. Downloaded .debs are shared between the builds
+# (ROOT/.cache).
 #
 # usage: all.sh [--out ROOT] [--rebuild] [TOOLCHAIN_DIR...]
 #   ROOT            default ${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}; CAPSULE_RECIPE_DIR for the tests
@@ -58,5 +59,6 @@ for d in "${toolchains[@]}"; do
 done
 for jdk in 17 11 21; do CAPSULE_RECIPES_OUT=$out "$here/jdk-maven.sh" --jdk "$jdk" "${keep[@]}" > /dev/null; done
 CAPSULE_RECIPES_OUT=$out "$here/python3.sh" --without-test-tools "${keep[@]}" > /dev/null
+CAPSULE_RECIPES_OUT=$out "$here/stack-demo.sh" "${keep[@]}" > /dev/null
 log "all built in $(($(date +%s) - t0)) s: $(cd "$out" && echo */)"
 echo "$out"

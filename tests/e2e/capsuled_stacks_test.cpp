@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/unique_fd.h"
+#include "tests/support/test_support.h"
 #include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
 
@@ -54,15 +55,6 @@ const char* kTests =
     "    assert 'web' in names and 'driver' in names\n"
     "def test_hostname_is_the_service_name():\n"
     "    assert open('/proc/sys/kernel/hostname').read().strip() == 'driver'\n";
-
-bool host_can_connect(int port) {
-  base::UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return connect(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
-}
 
 class CapsuledStacks : public Capsuled {
  protected:
@@ -119,7 +111,7 @@ TEST_F(CapsuledStacks, ServicesMeetByNameOnTheirOwnNetworkAndTheTestStageIsCount
   EXPECT_EQ(netns_files().size(), 1u);
 
   // Nothing listens on the host; the web service's log is the run of its command.
-  EXPECT_FALSE(host_can_connect(kWebPort));
+  EXPECT_FALSE(host_loopback_accepts(kWebPort));
   const std::string command = stack["services"]["web"]["exec_id"];
   const HttpResponse log = call("GET", "/v1/runs/" + command + "/logs?stream=stdout");
   EXPECT_EQ(log.status, 200);
@@ -157,7 +149,7 @@ TEST_F(CapsuledStacks, ThreeCopiesHoldTheSamePortsAtOnceAndNoneReachesAnother) {
     EXPECT_EQ(stack["stages"][1]["tests"]["failed"], 0) << "a driver reached another copy's web service";
   }
   EXPECT_EQ(netns_files().size(), 3u);
-  EXPECT_FALSE(host_can_connect(kWebPort));
+  EXPECT_FALSE(host_loopback_accepts(kWebPort));
   const json listed = body_json(call("GET", "/v1/stacks"));
   EXPECT_EQ(listed["stacks"].size(), 3u);
   for (const std::string& id : ids) EXPECT_EQ(remove(id)["state"], "deleted");
@@ -285,6 +277,68 @@ TEST_F(CapsuledStacks, NothingOnTheHostIsReachableAndTheTtlEndsTheStack) {
   const json expired = get_stack(stack["id"]);
   EXPECT_EQ(expired["ended_reason"], "its ttl passed");
   EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + expired["services"]["web"]["session"].get<std::string>()))["state"], "deleted");
+  EXPECT_TRUE(netns_files().empty());
+}
+
+// The CLI on a compose.yaml: up (healthcheck as the readiness probe, depends_on with a condition), ps, logs of a
+// service, exec in a service, down; and a failing stack's exit status.
+TEST_F(CapsuledStacks, TheCliBringsUpAComposeFileAndTearsItDown) {
+  start();
+  const fs::path compose = dir_ / "compose.yaml";
+  write_file(compose,
+             "services:\n"
+             "  web:\n"
+             "    image: host\n"
+             "    command: [\"/usr/bin/python3\", \"-m\", \"http.server\", \"8000\", \"--bind\", \"0.0.0.0\"]\n"
+             "    working_dir: /tmp\n"
+             "    healthcheck:\n"
+             "      test: [\"CMD\", \"/usr/bin/python3\", \"-c\", \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/')\"]\n"
+             "      interval: 200ms\n"
+             "      retries: 100\n"
+             "  client:\n"
+             "    image: host\n"
+             "    environment:\n"
+             "      TARGET: http://web:8000/\n"
+             "    depends_on:\n"
+             "      web:\n"
+             "        condition: service_healthy\n");
+  auto capsule = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", socket_});
+    return run_capsule_cli(dir_, args);
+  };
+  const Cli up = capsule({"stack", "up", "--json", compose.string()});
+  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  const json stack = json::parse(up.out);
+  const std::string id = stack["id"];
+  EXPECT_EQ(stack["state"], "up");
+  const Cli ps = capsule({"stack", "ps", id});
+  EXPECT_EQ(ps.code, 0) << ps.err;
+  EXPECT_NE(ps.out.find("web"), std::string::npos) << ps.out;
+  EXPECT_NE(ps.out.find("ready"), std::string::npos) << ps.out;
+  const Cli exec = capsule({"stack", "exec", id, "client", "--", "/usr/bin/python3", "-c",
+                            "import os, urllib.request; print(urllib.request.urlopen(os.environ['TARGET']).status)"});
+  EXPECT_EQ(exec.code, 0) << exec.err;
+  EXPECT_EQ(exec.out, "200\n");
+  const Cli logs = capsule({"stack", "logs", id, "web", "--stderr"});
+  EXPECT_EQ(logs.code, 0) << logs.err;
+  EXPECT_NE(logs.out.find("GET / HTTP/1.1"), std::string::npos) << logs.out;
+  const Cli unknown = capsule({"stack", "logs", id, "cache"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.err.find("web"), std::string::npos) << unknown.err;
+  const Cli down = capsule({"stack", "down", id});
+  EXPECT_EQ(down.code, 0) << down.err;
+  EXPECT_EQ(get_stack(id)["state"], "deleted");
+
+  write_file(dir_ / "broken.json", json{{"services", {{"web", {{"image", "host"}, {"command", {"false"}}}}}}}.dump());
+  const Cli failed = capsule({"stack", "up", (dir_ / "broken.json").string()});
+  EXPECT_EQ(failed.code, 1) << failed.out << failed.err;
+  EXPECT_NE((failed.out + failed.err).find("container_exit"), std::string::npos) << failed.out << failed.err;
+  const Cli refused = capsule({"stack", "up", (dir_ / "compose.yaml").string() + ".missing"});
+  EXPECT_NE(refused.code, 0);
+  const json listed = body_json(call("GET", "/v1/stacks"));
+  for (const json& left : listed["stacks"]) {
+    if (left["state"] == "failed") remove(left["id"]);
+  }
   EXPECT_TRUE(netns_files().empty());
 }
 

@@ -20,6 +20,7 @@
 namespace capsule::sandbox {
 namespace {
 
+using capsule::testing::host_loopback_accepts;
 using capsule::testing::host_spec;
 using capsule::testing::shared_launcher;
 
@@ -39,15 +40,6 @@ Result await_all(const std::vector<Sandbox*>& boxes, const std::vector<Exec*>& e
     for (Exec* exec : execs) exec->tick(monotonic_ns());
   }
   return last.finish();
-}
-
-bool host_can_connect(int port) {
-  base::UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return connect(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
 }
 
 class NetworkNamespaceTest : public capsule::testing::ScratchDirTest {
@@ -90,7 +82,7 @@ TEST_F(NetworkNamespaceTest, BoxesJoiningOneNamespaceMeetOnLoopbackAndNoOneElseC
   EXPECT_EQ(reached.status, Status::kSucceeded) << reached.stdout_capture.head << reached.stderr_capture.head;
   EXPECT_EQ(reached.stdout_capture.head, "hello from a\n");
 
-  EXPECT_FALSE(host_can_connect(kPort)) << "the host reached a port inside the stack's namespace";
+  EXPECT_FALSE(host_loopback_accepts(kPort)) << "the host reached a port inside the stack's namespace";
   std::unique_ptr<Exec> stranger = outsider->exec(process(
       "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 18731), timeout=2)' 2>&1 | tail -1"));
   const Result refused = await_all({a.get(), outsider.get()}, {server.get(), stranger.get()}, *stranger);

@@ -2,6 +2,9 @@
 // Scratch and image cache live under /tmp so tests never touch a real daemon's state.
 #include "tests/support/test_support.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "base/unique_fd.h"
 #include "images/host_image.h"
 
 namespace capsule::testing {
@@ -69,5 +73,14 @@ sandbox::SandboxSpec host_spec(std::vector<std::string> argv) {
 }
 
 std::string testcase(const std::string& name) { return "/opt/testcases/" + name; }
+
+bool host_loopback_accepts(int port) {
+  base::UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return connect(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+}
 
 }  // namespace capsule::testing

@@ -22,4 +22,8 @@ const std::string& default_seccomp_profile();
 // Path of a hostile program inside the sandbox, e.g. testcase("mount_proc") -> /opt/testcases/mount_proc.
 std::string testcase(const std::string& name);
 
+// True when something accepts a TCP connection on the host's 127.0.0.1:port (in the caller's network namespace):
+// what a sandbox's or a stack's listener must never be.
+bool host_loopback_accepts(int port);
+
 }  // namespace capsule::testing
