@@ -121,7 +121,8 @@ TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnI
   spec["limits"] = {{"disk", "1g"}};
   const std::string id = submit(spec);
   ASSERT_TRUE(eventually([&] {
-    const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
+    // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
+    const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
     return df.status == 0 && std::stoi(df.output) < 2;
   }, 120s)) << host("df " + state_.string()).output;
   EXPECT_EQ(health()["status"], "ok");
@@ -133,7 +134,8 @@ TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnI
   // Its processes are killed and its disk detached at start; the kernel gives the space back once the box's
   // mount namespace is gone and the disk's last writes are done, which may come after the first answer.
   EXPECT_TRUE(eventually([&] {
-    const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
+    // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
+    const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
     return df.status == 0 && std::stoi(df.output) > 100;
   }, 120s)) << "the leftover sandbox's disk was not released: " << host("df " + state_.string()).output;
   json after = sh("echo alive");
@@ -167,7 +169,8 @@ TEST_F(CapsuledDisk, NewRunsBelowTheWatermarkAre507) {
   start_on_small_state_fs();
   const std::string filler = submit(sh("dd if=/dev/zero of=/var/fill bs=1M count=400; sleep 600"));
   ASSERT_TRUE(eventually([&] {
-    const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
+    // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
+    const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
     return df.status == 0 && std::stoi(df.output) < 2;
   }, 300s)) << "the 400 MB reach the state filesystem through two loop devices' writeback: 30-110 s in CI runs";
   expect_error(call("POST", "/v1/runs", sh("echo never")), 507, "insufficient_storage", "min_free_bytes");
