@@ -120,6 +120,29 @@ json to_json(const ReadyProbe& probe) {
   return j;
 }
 
+// [8080] or [{"port": 8080, "host_port": 18080}].
+std::vector<PublishedPort> parse_publish(const json& body, const std::string& where) {
+  if (!body.is_array()) invalid(where, "must be a list of ports or {port, host_port}");
+  if (body.size() > kMaxPublishedPorts) invalid(where, "at most " + std::to_string(kMaxPublishedPorts) + " ports");
+  std::vector<PublishedPort> ports;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    const std::string field = where + "[" + std::to_string(i) + "]";
+    PublishedPort published;
+    if (body[i].is_object()) {
+      reject_unknown(body[i], field, {"port", "host_port"});
+      if (!body[i].contains("port")) invalid(field + ".port", "is required");
+      published.port = port_field(body[i]["port"], field + ".port");
+      if (body[i].contains("host_port") && body[i]["host_port"] != 0) {
+        published.host_port = port_field(body[i]["host_port"], field + ".host_port");
+      }
+    } else {
+      published.port = port_field(body[i], field);
+    }
+    ports.push_back(published);
+  }
+  return ports;
+}
+
 ServiceSpec parse_service(const json& body, const std::string& where, const LimitPolicy& policy) {
   if (!body.is_object()) invalid(where, "must be an object");
   if (body.contains("network")) invalid(where + ".network", "a stack's services share its network (give network at the top)");
@@ -137,6 +160,8 @@ ServiceSpec parse_service(const json& body, const std::string& where, const Limi
         else if (condition == "completed") service.depends_on[name] = DependsOn::kCompleted;
         else invalid(where + ".depends_on." + name, "must be \"started\", \"ready\" or \"completed\"");
       }
+    } else if (key == "publish") {
+      service.publish = parse_publish(value, where + ".publish");
     } else if (key == "ttl" || key == "idle_ttl" || key == "on_expiry" || key == "persist_shell_state") {
       invalid(where + "." + key, "a service lives as long as its stack (give ttl at the top)");
     } else {
@@ -290,6 +315,11 @@ json to_json(const StackSpec& stack) {
     for (const auto& [other, condition] : service.depends_on) depends[other] = depends_on_name(condition);
     j["depends_on"] = depends;
     j["ready"] = to_json(service.ready);
+    json publish = json::array();
+    for (const PublishedPort& published : service.publish) {
+      publish.push_back({{"port", published.port}, {"host_port", published.host_port}});
+    }
+    j["publish"] = publish;
     services[name] = j;
   }
   json stages = json::array();

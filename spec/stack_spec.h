@@ -32,6 +32,12 @@ struct ReadyProbe {
   std::chrono::milliseconds deadline{60000};  // from the command's start
 };
 
+// A service port reachable from the host's loopback (capsuled relays it): 127.0.0.1:host_port -> port.
+struct PublishedPort {
+  std::uint16_t port = 0;       // inside the stack
+  std::uint16_t host_port = 0;  // on the host's 127.0.0.1; 0: a free one, shown in the stack object
+};
+
 struct ServiceSpec {
   // The box: image / toolchains / layers, as_of, env, cwd, workspace, limits, policy, labels, protect.
   SessionSpec box;
@@ -39,6 +45,7 @@ struct ServiceSpec {
   std::string user;                  // who the command and stage execs run as (json_fields.h); "": the image's
   std::map<std::string, DependsOn> depends_on;
   ReadyProbe ready;
+  std::vector<PublishedPort> publish;  // nothing of a stack listens on the host unless it is listed here
 };
 
 struct StageSpec {
@@ -67,6 +74,7 @@ struct StackSpec {
 constexpr std::size_t kMaxStackServices = 16;
 constexpr std::size_t kMaxStackStages = 32;
 constexpr std::size_t kMaxProbePattern = 512;
+constexpr std::size_t kMaxPublishedPorts = 8;  // per service
 
 // Throws http::ApiError("invalid_spec", "<field>: <problem>"), unknown fields, cycles and unknown names included.
 StackSpec parse_stack_spec(const nlohmann::json& body, const LimitPolicy& policy);

@@ -27,6 +27,7 @@ StackManager::StackManager(SessionManager& sessions, StackManagerOptions options
       record.ended_reason = "capsuled restarted while it was live";
       for (auto& [name, service] : record.services) {
         if (service.state != "failed" && service.state != "exited") service.state = "stopped";
+        service.published.clear();
       }
       try {
         save_stack_record(options_.stacks_dir, record);

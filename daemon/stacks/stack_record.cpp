@@ -27,9 +27,13 @@ std::optional<T> optional_of(const json& j, const char* key) {
 json StackRecord::to_json() const {
   json services_json = json::object();
   for (const auto& [name, s] : services) {
+    json published = json::array();
+    for (const auto& [port, host_port] : s.published) {
+      published.push_back({{"port", port}, {"host", "127.0.0.1:" + std::to_string(host_port)}});
+    }
     services_json[name] = {{"state", s.state}, {"session", s.session}, {"exec_id", s.exec_id},
                            {"ready_ms", optional_json(s.ready_ms)}, {"exit_code", optional_json(s.exit_code)},
-                           {"probe", s.probe}};
+                           {"probe", s.probe}, {"published", published}};
   }
   json stages_json = json::array();
   for (const StageStatus& s : stages) {
@@ -88,6 +92,11 @@ StackRecord StackRecord::from_json(const json& j) {
     service.ready_ms = optional_of<std::int64_t>(s, "ready_ms");
     service.exit_code = optional_of<int>(s, "exit_code");
     service.probe = s.value("probe", "");
+    for (const json& published : s.value("published", json::array())) {
+      const std::string host = published.at("host").get<std::string>();
+      service.published[published.at("port").get<std::uint16_t>()] =
+          static_cast<std::uint16_t>(std::stoul(host.substr(host.rfind(':') + 1)));
+    }
     record.services[name] = std::move(service);
   }
   return record;

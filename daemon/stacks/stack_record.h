@@ -33,6 +33,7 @@ struct ServiceStatus {
   std::optional<std::int64_t> ready_ms;  // from the command's start
   std::optional<int> exit_code;
   std::string probe;              // the last probe's outcome
+  std::map<std::uint16_t, std::uint16_t> published;  // port inside -> host port on 127.0.0.1, while live
 };
 
 struct StageStatus {

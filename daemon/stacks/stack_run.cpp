@@ -188,7 +188,21 @@ bool StackRun::set_up() {
       all_made = false;
     }
   }
-  return all_made;
+  if (!all_made) return false;
+  // Published ports listen on the host from now on; a connection before the service listens is closed at once.
+  for (const auto& [name, service] : services_) {
+    for (const spec::PublishedPort& published : service->spec->publish) {
+      try {
+        relays_.push_back(std::make_unique<PortRelay>(network_.path(), published.port, published.host_port));
+      } catch (const std::exception& e) {
+        fail(0, stack_reason::kSetupFailed, name, e.what());
+        return false;
+      }
+      const std::uint16_t host_port = relays_.back()->host_port();
+      set_service(name, [&](ServiceStatus& s) { s.published[published.port] = host_port; });
+    }
+  }
+  return true;
 }
 
 bool StackRun::ending() {
@@ -566,6 +580,10 @@ void StackRun::tear_down() {
       if (s.state != "failed" && s.state != "exited") s.state = "stopped";
     });
   }
+  relays_.clear();
+  manager_.update(stack_, [](StackRecord& record) {
+    for (auto& [name, service] : record.services) service.published.clear();
+  });
   network_.remove();
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);

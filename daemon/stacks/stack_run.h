@@ -8,7 +8,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "daemon/stacks/port_relay.h"
 #include "daemon/stacks/stack_manager.h"
 
 namespace capsule::daemon {
@@ -52,6 +54,7 @@ class StackRun {
   sandbox::NetworkNamespace network_;
   std::string dir_;  // stacks_dir/<id>: the hosts file
   std::map<std::string, std::unique_ptr<Service>> services_;
+  std::vector<std::unique_ptr<PortRelay>> relays_;  // the services' published ports, while the stack lives
 };
 
 }  // namespace capsule::daemon

@@ -342,6 +342,55 @@ TEST_F(CapsuledStacks, TheCliBringsUpAComposeFileAndTearsItDown) {
   EXPECT_TRUE(netns_files().empty());
 }
 
+// `publish`: the one way in from the host, on its loopback only; two copies get their own host ports, a taken
+// host port fails the stack's setup, and DELETE closes it.
+TEST_F(CapsuledStacks, APublishedPortIsTheOnlyWayInFromTheHost) {
+  start();
+  auto published_web = [](const std::string& mark, const json& publish) {
+    json web = web_service(mark);
+    web["publish"] = publish;
+    return json{{"services", {{"web", web}}}};
+  };
+  // GET / through the published port; the body, or what went wrong.
+  auto fetch = [](const std::string& host) -> std::string {
+    base::UniqueFd sock(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(std::stoi(host.substr(host.rfind(':') + 1))));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) return "connect failed";
+    const std::string request = "GET / HTTP/1.0\r\n\r\n";
+    if (send(sock.get(), request.data(), request.size(), MSG_NOSIGNAL) < 0) return "send failed";
+    std::string answer;
+    char buffer[4096];
+    for (ssize_t got; (got = recv(sock.get(), buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, static_cast<std::size_t>(got));
+    const std::size_t body = answer.find("\r\n\r\n");
+    return body == std::string::npos ? "no answer: " + answer : answer.substr(body + 4);
+  };
+  const json one = create(published_web("one", {kWebPort}));
+  const json two = create(published_web("two", {{{"port", kWebPort}}}));
+  ASSERT_EQ(one["state"], "up") << one.dump(1);
+  ASSERT_EQ(two["state"], "up") << two.dump(1);
+  const std::string host_one = one["services"]["web"]["published"][0]["host"];
+  const std::string host_two = two["services"]["web"]["published"][0]["host"];
+  EXPECT_NE(host_one, host_two);
+  EXPECT_TRUE(host_one.starts_with("127.0.0.1:")) << host_one;
+  EXPECT_EQ(fetch(host_one), "one");
+  EXPECT_EQ(fetch(host_two), "two");
+  EXPECT_FALSE(host_loopback_accepts(kWebPort)) << "only the published host port listens";
+
+  const int taken = std::stoi(host_one.substr(host_one.rfind(':') + 1));
+  const json clash = create(published_web("three", {{{"port", kWebPort}, {"host_port", taken}}}));
+  EXPECT_EQ(clash["state"], "failed");
+  EXPECT_EQ(clash["failure"]["reason"], "setup_failed") << clash["failure"].dump();
+  EXPECT_NE(clash["failure"]["message"].get<std::string>().find("publishing port"), std::string::npos);
+
+  for (const json& stack : {one, two, clash}) remove(stack["id"]);
+  EXPECT_FALSE(host_loopback_accepts(taken)) << "the published port outlived its stack";
+  EXPECT_EQ(get_stack(one["id"])["services"]["web"]["published"], json::array());
+  EXPECT_TRUE(netns_files().empty());
+}
+
 TEST_F(CapsuledStacks, ARestartMarksLiveStacksLostAndRemovesTheirNetworks) {
   start();
   const json stack = create({{"services", {{"web", web_service()}}}});

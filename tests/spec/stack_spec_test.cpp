@@ -26,7 +26,7 @@ json demo() {
       "db": {"image": "host", "user": "990", "command": ["db-start"],
              "ready": {"exec": ["pg_isready", "-h", "127.0.0.1"], "interval": "200ms", "deadline": "30s"}},
       "app": {"image": "host", "command": ["java", "App"], "depends_on": {"db": "ready"}, "env": {"PORT": "8080"},
-              "ready": {"http": {"port": 8080, "path": "/health"}}},
+              "ready": {"http": {"port": 8080, "path": "/health"}}, "publish": [8080, {"port": 9090, "host_port": 19090}]},
       "tests": {"image": "host", "depends_on": {"app": "ready"}}
     },
     "stages": [
@@ -51,6 +51,10 @@ TEST(StackSpec, RoundTripsWithDefaultsFilled) {
   EXPECT_EQ(app.ready.status, 200);
   EXPECT_EQ(app.ready.deadline, std::chrono::seconds(60));
   EXPECT_EQ(app.box.environment.env.at("PORT"), "8080");
+  ASSERT_EQ(app.publish.size(), 2u);
+  EXPECT_EQ(app.publish[0].port, 8080);
+  EXPECT_EQ(app.publish[0].host_port, 0);
+  EXPECT_EQ(app.publish[1].host_port, 19090);
   EXPECT_TRUE(spec.services.at("tests").command.empty());
   ASSERT_EQ(spec.stages.size(), 3u);
   EXPECT_TRUE(spec.stages[1].deploy);
@@ -133,6 +137,10 @@ TEST(StackSpec, EachBadFieldIsNamed) {
   json extra = demo();
   extra["volumes"] = json::object();
   EXPECT_EQ(stack_error(extra), "invalid_spec: volumes: unknown field");
+
+  json publish = demo();
+  publish["services"]["app"]["publish"] = {{{"port", 8080}, {"host", "0.0.0.0"}}};
+  EXPECT_EQ(stack_error(publish), "invalid_spec: services.app.publish[0].host: unknown field");
 
   json many = {{"services", json::object()}};
   for (int i = 0; i < 17; ++i) many["services"]["s" + std::to_string(i)] = {{"image", "host"}};
