@@ -143,7 +143,8 @@ std::vector<PublishedPort> parse_publish(const json& body, const std::string& wh
   return ports;
 }
 
-ServiceSpec parse_service(const json& body, const std::string& where, const LimitPolicy& policy) {
+ServiceSpec parse_service(const json& body, const std::string& where, const LimitPolicy& policy,
+                          const StackSpec& stack) {
   if (!body.is_object()) invalid(where, "must be an object");
   if (body.contains("network")) invalid(where + ".network", "a stack's services share its network (give network at the top)");
   ServiceSpec service;
@@ -167,6 +168,10 @@ ServiceSpec parse_service(const json& body, const std::string& where, const Limi
     } else {
       box[key] = value;
     }
+  }
+  if (stack.egress == "proxy") {  // every box reaches the stack's one package proxy (SessionPlacement)
+    box["network"] = "proxy";
+    if (!box.contains("as_of")) box["as_of"] = *stack.as_of;
   }
   try {
     service.box = parse_session_spec(box, policy);
@@ -266,22 +271,27 @@ StackSpec parse_stack_spec(const json& body, const LimitPolicy& policy) {
   if (body["services"].size() > kMaxStackServices) {
     invalid("services", "a stack has at most " + std::to_string(kMaxStackServices) + " services");
   }
+  if (body.contains("network")) {
+    const json& network = body["network"];
+    if (!network.is_object()) invalid("network", "must be an object {egress, as_of}");
+    reject_unknown(network, "network", {"egress", "as_of"});
+    if (network.contains("egress")) {
+      stack.egress = string_field(network["egress"], "network.egress");
+      if (stack.egress != "none" && stack.egress != "proxy") {
+        invalid("network.egress", "must be \"none\" (no route out of the stack) or \"proxy\" (the package proxy only)");
+      }
+    }
+    if (network.contains("as_of")) stack.as_of = string_field(network["as_of"], "network.as_of");
+    if (stack.egress == "proxy" && !stack.as_of) invalid("network.as_of", "is required with egress \"proxy\" (the cutoff)");
+    if (stack.egress != "proxy" && stack.as_of) invalid("network.as_of", "is only for egress \"proxy\"");
+  }
   for (const auto& [name, service] : body["services"].items()) {
     if (!is_service_name(name)) {
       invalid("services." + name, "a service name is a DNS label: lower-case letters, digits and -, at most 63");
     }
-    stack.services.emplace(name, parse_service(service, "services." + name, policy));
+    stack.services.emplace(name, parse_service(service, "services." + name, policy, stack));
   }
   check_dependencies(stack);
-  if (body.contains("network")) {
-    const json& network = body["network"];
-    if (!network.is_object()) invalid("network", "must be an object {egress}");
-    reject_unknown(network, "network", {"egress"});
-    if (network.contains("egress")) {
-      stack.egress = string_field(network["egress"], "network.egress");
-      if (stack.egress != "none") invalid("network.egress", "only \"none\" is built (no route out of the stack)");
-    }
-  }
   if (body.contains("stages")) {
     const json& stages = body["stages"];
     if (!stages.is_array()) invalid("stages", "must be a list");
@@ -333,7 +343,9 @@ json to_json(const StackSpec& stack) {
     if (stage.cwd) j["cwd"] = *stage.cwd;
     stages.push_back(j);
   }
-  return {{"services", services}, {"network", {{"egress", stack.egress}}}, {"stages", stages},
+  json network = {{"egress", stack.egress}};
+  if (stack.as_of) network["as_of"] = *stack.as_of;
+  return {{"services", services}, {"network", network}, {"stages", stages},
           {"ttl", stack.ttl.count()}, {"labels", stack.labels}};
 }
 

@@ -62,7 +62,8 @@ struct StageSpec {
 
 struct StackSpec {
   std::map<std::string, ServiceSpec> services;  // by name, a DNS label; the order of start comes from depends_on
-  std::string egress = "none";
+  std::string egress = "none";                  // "none", or "proxy": the package proxy only, as of `as_of`
+  std::optional<std::string> as_of;             // egress proxy: the cutoff date (a service's own as_of wins)
   std::vector<StageSpec> stages;                // exactly one deploy stage (added last when absent)
   std::chrono::milliseconds ttl{0};
   std::map<std::string, std::string> labels;

@@ -189,6 +189,7 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
     // ~/.m2 lives in the session's dir: like a package cache, it outlives a reset (the workspace does not).
     try {
       add_proxy_to_sandbox(resolved, *session->cutoff, session->dir, launcher_.options().host_id_base);
+      if (!placement.serves_proxy) std::erase(resolved.loopback_listeners, kRunProxyPort);
     } catch (const std::exception&) {
       std::error_code ignored;
       std::filesystem::remove_all(session->dir, ignored);
@@ -252,9 +253,9 @@ void SessionManager::create_box(const std::shared_ptr<Session>& session) {
     session->workspace_seed.clear();
     session->box = launcher_.take_or_create(environment);  // one made ahead when the pool has it
     std::shared_ptr<RunProxy> proxy;
-    if (session->cutoff) {
+    if (std::vector<base::UniqueFd> listeners = session->box->take_listeners(); session->cutoff && !listeners.empty()) {
       proxy = std::make_shared<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *session->cutoff,
-                                         session->box->take_listeners());
+                                         std::move(listeners));
     }
     session->start_deadline_ns = sandbox::monotonic_ns() + kStartLimitNs;
     std::lock_guard lock(mutex_);

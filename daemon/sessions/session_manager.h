@@ -57,6 +57,9 @@ struct SessionPlacement {
   std::string network_namespace;  // joined instead of a namespace of the box's own (sandbox/net_namespace.h)
   std::string hosts_file;         // a host file bound read-only at /etc/hosts
   std::string hostname;
+  // A network "proxy" box opens the proxy's loopback listener in its namespace; in a shared one, only one box
+  // may (the others reach it there, through the same configuration).
+  bool serves_proxy = true;
 };
 
 class SessionManager {

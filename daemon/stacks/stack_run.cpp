@@ -154,7 +154,8 @@ bool StackRun::set_up() {
   // Every box is asked for at once (each create waits until its box serves execs); the session thread makes
   // them one by one, but their waits and the stack's other set-up overlap.
   std::map<std::string, std::future<std::string>> made;
-  for (const std::string& name : stack_.spec.start_order()) {
+  const std::vector<std::string> order = stack_.spec.start_order();
+  for (const std::string& name : order) {
     auto service = std::make_unique<Service>();
     service->name = name;
     service->spec = &stack_.spec.services.at(name);
@@ -167,8 +168,9 @@ bool StackRun::set_up() {
     box.environment.labels["capsule/stack"] = stack_.id;
     box.environment.labels["capsule/service"] = name;
     set_service(name, [](ServiceStatus& s) { s.state = "starting"; });
-    made[name] = std::async(std::launch::async, [this, box, name] {
-      const SessionPlacement placement{network_.path(), dir_ + "/hosts", name};
+    made[name] = std::async(std::launch::async, [this, box, name, &order] {
+      // With egress "proxy", the first service's box serves the stack's one proxy listener for all of them.
+      const SessionPlacement placement{network_.path(), dir_ + "/hosts", name, name == order.front()};
       return manager_.sessions_.create(box, stack_.boxes.at(name), stack_.peer, placement).at("id").get<std::string>();
     });
     services_[name] = std::move(service);

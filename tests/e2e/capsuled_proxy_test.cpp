@@ -193,6 +193,35 @@ TEST_F(CapsuledProxy, ASessionResolvesThroughItsProxyInEveryExecAndAfterAReset) 
   expect_error(undated, 400, "invalid_spec", "as_of");
 }
 
+// A stack with egress "proxy": every service resolves through the stack's one proxy listener at the stack's date
+// (the first service's box serves it in the shared namespace), and a stack without egress reaches no index.
+TEST_F(CapsuledProxy, EveryServiceOfAStackResolvesThroughItsProxyAsOfItsDate) {
+  const std::string download = "cd /tmp && python3 -m pip download -q -d dl alpha beta >&2 && ls dl";
+  auto stage = [&](const std::string& name, const std::string& service) {
+    return json{{"name", name}, {"service", service}, {"argv", {"sh", "-c", download}}};
+  };
+  const json spec = {{"services", {{"a", {{"image", "host"}}}, {"b", {{"image", "host"}}}}},
+                     {"network", {{"egress", "proxy"}, {"as_of", "2022-07-01"}}},
+                     {"stages", {{{"name", "deploy"}}, stage("from-a", "a"), stage("from-b", "b")}}};
+  const HttpResponse created = call("POST", "/v1/stacks?wait=true", spec);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const json stack = body_json(created);
+  ASSERT_EQ(stack["state"], "up") << stack.dump(1);
+  for (int i : {1, 2}) {
+    const json run = get_run(stack["stages"][i]["exec_id"]);
+    EXPECT_EQ(run["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n") << run.dump(1);
+  }
+  EXPECT_EQ(call("DELETE", "/v1/stacks/" + stack["id"].get<std::string>()).status, 200);
+
+  json sealed = spec;
+  sealed.erase("network");
+  const json closed = body_json(call("POST", "/v1/stacks?wait=true", sealed));
+  EXPECT_EQ(closed["state"], "failed");
+  EXPECT_EQ(closed["failure"]["stage"], "from-a") << closed["failure"].dump();
+  EXPECT_EQ(closed["failure"]["reason"], "test_failed");
+  EXPECT_EQ(call("DELETE", "/v1/stacks/" + closed["id"].get<std::string>()).status, 200);
+}
+
 TEST_F(CapsuledProxy, ProxyRunsNeedADate) {
   json spec = sh("true");
   spec["network"] = "proxy";

@@ -68,6 +68,20 @@ TEST(StackSpec, RoundTripsWithDefaultsFilled) {
   EXPECT_EQ(printed["services"]["tests"]["ready"], nullptr);
 }
 
+TEST(StackSpec, EgressProxyPutsEveryServiceOnTheProxyAtTheStacksDate) {
+  const LimitPolicy policy = default_limit_policy();
+  json body = demo();
+  body["network"] = {{"egress", "proxy"}, {"as_of", "2022-07-01"}};
+  body["services"]["tests"]["as_of"] = "2021-01-01";
+  const StackSpec spec = parse_stack_spec(body, policy);
+  EXPECT_EQ(spec.services.at("db").box.environment.network, "proxy");
+  EXPECT_EQ(spec.services.at("db").box.environment.as_of, "2022-07-01");
+  EXPECT_EQ(spec.services.at("tests").box.environment.as_of, "2021-01-01");
+  const json printed = to_json(spec);
+  EXPECT_FALSE(printed["services"]["db"].contains("network"));
+  EXPECT_EQ(to_json(parse_stack_spec(printed, policy)), printed);
+}
+
 TEST(StackSpec, ADeployStageIsAddedLastWhenAbsent) {
   const StackSpec spec = parse_stack_spec(
       {{"services", {{"web", {{"image", "host"}, {"command", {"httpd"}}, {"ready", {{"tcp", 80}}}}}}}},
@@ -132,7 +146,10 @@ TEST(StackSpec, EachBadFieldIsNamed) {
 
   json egress = demo();
   egress["network"] = {{"egress", "internet"}};
-  EXPECT_EQ(stack_error(egress), "invalid_spec: network.egress: only \"none\" is built (no route out of the stack)");
+  EXPECT_EQ(stack_error(egress),
+            "invalid_spec: network.egress: must be \"none\" (no route out of the stack) or \"proxy\" (the package proxy only)");
+  egress["network"] = {{"egress", "proxy"}};
+  EXPECT_EQ(stack_error(egress), "invalid_spec: network.as_of: is required with egress \"proxy\" (the cutoff)");
 
   json extra = demo();
   extra["volumes"] = json::object();
