@@ -39,6 +39,19 @@ StackManager::StackManager(SessionManager& sessions, StackManagerOptions options
     }
     ended_[record.id] = std::move(record);
   }
+  forget_oldest_locked();
+}
+
+void StackManager::forget_oldest_locked() {
+  while (ended_.size() > options_.kept_records) {
+    auto oldest = std::min_element(ended_.begin(), ended_.end(), [](const auto& a, const auto& b) {
+      return a.second.created_ms != b.second.created_ms ? a.second.created_ms < b.second.created_ms : a.first < b.first;
+    });
+    if (live_.contains(oldest->first)) break;  // cannot happen: a live stack's record is not in ended_ yet
+    std::error_code ignored;
+    std::filesystem::remove(options_.stacks_dir + "/" + oldest->first + ".json", ignored);
+    ended_.erase(oldest);
+  }
 }
 
 StackManager::~StackManager() { stop(); }
@@ -132,6 +145,7 @@ void StackManager::end_thread(const std::shared_ptr<Stack>& stack) {
     stack->record.ended_ms = unix_ms();
     copy = stack->record;
     ended_[stack->id] = copy;
+    forget_oldest_locked();
     if (!stopping_) {
       // Not joined by stop(): this thread is let go, and the stack leaves the live ones.
       stack->thread.detach();

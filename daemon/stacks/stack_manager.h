@@ -28,6 +28,7 @@ struct StackManagerOptions {
   std::string stacks_dir;     // records (<id>.json) and each live stack's hosts file (<id>/hosts)
   std::string netns_dir;      // each live stack's network namespace file
   std::size_t max_stacks = 16;  // live at once; more: 429 too_many_stacks
+  std::size_t kept_records = 1000;  // ended stacks remembered (memory and files); the oldest go first
 };
 
 class StackManager {
@@ -60,6 +61,8 @@ class StackManager {
   // Applies `change` to the stack's record under the lock, saves it and wakes waiters.
   void update(Stack& stack, const std::function<void(StackRecord&)>& change);
   void end_thread(const std::shared_ptr<Stack>& stack);
+  // Drops the oldest ended records (and their files) past options_.kept_records. Under the lock.
+  void forget_oldest_locked();
 
   SessionManager& sessions_;
   StackManagerOptions options_;
