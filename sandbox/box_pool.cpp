@@ -51,8 +51,9 @@ void BoxPool::let_go_locked(Wanted& wanted) {
 
 bool poolable(const EnvironmentSpec& spec) {
   const bool writable_bind = std::any_of(spec.mounts.begin(), spec.mounts.end(), [](const BindMount& m) { return !m.read_only; });
+  // A box in a stack's network namespace belongs to that stack alone (and would keep the namespace alive).
   return spec.overlays.empty() && spec.upper_dir.empty() && spec.loopback_listeners.empty() && spec.protect.empty() &&
-         !writable_bind;
+         spec.network_namespace.empty() && !writable_bind;
 }
 
 BoxPool::BoxPool(Create create, BoxReaper& reaper, PoolOptions options)

@@ -10,10 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "sandbox/error.h"
 #include "sandbox/net.h"
@@ -48,6 +50,13 @@ NetworkNamespace NetworkNamespace::create(const std::string& dir, const std::str
     try {
       if (unshare(CLONE_NEWNET) != 0) throw_errno("net", path, "unshare(CLONE_NEWNET)");
       bring_up_loopback();
+      // The boxes have no capability over a namespace the host owns: as in a namespace of their own (and in
+      // Docker's), any port and ping are theirs to use. /proc/sys/net is the opening thread's namespace.
+      for (const auto& [sysctl, value] : {std::pair{"/proc/sys/net/ipv4/ip_unprivileged_port_start", "0"},
+                                          std::pair{"/proc/sys/net/ipv4/ping_group_range", "0 2147483647"}}) {
+        base::UniqueFd knob(open(sysctl, O_WRONLY | O_CLOEXEC));
+        if (!knob || write(knob.get(), value, std::strlen(value)) < 0) throw_errno("net", sysctl, "write");
+      }
       if (mount("/proc/thread-self/ns/net", path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
         throw_errno("net", path, "bind mount of the namespace");
       }

@@ -2,6 +2,8 @@
 // errors read as a session's do ("services.app.limits.memory: ..."); the rest is checked here.
 #include "spec/stack_spec.h"
 
+#include <regex.h>
+
 #include <algorithm>
 #include <functional>
 #include <regex>
@@ -32,10 +34,12 @@ std::string pattern_field(const json& value, const std::string& field) {
   if (pattern.empty() || pattern.size() > kMaxProbePattern) {
     invalid(field, "must be a regular expression of 1 to " + std::to_string(kMaxProbePattern) + " characters");
   }
-  try {
-    std::regex compiled(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    invalid(field, std::string("is not a valid regular expression: ") + e.what());
+  reject_nul(pattern, field);
+  // Back-references are what makes a POSIX matcher backtrack without bound; without them glibc's regexec
+  // runs in time bounded by the pattern and the line.
+  if (std::regex_search(pattern, std::regex(R"(\\[1-9])"))) invalid(field, "back-references (\\1 to \\9) are not allowed");
+  if (const std::string problem = check_log_pattern(pattern); !problem.empty()) {
+    invalid(field, "is not a POSIX extended regular expression: " + problem);
   }
   return pattern;
 }
@@ -170,8 +174,11 @@ ServiceSpec parse_service(const json& body, const std::string& where, const Limi
     }
   }
   if (stack.egress == "proxy") {  // every box reaches the stack's one package proxy (SessionPlacement)
+    if (box.contains("as_of") && box["as_of"] != *stack.as_of) {
+      invalid(where + ".as_of", "the stack's one package proxy serves network.as_of; give the date there");
+    }
     box["network"] = "proxy";
-    if (!box.contains("as_of")) box["as_of"] = *stack.as_of;
+    box["as_of"] = *stack.as_of;
   }
   try {
     service.box = parse_session_spec(box, policy);
@@ -220,6 +227,9 @@ void check_dependencies(const StackSpec& stack) {
     for (const auto& [other, condition] : service.depends_on) {
       if (!stack.services.contains(other)) invalid("services." + name + ".depends_on." + other, "no such service");
       if (other == name) invalid("services." + name + ".depends_on." + other, "a service cannot depend on itself");
+      if (condition == DependsOn::kCompleted && stack.services.at(other).command.empty()) {
+        invalid("services." + name + ".depends_on." + other, "\"completed\" needs a service with a command");
+      }
       if (condition == DependsOn::kReady && stack.services.at(other).command.empty() &&
           stack.services.at(other).ready.kind != ReadyProbe::Kind::kNone) {
         invalid("services." + other + ".ready", "a service without a command has nothing to probe");
@@ -230,6 +240,18 @@ void check_dependencies(const StackSpec& stack) {
 }
 
 }  // namespace
+
+std::string check_log_pattern(const std::string& pattern) {
+  regex_t compiled;
+  const int status = regcomp(&compiled, pattern.c_str(), REG_EXTENDED | REG_NOSUB);
+  if (status == 0) {
+    regfree(&compiled);
+    return "";
+  }
+  char message[256];
+  regerror(status, &compiled, message, sizeof message);
+  return message;
+}
 
 const char* depends_on_name(DependsOn condition) {
   switch (condition) {

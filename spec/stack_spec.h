@@ -25,7 +25,7 @@ struct ReadyProbe {
   std::uint16_t port = 0;    // tcp, http
   std::string path = "/";    // http
   int status = 200;          // http: the status that means ready
-  std::string success;       // log: ECMAScript regex matched against each line of the command's output
+  std::string success;       // log: POSIX extended regex (no back-references) searched in each output line
   std::string failure;       // log: a line matching it fails the service (readiness_failed)
   std::vector<std::string> argv;  // exec: exit 0 means ready
   std::chrono::milliseconds interval{100};
@@ -76,6 +76,10 @@ constexpr std::size_t kMaxStackServices = 16;
 constexpr std::size_t kMaxStackStages = 32;
 constexpr std::size_t kMaxProbePattern = 512;
 constexpr std::size_t kMaxPublishedPorts = 8;  // per service
+
+// A log probe's pattern compiled as the stack's thread will use it (regcomp, REG_EXTENDED): "" when it
+// compiles, else regerror's text.
+std::string check_log_pattern(const std::string& pattern);
 
 // Throws http::ApiError("invalid_spec", "<field>: <problem>"), unknown fields, cycles and unknown names included.
 StackSpec parse_stack_spec(const nlohmann::json& body, const LimitPolicy& policy);

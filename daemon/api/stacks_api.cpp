@@ -31,6 +31,15 @@ void create_stack(ApiContext& ctx, const http::Request& request, const http::Res
   StackManager& stacks = stacks_of(ctx);
   const spec::StackSpec spec = spec::parse_stack_spec(parse_body(request), ctx.limits);
   const Caller caller = caller_of(request.peer);
+  // capsuled binds published host ports as root: below 1024 only for a caller who could bind them itself.
+  for (const auto& [name, service] : spec.services) {
+    for (const spec::PublishedPort& published : service.publish) {
+      if (published.host_port != 0 && published.host_port < 1024 && !caller.is_root()) {
+        throw http::ApiError("forbidden", "services." + name + ".publish: host port " +
+                                              std::to_string(published.host_port) + " is privileged (below 1024): root only");
+      }
+    }
+  }
   std::map<std::string, Submission> boxes;
   for (const auto& [name, service] : spec.services) {
     Submission submission;

@@ -45,6 +45,17 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
   auto run = std::make_shared<ExecRun>();
   run->id = sandbox::new_sandbox_id();
   run->spec = spec;
+  // The user is looked up in the image's passwd and group files before the lock: that reads files, and every
+  // session waits on the lock.
+  std::optional<images::ImageUser> user;
+  if (spec.user) {
+    std::vector<std::string> layers;
+    {
+      std::lock_guard lock(mutex_);
+      layers = live_session_locked(id)->environment.rootfs_layers;
+    }
+    user = resolve_exec_user(*spec.user, layers);
+  }
   std::lock_guard lock(mutex_);
   run->session = live_session_locked(id);
   Session& session = *run->session;
@@ -69,10 +80,9 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
     process.env.push_back(key + "=" + value);
   }
   if (spec.cwd) process.cwd = *spec.cwd;
-  if (spec.user) {
-    const images::ImageUser user = resolve_exec_user(*spec.user, session.environment.rootfs_layers);
-    process.uid = user.uid;
-    process.gid = user.gid;
+  if (user) {
+    process.uid = user->uid;
+    process.gid = user->gid;
   }
   process.stdin_data = spec.stdin_data;
   process.keep_stdin_open = spec.stdin_open || spec.pty;

@@ -123,9 +123,12 @@ void PortRelay::serve() {
       return static_cast<short>((!reading.eof && reading.pending.size() < kBuffer ? POLLIN : 0) |
                                 (writing.pending.empty() ? 0 : POLLOUT));
     };
+    // A side with nothing asked of it is left out (fd -1): poll reports POLLHUP and POLLERR unasked, which would
+    // spin on a side that can neither be read nor written now.
+    auto entry = [](int fd, short asked) { return pollfd{asked != 0 ? fd : -1, asked, 0}; };
     for (const Pair& pair : pairs) {
-      wanted.push_back({pair.client.get(), pair.connected ? events(pair.up, pair.down) : short{0}, 0});
-      wanted.push_back({pair.service.get(), pair.connected ? events(pair.down, pair.up) : short{POLLOUT}, 0});
+      wanted.push_back(entry(pair.client.get(), pair.connected ? events(pair.up, pair.down) : short{0}));
+      wanted.push_back(entry(pair.service.get(), pair.connected ? events(pair.down, pair.up) : short{POLLOUT}));
     }
     if (poll(wanted.data(), wanted.size(), -1) < 0 && errno != EINTR) return;
     if (wanted[0].revents != 0) return;  // stopping: every pair closes with the list
@@ -153,7 +156,12 @@ void PortRelay::serve() {
     }
     if (listening && (wanted[1].revents & POLLIN)) {
       base::UniqueFd client(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (!client) continue;
+      if (!client) {
+        // Out of descriptors (or memory): the connection waits in the backlog while the rest of the daemon
+        // frees some; polling the listener again at once would spin.
+        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) poll(wanted.data(), 1, 100);
+        continue;
+      }
       base::UniqueFd service(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
       const sockaddr_in address = loopback(port_);
       if (service && (connect(service.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 ||

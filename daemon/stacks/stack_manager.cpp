@@ -73,6 +73,7 @@ void StackManager::stop() {
   for (const auto& stack : stacks) {
     if (stack->thread.joinable()) stack->thread.join();
   }
+  join_finished();
 }
 
 void StackManager::update(Stack& stack, const std::function<void(StackRecord&)>& change) {
@@ -112,27 +113,42 @@ json StackManager::create(const spec::StackSpec& spec, std::map<std::string, Sub
     status.name = stage.name;
     record.stages.push_back(std::move(status));
   }
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) throw http::ApiError("draining", "capsuled is shutting down and accepts no new stacks");
-    if (live_.size() >= options_.max_stacks) {
-      throw http::ApiError("too_many_stacks", std::to_string(live_.size()) + " stacks are live, the most capsuled runs at once; delete one first");
-    }
-    const std::size_t per_user = std::max<std::size_t>(1, options_.max_stacks / 4);
-    const auto own = static_cast<std::size_t>(std::count_if(
-        live_.begin(), live_.end(), [&](const auto& entry) { return entry.second->peer.uid == peer.uid; }));
-    if (peer.uid != 0 && own >= per_user) {
-      throw http::ApiError("too_many_stacks", "uid " + std::to_string(peer.uid) + " has " + std::to_string(own) +
-                                                  " live stacks, the most one user may hold; delete one first");
-    }
-    live_[stack->id] = stack;
-  }
-  save_stack_record(options_.stacks_dir, record);
-  stack->thread = std::thread([this, stack] {
-    StackRun(*this, *stack).run();
-    end_thread(stack);
-  });
+  join_finished();
   std::lock_guard lock(mutex_);
+  if (stopping_) throw http::ApiError("draining", "capsuled is shutting down and accepts no new stacks");
+  if (live_.size() >= options_.max_stacks) {
+    throw http::ApiError("too_many_stacks", std::to_string(live_.size()) + " stacks are live, the most capsuled runs at once; delete one first");
+  }
+  const std::size_t per_user = std::max<std::size_t>(1, options_.max_stacks / 4);
+  const auto own = static_cast<std::size_t>(std::count_if(
+      live_.begin(), live_.end(), [&](const auto& entry) { return entry.second->peer.uid == peer.uid; }));
+  if (peer.uid != 0 && own >= per_user) {
+    throw http::ApiError("too_many_stacks", "uid " + std::to_string(peer.uid) + " has " + std::to_string(own) +
+                                                " live stacks, the most one user may hold; delete one first");
+  }
+  // All under the lock: the thread's first update waits for it, so `thread` is assigned before anyone looks.
+  save_stack_record(options_.stacks_dir, record);
+  live_[stack->id] = stack;
+  try {
+    stack->thread = std::thread([this, stack] {
+      try {
+        StackRun(*this, *stack).run();
+      } catch (const std::exception& e) {  // StackRun records its own failures; this is the last guard
+        spdlog::error("stack {}: {}", stack->id, e.what());
+        std::lock_guard guard(mutex_);
+        if (stack->end_state.empty()) {
+          stack->end_state = "lost";
+          stack->end_reason = std::string("capsuled failed to drive it: ") + e.what();
+        }
+      }
+      end_thread(stack);
+    });
+  } catch (...) {
+    live_.erase(stack->id);
+    std::error_code ignored;
+    std::filesystem::remove(options_.stacks_dir + "/" + stack->id + ".json", ignored);
+    throw;
+  }
   return stack->record.to_json();
 }
 
@@ -147,9 +163,9 @@ void StackManager::end_thread(const std::shared_ptr<Stack>& stack) {
     ended_[stack->id] = copy;
     forget_oldest_locked();
     if (!stopping_) {
-      // Not joined by stop(): this thread is let go, and the stack leaves the live ones.
-      stack->thread.detach();
+      // Its thread ends just after this; the next create() or stop() joins it.
       live_.erase(stack->id);
+      finished_.push_back(stack);
     }
   }
   try {
@@ -158,6 +174,17 @@ void StackManager::end_thread(const std::shared_ptr<Stack>& stack) {
     spdlog::error("stack {}: saving its record failed: {}", copy.id, e.what());
   }
   changed_.notify_all();
+}
+
+void StackManager::join_finished() {
+  std::vector<std::shared_ptr<Stack>> finished;
+  {
+    std::lock_guard lock(mutex_);
+    finished.swap(finished_);
+  }
+  for (const auto& stack : finished) {
+    if (stack->thread.joinable()) stack->thread.join();
+  }
 }
 
 json StackManager::wait_started(const std::string& id, std::chrono::milliseconds timeout) {
@@ -173,11 +200,30 @@ json StackManager::wait_started(const std::string& id, std::chrono::milliseconds
   throw http::ApiError("not_found", "no stack with id " + id);
 }
 
+json StackManager::with_live_usage(json stack) const {
+  for (auto& [name, service] : stack["services"].items()) {
+    const std::string session = service.value("session", "");
+    if (session.empty()) continue;
+    if (const std::optional<json> live = sessions_.get(session); live && live->contains("usage")) {
+      service["usage"] = (*live)["usage"];
+    }
+  }
+  return stack;
+}
+
 std::optional<json> StackManager::get(const std::string& id) const {
-  std::lock_guard lock(mutex_);
-  if (auto live = live_.find(id); live != live_.end()) return live->second->record.to_json();
-  if (auto ended = ended_.find(id); ended != ended_.end()) return ended->second.to_json();
-  return std::nullopt;
+  json live_stack;
+  {
+    std::lock_guard lock(mutex_);
+    auto live = live_.find(id);
+    if (live == live_.end() || !live->second->end_state.empty()) {
+      if (auto ended = ended_.find(id); ended != ended_.end()) return ended->second.to_json();
+      if (live == live_.end()) return std::nullopt;
+      return live->second->record.to_json();  // ending: its sessions are going
+    }
+    live_stack = live->second->record.to_json();
+  }
+  return with_live_usage(std::move(live_stack));
 }
 
 std::optional<uid_t> StackManager::owner(const std::string& id) const {

@@ -61,6 +61,10 @@ class StackManager {
   // Applies `change` to the stack's record under the lock, saves it and wakes waiters.
   void update(Stack& stack, const std::function<void(StackRecord&)>& change);
   void end_thread(const std::shared_ptr<Stack>& stack);
+  // Joins the threads of stacks that have ended (never the caller's own).
+  void join_finished();
+  // A live stack's object with each service's usage read from its session now (outside the lock).
+  nlohmann::json with_live_usage(nlohmann::json stack) const;
   // Drops the oldest ended records (and their files) past options_.kept_records. Under the lock.
   void forget_oldest_locked();
 
@@ -70,6 +74,7 @@ class StackManager {
   std::condition_variable changed_;
   std::map<std::string, std::shared_ptr<Stack>> live_;  // by id, until its thread has torn it down
   std::map<std::string, StackRecord> ended_;            // records of stacks no longer live
+  std::vector<std::shared_ptr<Stack>> finished_;        // ended, their threads not yet joined
   bool stopping_ = false;
 };
 

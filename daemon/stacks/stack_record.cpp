@@ -33,7 +33,7 @@ json StackRecord::to_json() const {
     }
     services_json[name] = {{"state", s.state}, {"session", s.session}, {"exec_id", s.exec_id},
                            {"ready_ms", optional_json(s.ready_ms)}, {"exit_code", optional_json(s.exit_code)},
-                           {"probe", s.probe}, {"published", published}};
+                           {"probe", s.probe}, {"published", published}, {"usage", s.usage}};
   }
   json stages_json = json::array();
   for (const StageStatus& s : stages) {
@@ -92,6 +92,7 @@ StackRecord StackRecord::from_json(const json& j) {
     service.ready_ms = optional_of<std::int64_t>(s, "ready_ms");
     service.exit_code = optional_of<int>(s, "exit_code");
     service.probe = s.value("probe", "");
+    service.usage = s.value("usage", json(nullptr));
     for (const json& published : s.value("published", json::array())) {
       const std::string host = published.at("host").get<std::string>();
       service.published[published.at("port").get<std::uint16_t>()] =

@@ -34,6 +34,7 @@ struct ServiceStatus {
   std::optional<int> exit_code;
   std::string probe;              // the last probe's outcome
   std::map<std::uint16_t, std::uint16_t> published;  // port inside -> host port on 127.0.0.1, while live
+  nlohmann::json usage;           // its box's {cpu_ms, peak_memory_bytes}: live from its session, kept at the end
 };
 
 struct StageStatus {

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <regex>
+#include <regex.h>
 #include <set>
 #include <thread>
 
@@ -30,8 +30,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kMaxLine = 8192;          // longer lines are cut for the log probe
-constexpr std::size_t kMaxQueuedLines = 10000;  // between two looks of the stack thread
+constexpr std::size_t kMaxLine = 4096;               // longer lines are cut for the log probe
+constexpr std::size_t kMaxQueuedBytes = 1 << 20;     // between two looks of the stack thread; older lines go
 constexpr std::uint64_t kMaxReportBytes = 64ull << 20;
 constexpr auto kTick = std::chrono::milliseconds(20);
 
@@ -66,6 +66,7 @@ struct CommandWatch {
   bool keep_lines = false;
   std::string partial;
   std::deque<std::string> lines;
+  std::size_t queued_bytes = 0;
   std::uint64_t dropped = 0;
 
   void take(const json& event) {
@@ -90,12 +91,42 @@ struct CommandWatch {
     }
   }
   void push(std::string line) {
-    if (lines.size() >= kMaxQueuedLines) {
+    if (!keep_lines) return;
+    while (!lines.empty() && queued_bytes + line.size() > kMaxQueuedBytes) {
+      queued_bytes -= lines.front().size();
       lines.pop_front();
       ++dropped;
     }
+    queued_bytes += line.size();
     lines.push_back(std::move(line));
   }
+  // The log probe is done with it: nothing more is kept.
+  void stop_keeping_lines() {
+    std::lock_guard lock(mutex);
+    keep_lines = false;
+    lines.clear();
+    partial.clear();
+    queued_bytes = 0;
+  }
+};
+
+// A log probe's pattern as POSIX extended regex (glibc's regexec, bounded time without back-references, which
+// the spec refuses). Compiled once per service.
+class LogPattern {
+ public:
+  explicit LogPattern(const std::string& pattern) {
+    compiled_ = regcomp(&regex_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
+  }
+  ~LogPattern() {
+    if (compiled_) regfree(&regex_);
+  }
+  LogPattern(const LogPattern&) = delete;
+  LogPattern& operator=(const LogPattern&) = delete;
+  bool found_in(const std::string& line) const { return compiled_ && regexec(&regex_, line.c_str(), 0, nullptr, 0) == 0; }
+
+ private:
+  regex_t regex_{};
+  bool compiled_ = false;
 };
 
 struct StackRun::Service {
@@ -106,7 +137,7 @@ struct StackRun::Service {
   Clock::time_point started{};
   Clock::time_point next_probe{};
   std::string state = "pending";
-  std::optional<std::regex> success, failure;
+  std::unique_ptr<LogPattern> success, failure;
 };
 
 StackRun::StackRun(StackManager& manager, StackManager::Stack& stack)
@@ -115,17 +146,23 @@ StackRun::StackRun(StackManager& manager, StackManager::Stack& stack)
 StackRun::~StackRun() = default;
 
 void StackRun::run() {
-  if (set_up()) {
-    bool after_deploy = false;
-    for (std::size_t i = 0; i < stack_.spec.stages.size(); ++i) {
-      const bool passed = stack_.spec.stages[i].deploy ? deploy(i) : run_exec_stage(i, after_deploy);
-      after_deploy = after_deploy || stack_.spec.stages[i].deploy;
-      if (!passed) break;
+  std::size_t stage = 0;
+  try {
+    if (set_up()) {
+      bool after_deploy = false;
+      for (; stage < stack_.spec.stages.size(); ++stage) {
+        const bool passed = stack_.spec.stages[stage].deploy ? deploy(stage) : run_exec_stage(stage, after_deploy);
+        after_deploy = after_deploy || stack_.spec.stages[stage].deploy;
+        if (!passed) break;
+      }
     }
+  } catch (const std::exception& e) {  // capsuled's own failure (no thread, no memory): the stack fails, tidily
+    fail(std::min(stage, stack_.spec.stages.size() - 1), stack_reason::kSetupFailed, "",
+         std::string("capsuled could not go on: ") + e.what());
   }
   manager_.update(stack_, [](StackRecord& record) {
-    for (StageStatus& stage : record.stages) {
-      if (stage.state == "pending") stage.state = "skipped";
+    for (StageStatus& status : record.stages) {
+      if (status.state == "pending") status.state = "skipped";
     }
     if (record.state == "starting") record.state = record.failure ? "failed" : "up";
   });
@@ -161,8 +198,8 @@ bool StackRun::set_up() {
     service->spec = &stack_.spec.services.at(name);
     const spec::ReadyProbe& ready = service->spec->ready;
     if (ready.kind == spec::ReadyProbe::Kind::kLog) {
-      service->success.emplace(ready.success, std::regex::ECMAScript);
-      if (!ready.failure.empty()) service->failure.emplace(ready.failure, std::regex::ECMAScript);
+      service->success = std::make_unique<LogPattern>(ready.success);
+      if (!ready.failure.empty()) service->failure = std::make_unique<LogPattern>(ready.failure);
     }
     spec::SessionSpec box = service->spec->box;
     box.environment.labels["capsule/stack"] = stack_.id;
@@ -276,7 +313,11 @@ bool StackRun::run_exec_stage(std::size_t index, bool after_deploy) {
   manager_.update(stack_, [&](StackRecord& record) { record.stages[index].exec_id = watch->id; });
   const std::optional<json> run = await_exec(*watch, Clock::time_point::max());
   if (!run) {
-    manager_.sessions_.cancel_exec(service.session, watch->id);
+    try {
+      manager_.sessions_.cancel_exec(service.session, watch->id);
+    } catch (const std::exception&) {
+      // It ended meanwhile, or its session went: nothing is left to cancel.
+    }
     fail(index, stack_reason::kCancelled, service.name, "the stack was ended during the stage");
     return false;
   }
@@ -323,13 +364,14 @@ StackRun::Probe StackRun::probe(Service& service, std::string& detail, bool& ref
       {
         std::lock_guard lock(service.command->mutex);
         lines.swap(service.command->lines);
+        service.command->queued_bytes = 0;
       }
       for (const std::string& line : lines) {
-        if (service.failure && std::regex_search(line, *service.failure)) {
+        if (service.failure && service.failure->found_in(line)) {
           detail = "the failure pattern matched: " + line.substr(0, 200);
           return Probe::kFailed;
         }
-        if (std::regex_search(line, *service.success)) {
+        if (service.success->found_in(line)) {
           detail = "matched: " + line.substr(0, 200);
           return Probe::kReady;
         }
@@ -436,6 +478,7 @@ bool StackRun::deploy(std::size_t index) {
         }
         if (ended && service.state != "completed") {
           const std::optional<int> code = exit_code_of(*ended);
+          const bool was_ready = service.state == "ready";
           const bool clean = status_of(*ended) == "succeeded";
           const bool expected = clean && awaited_ends.contains(name);
           service.state = expected ? "completed" : "exited";
@@ -447,7 +490,7 @@ bool StackRun::deploy(std::size_t index) {
             fail(index, stack_reason::kContainerExit, name,
                  "its command ended " + status_of(*ended) +
                      (code ? " with exit code " + std::to_string(*code) : std::string()) +
-                     (service.state == "ready" ? " after it was ready" : " before it was ready") + " (run " +
+                     (was_ready ? " after it was ready" : " before it was ready") + " (run " +
                      service.command->id + ")");
             return false;
           }
@@ -463,6 +506,7 @@ bool StackRun::deploy(std::size_t index) {
           const Probe outcome = probe(service, detail, refused);
           last_refused[name] = refused;
           set_service(name, [&](ServiceStatus& s) { s.probe = detail; });
+          if (outcome != Probe::kNotYet && service.command) service.command->stop_keeping_lines();
           if (outcome == Probe::kReady) {
             service.state = "ready";
             const std::int64_t ready_ms = ms_since(service.started);
@@ -573,6 +617,9 @@ void StackRun::tear_down() {
   }
   for (const auto& [name, service] : services_) {
     if (service->session.empty()) continue;
+    if (const std::optional<json> session = manager_.sessions_.get(service->session); session && session->contains("usage")) {
+      set_service(name, [&](ServiceStatus& s) { s.usage = (*session)["usage"]; });  // what its box used, kept
+    }
     try {
       manager_.sessions_.remove(service->session, "its stack " + stack_.id + " ended: " + end_reason);
     } catch (const std::exception& e) {

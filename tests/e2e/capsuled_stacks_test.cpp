@@ -121,8 +121,14 @@ TEST_F(CapsuledStacks, ServicesMeetByNameOnTheirOwnNetworkAndTheTestStageIsCount
   const HttpResponse exec = call("POST", "/v1/sessions/" + web_session + "/exec", {{"argv", {"hostname"}}});
   EXPECT_EQ(body_json(exec)["result"]["stdout"]["head"], "web\n");
 
+  // Usage is read from the box after each exec ends (the session tidies after answering): soon, not at once.
+  EXPECT_TRUE(eventually([&] {
+    return get_stack(stack["id"])["services"]["web"]["usage"]["peak_memory_bytes"].get<std::int64_t>() > 0;
+  })) << get_stack(stack["id"])["services"].dump();
+  EXPECT_GT(get_stack(stack["id"])["services"]["driver"]["usage"]["cpu_ms"].get<std::int64_t>(), 0);
   const json deleted = remove(stack["id"]);
   EXPECT_EQ(deleted["state"], "deleted");
+  EXPECT_GT(deleted["services"]["web"]["usage"]["peak_memory_bytes"].get<std::int64_t>(), 0) << "usage kept at the end";
   EXPECT_EQ(deleted["services"]["web"]["state"], "stopped");
   EXPECT_EQ(get_stack(stack["id"])["state"], "deleted");
   EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + web_session))["state"], "deleted");
@@ -186,9 +192,11 @@ TEST_F(CapsuledStacks, EachBrokenStackFailsAtItsStageWithItsReason) {
   wrong_port["ready"] = {{"http", {{"port", kWebPort + 1}}}, {"deadline", "2s"}};
   expect_failure(create(with_web(wrong_port, {deploy, test_stage()})), "deploy", "connection_refused", "web");
 
-  // Never ready: the log line it waits for never comes.
+  // Never ready: the log line it waits for never comes. Its output is what makes a backtracking matcher take
+  // exponential time on this pattern (4000 a's then a b); the stack must still end at its deadline.
   json silent = web_service();
-  silent["ready"] = {{"log", {{"success", "^ready$"}}}, {"deadline", "1500ms"}};
+  silent["command"] = {"sh", "-c", "for i in 1 2 3 4 5; do printf '%04000d' 0 | tr 0 a; echo b; done; sleep 60"};
+  silent["ready"] = {{"log", {{"success", "^(a+)+$"}}}, {"deadline", "1500ms"}};
   const json never = create(with_web(silent, {deploy, test_stage()}));
   expect_failure(never, "deploy", "deploy_timeout", "web");
   EXPECT_EQ(never["stages"][1]["state"], "skipped");
@@ -236,6 +244,11 @@ TEST_F(CapsuledStacks, BadSpecsAreRefusedAndOtherUsersCannotSeeOrEndAStack) {
   EXPECT_EQ(seen.status, 404) << seen.body << seen.failure;
   const UserCall deleted = call_as(user, socket_, "DELETE", "/v1/stacks/" + id);
   EXPECT_EQ(deleted.status, 404) << deleted.body;
+  json privileged = {{"services", {{"web", web_service()}}}};
+  privileged["services"]["web"]["publish"] = {{{"port", kWebPort}, {"host_port", 80}}};
+  const UserCall low_port = call_as(user, socket_, "POST", "/v1/stacks", privileged);
+  EXPECT_EQ(low_port.status, 403) << low_port.body;
+  EXPECT_NE(low_port.body.find("privileged"), std::string::npos) << low_port.body;
   const UserCall listed = call_as(user, socket_, "GET", "/v1/stacks");
   EXPECT_EQ(listed.status, 200) << listed.body;
   EXPECT_TRUE(listed.json()["stacks"].empty()) << listed.body;

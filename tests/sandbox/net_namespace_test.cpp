@@ -96,9 +96,10 @@ TEST_F(NetworkNamespaceTest, BoxesJoiningOneNamespaceMeetOnLoopbackAndNoOneElseC
                                                 "try:\n"
                                                 "    fcntl.ioctl(s, 0x8914, struct.pack(\"16sH\", b\"lo\", 0)); print(\"lo down\")\n"
                                                 "except OSError as e:\n"
-                                                "    print(\"refused\", e.errno)'; ls /sys"));
+                                                "    print(\"refused\", e.errno)'; ls /sys; "
+                                                "python3 -c 'import socket; socket.socket().bind((\"127.0.0.1\", 80)); print(\"port 80\")'"));
   const Result shown = await_all({a.get(), b.get()}, {server.get(), links.get()}, *links);
-  EXPECT_EQ(shown.stdout_capture.head, "lo\nrefused 1\nfs\n") << shown.stderr_capture.head;
+  EXPECT_EQ(shown.stdout_capture.head, "lo\nrefused 1\nfs\nport 80\n") << shown.stderr_capture.head;
 
   server->cancel();
   await_all({a.get()}, {server.get()}, *server);

@@ -72,11 +72,11 @@ TEST(StackSpec, EgressProxyPutsEveryServiceOnTheProxyAtTheStacksDate) {
   const LimitPolicy policy = default_limit_policy();
   json body = demo();
   body["network"] = {{"egress", "proxy"}, {"as_of", "2022-07-01"}};
-  body["services"]["tests"]["as_of"] = "2021-01-01";
+  body["services"]["tests"]["as_of"] = "2022-07-01";
   const StackSpec spec = parse_stack_spec(body, policy);
   EXPECT_EQ(spec.services.at("db").box.environment.network, "proxy");
   EXPECT_EQ(spec.services.at("db").box.environment.as_of, "2022-07-01");
-  EXPECT_EQ(spec.services.at("tests").box.environment.as_of, "2021-01-01");
+  EXPECT_EQ(spec.services.at("tests").box.environment.as_of, "2022-07-01");
   const json printed = to_json(spec);
   EXPECT_FALSE(printed["services"]["db"].contains("network"));
   EXPECT_EQ(to_json(parse_stack_spec(printed, policy)), printed);
@@ -112,8 +112,20 @@ TEST(StackSpec, EachBadFieldIsNamed) {
 
   json pattern = demo();
   pattern["services"]["db"]["ready"] = {{"log", {{"success", "ready ("}}}};
-  EXPECT_NE(stack_error(pattern).find("services.db.ready.log.success: is not a valid regular expression"),
-            std::string::npos);
+  EXPECT_NE(stack_error(pattern).find("services.db.ready.log.success: is not a POSIX extended regular expression"),
+            std::string::npos) << stack_error(pattern);
+  pattern["services"]["db"]["ready"] = {{"log", {{"success", "(a+)\\1"}}}};
+  EXPECT_EQ(stack_error(pattern), "invalid_spec: services.db.ready.log.success: back-references (\\1 to \\9) are not allowed");
+
+  json completed = demo();
+  completed["services"]["app"]["depends_on"] = {{"tests", "completed"}};
+  completed["services"]["tests"]["depends_on"] = json::object();
+  EXPECT_EQ(stack_error(completed), "invalid_spec: services.app.depends_on.tests: \"completed\" needs a service with a command");
+
+  json dated = demo();
+  dated["network"] = {{"egress", "proxy"}, {"as_of", "2022-07-01"}};
+  dated["services"]["db"]["as_of"] = "2021-01-01";
+  EXPECT_EQ(stack_error(dated), "invalid_spec: services.db.as_of: the stack's one package proxy serves network.as_of; give the date there");
 
   json port = demo();
   port["services"]["app"]["ready"] = {{"tcp", 70000}};
