@@ -205,13 +205,15 @@ StageSpec parse_stage(const json& body, const std::string& where, const StackSpe
   stage.service = string_field(body["service"], where + ".service");
   if (!stack.services.contains(stage.service)) invalid(where + ".service", "no service named '" + stage.service + "'");
   if (!body.contains("argv")) invalid(where + ".argv", "is required");
-  stage.argv = argv_field(body["argv"], where + ".argv");
-  if (body.contains("env")) stage.env = string_map(body["env"], where + ".env");
-  if (body.contains("cwd")) {
-    stage.cwd = string_field(body["cwd"], where + ".cwd");
-    if (!is_absolute_clean(*stage.cwd)) invalid(where + ".cwd", "must be an absolute path without ..");
+  json exec = json::object();
+  for (const char* key : {"argv", "env", "cwd", "timeout"}) {
+    if (body.contains(key)) exec[key] = body[key];
   }
-  if (body.contains("timeout")) stage.timeout = duration_field(body["timeout"], where + ".timeout");
+  try {
+    stage.exec = parse_exec_spec(exec);  // the checks a session exec gets: names, NUL bytes, paths, durations
+  } catch (const http::ApiError& e) {
+    throw http::ApiError(e.code(), where + "." + std::string(e.what()));
+  }
   if (body.contains("junit")) {
     stage.junit = string_list(body["junit"], where + ".junit");
     for (const auto& glob : stage.junit) {
@@ -360,9 +362,9 @@ json to_json(const StackSpec& stack) {
       stages.push_back({{"name", stage.name}, {"deadline", stage.deadline.count()}});
       continue;
     }
-    json j = {{"name", stage.name}, {"service", stage.service}, {"argv", stage.argv}, {"env", stage.env},
-              {"timeout", stage.timeout.count()}, {"junit", stage.junit}};
-    if (stage.cwd) j["cwd"] = *stage.cwd;
+    json j = {{"name", stage.name}, {"service", stage.service}, {"argv", stage.exec.argv}, {"env", stage.exec.env},
+              {"timeout", stage.exec.timeout.count()}, {"junit", stage.junit}};
+    if (stage.exec.cwd) j["cwd"] = *stage.exec.cwd;
     stages.push_back(j);
   }
   json network = {{"egress", stack.egress}};

@@ -53,10 +53,8 @@ struct StageSpec {
   bool deploy = false;              // the stage that starts the commands (name "deploy")
   std::chrono::milliseconds deadline{0};  // deploy: all services ready within it; 0: each probe's own deadline
   std::string service;              // an exec stage: which service's box it runs in
-  std::vector<std::string> argv;
-  std::map<std::string, std::string> env;
-  std::optional<std::string> cwd;
-  std::chrono::milliseconds timeout{0};   // 0: the service's wall-time limit
+  ExecSpec exec;                    // its argv, env, cwd and timeout (0: the service's wall-time limit), parsed
+                                    // as a session exec's are
   std::vector<std::string> junit;   // report globs read from the box after the exec (relative: from /workspace)
 };
 

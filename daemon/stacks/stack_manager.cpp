@@ -76,14 +76,15 @@ void StackManager::stop() {
   join_finished();
 }
 
-void StackManager::update(Stack& stack, const std::function<void(StackRecord&)>& change) {
+void StackManager::update(Stack& stack, const std::function<void(StackRecord&)>& change, bool persist) {
   StackRecord copy;
   {
     std::lock_guard lock(mutex_);
     change(stack.record);
-    copy = stack.record;
+    if (persist) copy = stack.record;
   }
   changed_.notify_all();
+  if (!persist) return;
   try {
     save_stack_record(options_.stacks_dir, copy);
   } catch (const std::exception& e) {

@@ -58,8 +58,8 @@ class StackManager {
 
  private:
   friend class StackRun;
-  // Applies `change` to the stack's record under the lock, saves it and wakes waiters.
-  void update(Stack& stack, const std::function<void(StackRecord&)>& change);
+  // Applies `change` to the stack's record under the lock, saves it (unless `persist` is false) and wakes waiters.
+  void update(Stack& stack, const std::function<void(StackRecord&)>& change, bool persist = true);
   void end_thread(const std::shared_ptr<Stack>& stack);
   // Joins the threads of stacks that have ended (never the caller's own).
   void join_finished();
@@ -89,6 +89,14 @@ struct StackManager::Stack {
   std::string end_reason;
   std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
   std::thread thread;
+
+  // Asks for the end ("expired") once the TTL has passed and nothing else asked first. Under the manager's lock.
+  void expire_if_due_locked() {
+    if (end_state.empty() && std::chrono::steady_clock::now() >= expires) {
+      end_state = "expired";
+      end_reason = "its ttl passed";
+    }
+  }
 };
 
 }  // namespace capsule::daemon

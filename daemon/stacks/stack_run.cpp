@@ -7,18 +7,13 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <regex.h>
-#include <set>
-#include <thread>
 
-#include "base/base64.h"
 #include "base/unique_fd.h"
 #include "daemon/record/junit.h"
-#include "daemon/stacks/probes.h"
+#include "daemon/stacks/stack_run_parts.h"
 #include "http/response.h"
 #include "sandbox/command.h"
 #include "sandbox/root_files.h"
@@ -30,115 +25,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::size_t kMaxLine = 4096;               // longer lines are cut for the log probe
-constexpr std::size_t kMaxQueuedBytes = 1 << 20;     // between two looks of the stack thread; older lines go
 constexpr std::uint64_t kMaxReportBytes = 64ull << 20;
-constexpr auto kTick = std::chrono::milliseconds(20);
-
-std::int64_t ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string status_of(const json& run) {
-  if (run.contains("result") && run["result"].is_object() && run["result"].contains("status")) {
-    return run["result"]["status"].get<std::string>();
-  }
-  return run.value("state", "");
-}
-
-std::optional<int> exit_code_of(const json& run) {
-  if (run.contains("result") && run["result"].is_object() && run["result"].contains("exit_code") &&
-      run["result"]["exit_code"].is_number_integer()) {
-    return run["result"]["exit_code"].get<int>();
-  }
-  return std::nullopt;
-}
 
 }  // namespace
-
-// What the session manager tells of one exec, kept for the stack thread: its end, and (for a log probe) its
-// output cut into lines. Filled from the manager's threads, so it only appends under its own lock.
-struct CommandWatch {
-  std::mutex mutex;
-  std::condition_variable ended;
-  std::string id;
-  std::optional<json> finished;  // the run object
-  bool keep_lines = false;
-  std::string partial;
-  std::deque<std::string> lines;
-  std::size_t queued_bytes = 0;
-  std::uint64_t dropped = 0;
-
-  void take(const json& event) {
-    const std::string kind = event.value("event", "");
-    std::lock_guard lock(mutex);
-    if (kind == "finished") {
-      finished = event.value("run", json::object());
-      if (!partial.empty()) push(std::move(partial));
-      partial.clear();
-      ended.notify_all();
-    } else if (keep_lines && (kind == "stdout" || kind == "stderr")) {
-      const std::optional<std::string> bytes = base::base64_decode(event.value("data_b64", ""));
-      if (!bytes) return;
-      for (char c : *bytes) {
-        if (c == '\n') {
-          push(std::move(partial));
-          partial.clear();
-        } else if (partial.size() < kMaxLine) {
-          partial.push_back(c);
-        }
-      }
-    }
-  }
-  void push(std::string line) {
-    if (!keep_lines) return;
-    while (!lines.empty() && queued_bytes + line.size() > kMaxQueuedBytes) {
-      queued_bytes -= lines.front().size();
-      lines.pop_front();
-      ++dropped;
-    }
-    queued_bytes += line.size();
-    lines.push_back(std::move(line));
-  }
-  // The log probe is done with it: nothing more is kept.
-  void stop_keeping_lines() {
-    std::lock_guard lock(mutex);
-    keep_lines = false;
-    lines.clear();
-    partial.clear();
-    queued_bytes = 0;
-  }
-};
-
-// A log probe's pattern as POSIX extended regex (glibc's regexec, bounded time without back-references, which
-// the spec refuses). Compiled once per service.
-class LogPattern {
- public:
-  explicit LogPattern(const std::string& pattern) {
-    compiled_ = regcomp(&regex_, pattern.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
-  }
-  ~LogPattern() {
-    if (compiled_) regfree(&regex_);
-  }
-  LogPattern(const LogPattern&) = delete;
-  LogPattern& operator=(const LogPattern&) = delete;
-  bool found_in(const std::string& line) const { return compiled_ && regexec(&regex_, line.c_str(), 0, nullptr, 0) == 0; }
-
- private:
-  regex_t regex_{};
-  bool compiled_ = false;
-};
-
-struct StackRun::Service {
-  std::string name;
-  const spec::ServiceSpec* spec = nullptr;
-  std::string session;
-  std::shared_ptr<CommandWatch> command;
-  Clock::time_point started{};
-  Clock::time_point next_probe{};
-  std::string state = "pending";
-  std::unique_ptr<LogPattern> success, failure;
-};
 
 StackRun::StackRun(StackManager& manager, StackManager::Stack& stack)
     : manager_(manager), stack_(stack), dir_(manager.options_.stacks_dir + "/" + stack.id) {}
@@ -246,10 +135,7 @@ bool StackRun::set_up() {
 
 bool StackRun::ending() {
   std::lock_guard lock(manager_.mutex_);
-  if (stack_.end_state.empty() && Clock::now() >= stack_.expires) {
-    stack_.end_state = "expired";
-    stack_.end_reason = "its ttl passed";
-  }
+  stack_.expire_if_due_locked();
   return !stack_.end_state.empty();
 }
 
@@ -262,8 +148,8 @@ void StackRun::fail(std::size_t stage, const std::string& reason, const std::str
   });
 }
 
-void StackRun::set_service(const std::string& name, const std::function<void(ServiceStatus&)>& change) {
-  manager_.update(stack_, [&](StackRecord& record) { change(record.services[name]); });
+void StackRun::set_service(const std::string& name, const std::function<void(ServiceStatus&)>& change, bool persist) {
+  manager_.update(stack_, [&](StackRecord& record) { change(record.services[name]); }, persist);
 }
 
 std::shared_ptr<CommandWatch> StackRun::start_exec(Service& service, spec::ExecSpec exec, bool keep_lines) {
@@ -296,11 +182,7 @@ bool StackRun::run_exec_stage(std::size_t index, bool after_deploy) {
     record.stages[index].state = "running";
     record.stages[index].started_ms = unix_ms();
   });
-  spec::ExecSpec exec;
-  exec.argv = stage.argv;
-  exec.env = stage.env;
-  exec.cwd = stage.cwd;
-  exec.timeout = stage.timeout;
+  spec::ExecSpec exec = stage.exec;
   exec.labels["capsule/stage"] = stage.name;
   std::shared_ptr<CommandWatch> watch;
   try {
@@ -342,219 +224,6 @@ bool StackRun::run_exec_stage(std::size_t index, bool after_deploy) {
   return false;
 }
 
-StackRun::Probe StackRun::probe(Service& service, std::string& detail, bool& refused) {
-  const spec::ReadyProbe& ready = service.spec->ready;
-  const auto timeout = std::clamp(ready.interval * 5, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
-  switch (ready.kind) {
-    case spec::ReadyProbe::Kind::kNone: return Probe::kReady;
-    case spec::ReadyProbe::Kind::kTcp: {
-      const ProbeOutcome outcome = probe_tcp(ready.port, timeout);
-      detail = outcome.detail;
-      refused = outcome.refused;
-      return outcome.ready ? Probe::kReady : Probe::kNotYet;
-    }
-    case spec::ReadyProbe::Kind::kHttp: {
-      const ProbeOutcome outcome = probe_http(ready.port, ready.path, ready.status, service.name, timeout);
-      detail = outcome.detail;
-      refused = outcome.refused;
-      return outcome.ready ? Probe::kReady : Probe::kNotYet;
-    }
-    case spec::ReadyProbe::Kind::kLog: {
-      std::deque<std::string> lines;
-      {
-        std::lock_guard lock(service.command->mutex);
-        lines.swap(service.command->lines);
-        service.command->queued_bytes = 0;
-      }
-      for (const std::string& line : lines) {
-        if (service.failure && service.failure->found_in(line)) {
-          detail = "the failure pattern matched: " + line.substr(0, 200);
-          return Probe::kFailed;
-        }
-        if (service.success->found_in(line)) {
-          detail = "matched: " + line.substr(0, 200);
-          return Probe::kReady;
-        }
-      }
-      detail = "the success pattern has not matched yet";
-      return Probe::kNotYet;
-    }
-    case spec::ReadyProbe::Kind::kExec: {
-      spec::ExecSpec exec;
-      exec.argv = ready.argv;
-      exec.timeout = timeout;
-      exec.labels["capsule/probe"] = service.name;
-      try {
-        std::shared_ptr<CommandWatch> watch = start_exec(service, exec, false);
-        const std::optional<json> run = await_exec(*watch, Clock::now() + timeout + std::chrono::seconds(5));
-        if (!run) {
-          detail = "the probe did not end in time";
-          return Probe::kNotYet;
-        }
-        const std::optional<int> code = exit_code_of(*run);
-        detail = "probe " + status_of(*run) + (code ? " (exit " + std::to_string(*code) + ")" : std::string());
-        return status_of(*run) == "succeeded" ? Probe::kReady : Probe::kNotYet;
-      } catch (const std::exception& e) {
-        detail = std::string("the probe could not start: ") + e.what();
-        return Probe::kNotYet;
-      }
-    }
-  }
-  return Probe::kNotYet;
-}
-
-bool StackRun::deploy(std::size_t index) {
-  const spec::StageSpec& stage = stack_.spec.stages[index];
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point stage_deadline =
-      stage.deadline.count() > 0 ? start + stage.deadline : Clock::time_point::max();
-  manager_.update(stack_, [&](StackRecord& record) {
-    record.stages[index].state = "running";
-    record.stages[index].started_ms = unix_ms();
-  });
-  // Who waits on a service's successful end ("completed"): its command may end without being a failure.
-  std::set<std::string> awaited_ends;
-  for (const auto& [name, service] : stack_.spec.services) {
-    for (const auto& [other, condition] : service.depends_on) {
-      if (condition == spec::DependsOn::kCompleted) awaited_ends.insert(other);
-    }
-  }
-  const std::vector<std::string> order = stack_.spec.start_order();
-  std::map<std::string, bool> last_refused;
-  for (;;) {
-    if (ending()) {
-      fail(index, stack_reason::kCancelled, "", "the stack was ended during deploy");
-      return false;
-    }
-    bool all_ready = true;
-    for (const std::string& name : order) {
-      Service& service = *services_.at(name);
-      const spec::ServiceSpec& spec = *service.spec;
-      if (service.state == "pending") {
-        bool free = true;
-        for (const auto& [other, condition] : spec.depends_on) {
-          const Service& dependency = *services_.at(other);
-          if (condition == spec::DependsOn::kStarted) free = free && dependency.state != "pending";
-          if (condition == spec::DependsOn::kReady) free = free && dependency.state == "ready";
-          if (condition == spec::DependsOn::kCompleted) free = free && dependency.state == "completed";
-        }
-        if (!free) {
-          all_ready = false;
-          continue;
-        }
-        if (spec.command.empty()) {
-          service.state = "ready";
-          set_service(name, [](ServiceStatus& s) {
-            s.state = "ready";
-            s.ready_ms = 0;
-          });
-          continue;
-        }
-        spec::ExecSpec exec;
-        exec.argv = spec.command;
-        exec.background = true;
-        exec.timeout = std::chrono::milliseconds(0);
-        exec.labels["capsule/command"] = name;
-        try {
-          service.command = start_exec(service, exec, spec.ready.kind == spec::ReadyProbe::Kind::kLog);
-        } catch (const std::exception& e) {
-          set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
-          fail(index, stack_reason::kContainerExit, name, std::string("its command could not start: ") + e.what());
-          return false;
-        }
-        service.state = "started";
-        service.started = service.next_probe = Clock::now();
-        const std::string exec_id = service.command->id;
-        set_service(name, [&](ServiceStatus& s) {
-          s.state = "started";
-          s.exec_id = exec_id;
-        });
-      }
-      if (service.state == "started" || service.state == "ready" || service.state == "completed") {
-        std::optional<json> ended;
-        if (service.command) {
-          std::lock_guard lock(service.command->mutex);
-          ended = service.command->finished;
-        }
-        if (ended && service.state != "completed") {
-          const std::optional<int> code = exit_code_of(*ended);
-          const bool was_ready = service.state == "ready";
-          const bool clean = status_of(*ended) == "succeeded";
-          const bool expected = clean && awaited_ends.contains(name);
-          service.state = expected ? "completed" : "exited";
-          set_service(name, [&](ServiceStatus& s) {
-            s.state = expected ? "exited" : "failed";
-            s.exit_code = code;
-          });
-          if (!expected) {
-            fail(index, stack_reason::kContainerExit, name,
-                 "its command ended " + status_of(*ended) +
-                     (code ? " with exit code " + std::to_string(*code) : std::string()) +
-                     (was_ready ? " after it was ready" : " before it was ready") + " (run " +
-                     service.command->id + ")");
-            return false;
-          }
-        }
-      }
-      if (service.state == "started") {
-        all_ready = false;
-        const spec::ReadyProbe& ready = spec.ready;
-        if (Clock::now() >= service.next_probe) {
-          service.next_probe = Clock::now() + ready.interval;
-          std::string detail;
-          bool refused = false;
-          const Probe outcome = probe(service, detail, refused);
-          last_refused[name] = refused;
-          set_service(name, [&](ServiceStatus& s) { s.probe = detail; });
-          if (outcome != Probe::kNotYet && service.command) service.command->stop_keeping_lines();
-          if (outcome == Probe::kReady) {
-            service.state = "ready";
-            const std::int64_t ready_ms = ms_since(service.started);
-            set_service(name, [&](ServiceStatus& s) {
-              s.state = "ready";
-              s.ready_ms = ready_ms;
-            });
-            continue;
-          }
-          if (outcome == Probe::kFailed) {
-            set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
-            fail(index, stack_reason::kReadinessFailed, name, detail);
-            return false;
-          }
-        }
-        if (Clock::now() >= service.started + ready.deadline) {
-          set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
-          const bool refused = last_refused[name];
-          fail(index, refused ? stack_reason::kConnectionRefused : stack_reason::kDeployTimeout, name,
-               "not ready within " + std::to_string(ready.deadline.count()) + " ms; the last probe: " +
-                   services_.at(name)->name + ": " + (refused ? "connection refused" : "not ready"));
-          return false;
-        }
-      }
-      if (service.state == "pending") all_ready = false;
-    }
-    if (all_ready) break;
-    if (Clock::now() >= stage_deadline) {
-      std::string waiting;
-      for (const std::string& name : order) {
-        if (services_.at(name)->state != "ready" && services_.at(name)->state != "completed") {
-          waiting = name;
-          break;
-        }
-      }
-      fail(index, last_refused[waiting] ? stack_reason::kConnectionRefused : stack_reason::kDeployTimeout, waiting,
-           "deploy did not finish within " + std::to_string(stage.deadline.count()) + " ms (" + waiting +
-               " is not ready)");
-      return false;
-    }
-    std::this_thread::sleep_for(kTick);
-  }
-  manager_.update(stack_, [&](StackRecord& record) {
-    record.stages[index].state = "passed";
-    record.stages[index].wall_ms = ms_since(start);
-  });
-  return true;
-}
 
 json StackRun::collect_reports(Service& service, const std::vector<std::string>& paths) {
   char pattern[] = "/tmp/capsule-stack-reports-XXXXXX";
@@ -599,10 +268,7 @@ json StackRun::collect_reports(Service& service, const std::vector<std::string>&
 void StackRun::wait_for_end() {
   std::unique_lock lock(manager_.mutex_);
   for (;;) {
-    if (stack_.end_state.empty() && Clock::now() >= stack_.expires) {
-      stack_.end_state = "expired";
-      stack_.end_reason = "its ttl passed";
-    }
+    stack_.expire_if_due_locked();
     if (!stack_.end_state.empty()) return;
     if (stack_.expires == Clock::time_point::max()) manager_.changed_.wait(lock);
     else manager_.changed_.wait_until(lock, stack_.expires);

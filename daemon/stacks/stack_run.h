@@ -37,7 +37,8 @@ class StackRun {
   // The end asked for (DELETE, TTL, capsuled stopping), if any; a TTL that has passed asks for "expired".
   bool ending();
   void fail(std::size_t stage, const std::string& reason, const std::string& service, const std::string& message);
-  void set_service(const std::string& name, const std::function<void(ServiceStatus&)>& change);
+  // `persist` false: the record in memory only (a probe's outcome every interval); the next change saves it.
+  void set_service(const std::string& name, const std::function<void(ServiceStatus&)>& change, bool persist = true);
   // Starts argv in the service's box (as its user); the watch sees its output lines and its end.
   std::shared_ptr<CommandWatch> start_exec(Service& service, spec::ExecSpec exec, bool keep_lines);
   // Waits for the exec's end, until `deadline` or the stack ending. nullopt: not ended.
