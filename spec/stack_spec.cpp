@@ -216,6 +216,7 @@ StageSpec parse_stage(const json& body, const std::string& where, const StackSpe
   }
   if (body.contains("junit")) {
     stage.junit = string_list(body["junit"], where + ".junit");
+    if (stage.junit.size() > kMaxReportPaths) invalid(where + ".junit", "at most " + std::to_string(kMaxReportPaths) + " paths");
     for (const auto& glob : stage.junit) {
       if (glob.empty() || glob.find("..") != std::string::npos) invalid(where + ".junit", "'" + glob + "' is not a glob without ..");
       reject_nul(glob, where + ".junit");

@@ -74,6 +74,7 @@ constexpr std::size_t kMaxStackServices = 16;
 constexpr std::size_t kMaxStackStages = 32;
 constexpr std::size_t kMaxProbePattern = 512;
 constexpr std::size_t kMaxPublishedPorts = 8;  // per service
+constexpr std::size_t kMaxReportPaths = 32;    // a stage's junit paths (64 MiB of reports in all)
 
 // A log probe's pattern compiled as the stack's thread will use it (regcomp, REG_EXTENDED): "" when it
 // compiles, else regerror's text.

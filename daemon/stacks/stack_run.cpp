@@ -234,13 +234,14 @@ json StackRun::collect_reports(Service& service, const std::vector<std::string>&
     manager_.sessions_.with_frozen_box(service.session, [&](const SessionBox& box) {
       const base::UniqueFd root = box.sandbox.open_root();
       const base::UniqueFd into(open(copy.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      std::uint64_t left = kMaxReportBytes;  // for all the paths together, as the box is frozen meanwhile
       for (std::size_t i = 0; i < paths.size(); ++i) {
         const std::string where = paths[i].starts_with("/") ? paths[i] : "/workspace/" + paths[i];
         // The tar of that path, held whole (bounded), then unpacked into a directory of our own.
         std::string tar;
         try {
           sandbox::pack_tree(root.get(), where, [&](std::string_view chunk) {
-            if (tar.size() + chunk.size() > kMaxReportBytes) throw http::ApiError("payload_too_large", "over 64 MiB");
+            if (tar.size() + chunk.size() > left) throw http::ApiError("payload_too_large", "the reports pass 64 MiB");
             tar.append(chunk);
           });
           bool given = false;
@@ -248,7 +249,8 @@ json StackRun::collect_reports(Service& service, const std::vector<std::string>&
             if (given) return {};
             given = true;
             return tar;
-          }, sandbox::RootOwner{0, 0}, sandbox::UnpackLimits{kMaxReportBytes, 100000});
+          }, sandbox::RootOwner{0, 0}, sandbox::UnpackLimits{left, 100000});
+          left -= tar.size();
         } catch (const std::exception& e) {
           problems.push_back(paths[i] + ": " + e.what());
         }

@@ -152,6 +152,11 @@ TEST(StackSpec, EachBadFieldIsNamed) {
   stage["stages"][0]["service"] = "nowhere";
   EXPECT_EQ(stack_error(stage), "invalid_spec: stages[0].service: no service named 'nowhere'");
 
+  json reports = demo();
+  reports["stages"][2]["junit"] = json::array();
+  for (int i = 0; i < 33; ++i) reports["stages"][2]["junit"].push_back("/tmp/r" + std::to_string(i) + ".xml");
+  EXPECT_EQ(stack_error(reports), "invalid_spec: stages[2].junit: at most 32 paths");
+
   json repeated = demo();
   repeated["stages"][2]["name"] = "build";
   EXPECT_EQ(stack_error(repeated), "invalid_spec: stages[2].name: repeats 'build'");
