@@ -17,10 +17,8 @@
 namespace capsule::testing {
 namespace {
 
-// Per test process: ctest runs these tests as separate processes side by side, each creating its own users.
-std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
-const std::string kGroup = test_name("capsule-t");
-const std::string kAdminGroup = test_name("capsule-t-adm");
+const std::string kGroup = account_name("capsule-t");
+const std::string kAdminGroup = account_name("capsule-t-adm");
 
 // alice, bob and carol are members of the socket's group (carol also of the admin group); eve is not.
 class CapsuledAuth : public Capsuled {
@@ -29,17 +27,17 @@ class CapsuledAuth : public Capsuled {
     try {
       create_group(kGroup);
       create_group(kAdminGroup);
-      alice_ = create_user(test_name("capsule-t-alice"), kGroup, {});
-      bob_ = create_user(test_name("capsule-t-bob"), kGroup, {});
-      carol_ = create_user(test_name("capsule-t-carol"), kGroup, {kAdminGroup});
-      eve_ = create_user(test_name("capsule-t-eve"), "users", {});
+      alice_ = create_user(account_name("capsule-t-alice"), kGroup, {});
+      bob_ = create_user(account_name("capsule-t-bob"), kGroup, {});
+      carol_ = create_user(account_name("capsule-t-carol"), kGroup, {kAdminGroup});
+      eve_ = create_user(account_name("capsule-t-eve"), "users", {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
     for (const char* user : {"capsule-t-alice", "capsule-t-bob", "capsule-t-carol", "capsule-t-eve"}) {
-      remove_user(test_name(user));
+      remove_user(account_name(user));
     }
     remove_group(kAdminGroup);
     remove_group(kGroup);

@@ -10,6 +10,7 @@
 #include "http/response.h"
 #include "daemon/config.h"
 #include "daemon/runs/disk_guard.h"
+#include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -41,7 +42,10 @@ class CapsuledDisk : public Capsuled {
     if (!small_fs_.empty()) {
       EXPECT_EQ(::umount2(small_fs_.c_str(), 0), 0) << "the test's state filesystem is busy";
     }
-    if (!user_.empty()) host("userdel " + user_);
+    if (!user_.empty()) {
+      remove_user(user_);
+      remove_group(user_);
+    }
     Capsuled::TearDown();
   }
 
@@ -180,9 +184,13 @@ TEST_F(CapsuledDisk, NewRunsBelowTheWatermarkAre507) {
 }
 
 TEST_F(CapsuledDisk, OtherHostUsersCannotListOrReadWhatSandboxesWrite) {
-  user_ = "capsuleprobe" + std::to_string(::getpid() % 100000);
-  const Command added = host("useradd --no-create-home --shell /usr/sbin/nologin " + user_);
-  ASSERT_EQ(added.status, 0) << added.output;
+  user_ = account_name("capsule-t-probe");
+  try {
+    create_group(user_);
+    create_user(user_, user_, {});
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
   start();
   const fs::path workspace = make_dir("project");
   json spec = sh("echo secret > /workspace/secret.txt && echo secret > /var/secret.txt && echo ready && sleep 600");

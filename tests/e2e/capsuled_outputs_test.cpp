@@ -15,9 +15,7 @@
 namespace capsule::testing {
 namespace {
 
-// Per test process: ctest runs tests side by side, each creating its own user.
-std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
-const std::string kGroup = test_name("capsule-t-out");
+const std::string kGroup = account_name("capsule-t-out");
 
 struct TarItem {
   char type = '?';  // f, d, l, h
@@ -50,13 +48,13 @@ class CapsuledOutputs : public Capsuled {
   static void SetUpTestSuite() {
     try {
       create_group(kGroup);
-      other_ = create_user(test_name("capsule-t-out-bob"), kGroup, {});
+      other_ = create_user(account_name("capsule-t-out-bob"), kGroup, {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
-    remove_user(test_name("capsule-t-out-bob"));
+    remove_user(account_name("capsule-t-out-bob"));
     remove_group(kGroup);
   }
 

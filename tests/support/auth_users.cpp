@@ -5,12 +5,15 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
+#include <random>
 #include <stdexcept>
 
 #include "http/unix_client.h"
@@ -18,18 +21,45 @@
 namespace capsule::testing {
 namespace {
 
-// Runs `command`; "" on success, else its output (for the failure message).
+// ctest runs test processes side by side, and shadow's tools give up at once ("cannot lock /etc/group; try
+// again later") when another holds its lock: every account change of every test process takes this lock first.
+constexpr const char* kAccountsLock = "/run/lock/capsule-test-accounts.lock";
+
+// Runs `command` under the accounts lock; "" on success, else its output (for the failure message).
 std::string run(const std::string& command) {
+  const int lock = open(kAccountsLock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) return std::string(kAccountsLock) + ": " + std::strerror(errno);
+  while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+  }
   std::string output;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return command + ": popen failed";
+  if (pipe == nullptr) {
+    close(lock);
+    return command + ": popen failed";
+  }
   char buffer[512];
   while (fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
   const int status = pclose(pipe);
+  close(lock);
   return status == 0 ? std::string() : command + ": " + (output.empty() ? "failed" : output);
 }
 
+// Teardown goes on past a failed removal, but says so: a leftover account is a leak.
+void report(const std::string& error) {
+  if (!error.empty()) std::cerr << "test account not removed: " << error << std::flush;
+}
+
 }  // namespace
+
+std::string account_name(const std::string& base) {
+  // pid alone repeats within one CI run (pid_max 32768), and a run killed before its teardown leaves its names.
+  static const std::string suffix = [] {
+    char token[8];
+    std::snprintf(token, sizeof token, "%04x", static_cast<unsigned>(std::random_device()() & 0xffff));
+    return "-" + std::to_string(::getpid()) + "-" + token;
+  }();
+  return base + suffix;
+}
 
 gid_t create_group(const std::string& name) {
   remove_group(name);
@@ -55,11 +85,11 @@ TestUser create_user(const std::string& name, const std::string& primary, const 
 }
 
 void remove_user(const std::string& name) {
-  if (getpwnam(name.c_str()) != nullptr) run("userdel " + name);
+  if (getpwnam(name.c_str()) != nullptr) report(run("userdel " + name));
 }
 
 void remove_group(const std::string& name) {
-  if (getgrnam(name.c_str()) != nullptr) run("groupdel " + name);
+  if (getgrnam(name.c_str()) != nullptr) report(run("groupdel " + name));
 }
 
 nlohmann::json UserCall::json() const {

@@ -17,11 +17,14 @@ struct TestUser {
   std::vector<gid_t> groups;  // supplementary, as the child sets them
 };
 
+// `base` made unique to this test process (pid and a random token; at most base + 12 characters, and
+// account names stop at 32): ctest runs test processes side by side, each with its own accounts.
+std::string account_name(const std::string& base);
 // Creates the group `name` (removing a stale one left by an aborted run first); its gid.
 gid_t create_group(const std::string& name);
 // Creates a user without a home, primary group `primary`, supplementary `extra` (names).
 TestUser create_user(const std::string& name, const std::string& primary, const std::vector<std::string>& extra);
-// userdel / groupdel; never throws (used in teardown).
+// userdel / groupdel; never throws (used in teardown), a failure is printed.
 void remove_user(const std::string& name);
 void remove_group(const std::string& name);
 
