@@ -238,6 +238,10 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   const bool settled = changed_.wait_for(
       lock, kSessionWaitLimit, [&] { return session->phase == Phase::kReady || session->phase == Phase::kEnded; });
   if (settled && session->phase == Phase::kReady) return session_json_locked(*session);
+  if (!settled) {
+    // The caller hears that it failed, so nobody owns it: it must not come up later and live until its TTL.
+    on_loop([this, session] { begin_end(session, "failed", "its box did not serve execs in time"); });
+  }
   const std::string reason = session->row.ended_reason.empty() ? "it did not start in time" : session->row.ended_reason;
   throw http::ApiError("session_failed", "session " + session->id + ": the sandbox could not be made: " + reason);
 }

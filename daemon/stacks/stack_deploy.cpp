@@ -200,6 +200,16 @@ bool StackRun::deploy(std::size_t index) {
           return false;
         }
       }
+      if (service.state == "ready" && awaited_ends.contains(name) && service.command &&
+          Clock::now() >= service.started + spec.ready.deadline) {
+        // Others wait for it to end: a command that never does would hold deploy until the stack's TTL.
+        set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+        fail(index, stack_reason::kDeployTimeout, name,
+             "did not complete within " + std::to_string(spec.ready.deadline.count()) +
+                 " ms (its ready deadline), and other services wait for it to complete (run " +
+                 service.command->id + ")");
+        return false;
+      }
       if (service.state == "pending") all_ready = false;
     }
     if (all_ready) break;

@@ -221,6 +221,43 @@ TEST_F(CapsuledStacks, EachBrokenStackFailsAtItsStageWithItsReason) {
   EXPECT_TRUE(netns_files().empty());
 }
 
+// depends_on "completed" (compose's service_completed_successfully): a one-shot service such as a schema migration
+// must end with 0 before its dependents start, and within its ready deadline.
+TEST_F(CapsuledStacks, AOneShotServiceMustCompleteBeforeItsDependentsStart) {
+  start();
+  const fs::path tests = tests_dir();
+  auto with_migrate = [&](const json& command, const std::string& deadline) {
+    json web = web_service();
+    web["depends_on"] = {{"migrate", "completed"}};
+    const json migrate = {{"image", "host"}, {"command", command}, {"ready", {{"exec", {"true"}}, {"deadline", deadline}}}};
+    return json{{"services", {{"migrate", migrate}, {"web", web}, {"driver", driver_service(tests)}}},
+                {"stages", {{{"name", "deploy"}}, test_stage()}}};
+  };
+
+  const json done = create(with_migrate({"sh", "-c", "sleep 1; echo migrated"}, "30s"));
+  EXPECT_EQ(done["state"], "up") << done.dump(1);
+  EXPECT_EQ(done["services"]["migrate"]["state"], "exited");
+  EXPECT_EQ(done["services"]["migrate"]["exit_code"], 0);
+  EXPECT_EQ(done["services"]["web"]["state"], "ready");
+  EXPECT_EQ(done["stages"][1]["tests"]["total"], 3);
+  EXPECT_EQ(done["stages"][1]["tests"]["failed"], 0);
+
+  const json failed = create(with_migrate({"sh", "-c", "echo no such table >&2; exit 1"}, "30s"));
+  expect_failure(failed, "deploy", "container_exit", "migrate");
+  EXPECT_EQ(failed["services"]["web"]["exec_id"], "") << "web started although migrate failed";
+
+  const json hung = create(with_migrate({"sleep", "600"}, "1500ms"));
+  expect_failure(hung, "deploy", "deploy_timeout", "migrate");
+  EXPECT_NE(hung["failure"]["message"].get<std::string>().find("did not complete within 1500 ms"), std::string::npos)
+      << hung["failure"].dump();
+  EXPECT_EQ(hung["services"]["web"]["exec_id"], "") << "web started although migrate never ended";
+
+  const json listed = body_json(call("GET", "/v1/stacks"));
+  EXPECT_EQ(listed["stacks"].size(), 3u);
+  for (const json& stack : listed["stacks"]) EXPECT_EQ(remove(stack["id"])["state"], "deleted");
+  EXPECT_TRUE(netns_files().empty());
+}
+
 // A hostile caller: bad specs get a 400 naming the field; another user neither sees, lists nor deletes root's stack,
 // and the daemon goes on answering.
 TEST_F(CapsuledStacks, BadSpecsAreRefusedAndOtherUsersCannotSeeOrEndAStack) {
