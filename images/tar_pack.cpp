@@ -66,6 +66,14 @@ class Packer {
     struct stat st;
     if (fstat(root.get(), &st) != 0) throw_image_errno(kStep, root_.string(), "stat");
     root_device_ = st.st_dev;
+    if (options_.max_tar_bytes != 0) {
+      // First the walk alone, adding up headers and sizes without reading a byte of data: a tree past the cap
+      // (a sandbox's sparse files cost it nothing) is refused before the daemon reads and writes gigabytes.
+      measuring_ = true;
+      add_directory(root.get(), "", root_device_);
+      measuring_ = false;
+      links_.clear();
+    }
     add_directory(root.get(), "", root_device_);
 
     check(tar_.get(), archive_write_close(tar_.get()), "finish tar");
@@ -164,7 +172,7 @@ class Packer {
   }
 
   void add_xattrs(int fd, struct archive_entry* entry, const std::string& shown) const {
-    if (!options_.xattrs) return;
+    if (!options_.xattrs || measuring_) return;
     ssize_t size = flistxattr(fd, nullptr, 0);
     if (size <= 0) return;
     std::string list(static_cast<std::size_t>(size), '\0');
@@ -188,6 +196,10 @@ class Packer {
   }
 
   void write_header(struct archive_entry* entry, const std::string& shown) {
+    if (measuring_) {
+      measure(512, shown);
+      return;
+    }
     check(tar_.get(), archive_write_header(tar_.get(), entry), "header of " + shown);
     ++result_.entries;
   }
@@ -265,6 +277,11 @@ class Packer {
         return;
       }
     }
+    if (measuring_) {
+      write_header(entry.get(), path);
+      measure((static_cast<std::uint64_t>(st.st_size) + 511) / 512 * 512, path);
+      return;
+    }
     // O_NONBLOCK: a FIFO swapped in after the lstat must not block the open; the fstat below refuses it.
     base::UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd) throw_image_errno(kStep, path, "open");
@@ -297,6 +314,15 @@ class Packer {
     if (total != static_cast<std::uint64_t>(st.st_size)) throw_image_error(kStep, path, "shrank while being packed");
   }
 
+  // The measuring walk's count: at least what the tar will hold (pax records come on top).
+  void measure(std::uint64_t bytes, const std::string& path) {
+    measured_ += bytes;
+    if (measured_ > options_.max_tar_bytes) {
+      throw TarTooLarge(kStep, path, "the files up to here add up to more than the tar's " +
+                                         std::to_string(options_.max_tar_bytes) + " bytes; nothing was read");
+    }
+  }
+
   const fs::path& root_;
   const ByteSink& sink_;
   const PackOptions& options_;
@@ -307,6 +333,8 @@ class Packer {
   dev_t root_device_ = 0;
   std::map<std::pair<dev_t, ino_t>, std::string> links_;
   std::exception_ptr error_;
+  bool measuring_ = false;     // the first walk of a capped pack: sizes only (run)
+  std::uint64_t measured_ = 0;
   bool abandoned_ = false;  // set by the destructor: callbacks drop what freeing the archives flushes
 };
 

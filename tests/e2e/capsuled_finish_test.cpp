@@ -109,6 +109,11 @@ TEST_F(Capsuled, SparseReportsAreSkippedAndSaidSo) {
   EXPECT_NE(tests["unreadable"][0].get<std::string>().find("is larger than the 16 MiB limit; not read"),
             std::string::npos)
       << tests["unreadable"][0];
+  // Their 9.4 GB of zeros pass the kept outputs' 4 GiB cap: refused from their sizes, not read and written
+  // first (that took the daemon's finisher 25 s of reading zeros).
+  EXPECT_TRUE(report_run["outputs"]["workspace"].is_null()) << report_run["outputs"];
+  EXPECT_NE(report_run["outputs"].value("reason", "").find("workspace not kept"), std::string::npos)
+      << report_run["outputs"];
   EXPECT_EQ(neighbour_run["state"], "timed_out") << neighbour_run["result"];
   std::cout << "neighbour wall_ms: " << neighbour_run["result"]["wall_ms"] << "\n";
 }

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "base/unique_fd.h"
+#include "images/tar_pack.h"
 #include "tests/images/fixtures.h"
 
 namespace capsule::images {
@@ -169,6 +170,32 @@ TEST_F(UpperLayerTest, ASparseFilePastTheCapIsRefusedWithoutBeingRead) {
   } catch (const LayerTooLarge& e) {
     EXPECT_NE(std::string(e.what()).find("larger than the cap of 1048576 bytes"), std::string::npos) << e.what();
   }
+  EXPECT_TRUE(blobs_.list().empty());
+}
+
+// Many sparse files, each within the cap and together far past it (what a sandbox makes with `truncate` in a
+// loop): the walk adds up their sizes first, so not one byte of their zeros is read or written.
+TEST_F(UpperLayerTest, SparseFilesPastTheCapTogetherAreRefusedBeforeAnyDataIsRead) {
+  for (int i = 0; i < 150; ++i) {
+    base::UniqueFd fd(::open((upper_.path() / ("TEST-" + std::to_string(i) + ".xml")).c_str(),
+                             O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd);
+    ASSERT_EQ(::ftruncate(fd.get(), 63ll << 20), 0);
+  }
+  PackOptions pack;
+  pack.overlay_upper = true;
+  pack.max_tar_bytes = 1ull << 30;
+  std::uint64_t written = 0;
+  try {
+    pack_directory(upper_.path(), [&](const void*, std::size_t size) { written += size; }, pack);
+    ADD_FAILURE() << "no TarTooLarge";
+  } catch (const TarTooLarge& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing was read"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(written, 0u);
+  UpperLayerOptions capped = options();
+  capped.max_bytes = 1ull << 30;
+  EXPECT_THROW(pack_upper_layer(upper_.path(), blobs_, capped), LayerTooLarge);
   EXPECT_TRUE(blobs_.list().empty());
 }
 
