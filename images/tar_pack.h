@@ -31,8 +31,9 @@ struct PackOptions {
   // Directories packed in place of what the walk finds at a path ("root/.m2" -> a host dir that was bound
   // there): the walk's own entry for that directory is kept, its contents come from the host dir instead.
   std::map<std::string, std::filesystem::path> grafts{};
-  // Tar bytes allowed; a regular file whose data would pass them is not opened for reading: TarTooLarge is
-  // thrown first (a sandbox's sparse 60 GiB file must not make the daemon read it). 0: no cap.
+  // Tar bytes allowed. A first walk adds up every entry's header and size without reading any data, and a tree
+  // past the cap throws TarTooLarge before a byte is read (a sandbox's sparse files, one of 60 GiB or a
+  // thousand of 63 MiB, must not make the daemon read and write their zeros). 0: no cap.
   std::uint64_t max_tar_bytes = 0;
 };
 
