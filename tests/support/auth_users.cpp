@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,12 +24,18 @@ namespace {
 
 // ctest runs test processes side by side, and shadow's tools give up at once ("cannot lock /etc/group; try
 // again later") when another holds its lock: every account change of every test process takes this lock first.
-constexpr const char* kAccountsLock = "/run/lock/capsule-test-accounts.lock";
+// /run/lock where the machine has it (a minimal container may not), else /tmp; never through a planted symlink.
+std::string accounts_lock_path() {
+  struct stat st {};
+  const bool run_lock = ::stat("/run/lock", &st) == 0 && S_ISDIR(st.st_mode);
+  return std::string(run_lock ? "/run/lock" : "/tmp") + "/capsule-test-accounts.lock";
+}
 
 // Runs `command` under the accounts lock; "" on success, else its output (for the failure message).
 std::string run(const std::string& command) {
-  const int lock = open(kAccountsLock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock < 0) return std::string(kAccountsLock) + ": " + std::strerror(errno);
+  static const std::string lock_path = accounts_lock_path();
+  const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (lock < 0) return lock_path + ": " + std::strerror(errno);
   while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {
   }
   std::string output;
