@@ -21,9 +21,10 @@ stage "dependencies"
 recipes_out=${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}
 recipes=""
 fuzz=""
+fuzz_log=""
 # Background jobs run in sessions of their own, so that an early exit stops each whole (compilers, debootstrap
-# and apt included).
-trap 'for job in $recipes $fuzz; do kill -TERM "-$job" 2>/dev/null || true; done' EXIT
+# and apt included); the fuzz smoke's log goes on any exit, once shown.
+trap 'for job in $recipes $fuzz; do kill -TERM "-$job" 2>/dev/null || true; done; rm -f "$fuzz_log"' EXIT
 trap 'exit 1' INT TERM HUP
 if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
   mkdir -p "$recipes_out"
@@ -81,6 +82,5 @@ if ! wait "$fuzz"; then
 fi
 fuzz=""
 grep '^fuzz-smoke: fuzz_' "$fuzz_log"
-rm -f "$fuzz_log"
 stage "done"
 echo "total: $(( $(date +%s) - started )) s"
