@@ -95,13 +95,7 @@ TEST(Launcher, WallTimeoutKillsADoubleForkedSleeper) {
   EXPECT_EQ(r.status, Status::kTimedOut) << describe(r);
   EXPECT_NE(r.reason.find("wall time"), std::string::npos);
   EXPECT_LT(elapsed, 10s);
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (args == "sleep" + std::string(1, '\0') + marker + std::string(1, '\0')) {
-      ADD_FAILURE() << "leftover sleeper " << entry.path();
-    }
-  }
+  for (const pid_t leftover : testing::processes_running({"sleep", marker})) ADD_FAILURE() << "leftover sleeper " << leftover;
 }
 
 TEST(Launcher, ACommandEndedByTermRecordsSignal15AndWhy) {

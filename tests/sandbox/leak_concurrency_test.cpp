@@ -145,14 +145,17 @@ TEST(RecoveryTest, LeftoversOfAKilledLauncherAreRemoved) {
     launcher.run(testing::host_spec({"sleep", marker}));
     _exit(0);
   }
-  auto sleeper_alive = [&] {
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      std::ifstream cmdline(entry.path() / "cmdline");
-      std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-      if (args == "sleep" + std::string(1, '\0') + marker + std::string(1, '\0')) return true;
+  auto sleeper_alive = [&] { return !testing::processes_running({"sleep", marker}).empty(); };
+  // However the test ends, the launcher and its sleeper do not outlive it.
+  struct KillLeftovers {
+    pid_t launcher;
+    const LauncherOptions& options;
+    ~KillLeftovers() {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, nullptr, 0);
+      Launcher(options).remove_leftovers();
     }
-    return false;
-  };
+  } kill_leftovers{launcher_process, options};
   for (int i = 0; i < 100 && !sleeper_alive(); ++i) usleep(50000);
   ASSERT_TRUE(sleeper_alive());
   kill(launcher_process, SIGKILL);

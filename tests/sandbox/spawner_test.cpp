@@ -21,8 +21,7 @@ namespace fs = std::filesystem;
 
 // Field 4 (ppid) and 3 (state) of /proc/<pid>/stat; the command name may hold spaces, so parse after ')'.
 std::pair<pid_t, char> parent_and_state(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string text = testing::read_proc_file("/proc/" + std::to_string(pid) + "/stat");
   const std::size_t close = text.rfind(')');
   if (close == std::string::npos) return {-1, '?'};
   std::istringstream rest(text.substr(close + 2));
@@ -40,8 +39,7 @@ std::vector<pid_t> spawner_helpers() {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = std::stoi(name);
     if (parent_and_state(pid).first != getpid()) continue;
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    const std::string args = testing::read_proc_file(entry.path() / "cmdline");
     if (args.find("--spawner") != std::string::npos) found.push_back(pid);
   }
   return found;

@@ -3,10 +3,12 @@
 #include "tests/support/test_support.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -81,6 +83,34 @@ bool host_loopback_accepts(int port) {
   address.sin_port = htons(static_cast<std::uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return connect(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+}
+
+std::string read_proc_file(const std::string& path) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return {};
+  std::string text;
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return {};
+    if (n == 0) return text;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+std::vector<pid_t> processes_running(const std::vector<std::string>& argv) {
+  std::string wanted;
+  for (const auto& arg : argv) wanted += arg + std::string(1, '\0');
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (read_proc_file("/proc/" + name + "/cmdline") == wanted) found.push_back(std::stoi(name));
+  }
+  return found;
 }
 
 }  // namespace capsule::testing

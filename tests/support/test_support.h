@@ -2,6 +2,8 @@
 // Hostile programs from sandbox/testcases are bind-mounted read-only at /opt/testcases.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -25,5 +27,12 @@ std::string testcase(const std::string& name);
 // True when something accepts a TCP connection on the host's 127.0.0.1:port (in the caller's network namespace):
 // what a sandbox's or a stack's listener must never be.
 bool host_loopback_accepts(int port);
+
+// The whole of a /proc file, or "" when it cannot be read. A process that exits while its file is read makes
+// the read fail with ESRCH (which an istreambuf_iterator turns into an exception), so scans of /proc use this.
+std::string read_proc_file(const std::string& path);
+
+// Pids of the live processes whose command line is exactly argv (zombies have none, so never match).
+std::vector<pid_t> processes_running(const std::vector<std::string>& argv);
 
 }  // namespace capsule::testing
