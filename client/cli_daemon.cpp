@@ -155,7 +155,7 @@ std::string unknown_state_dir_message(const std::string& socket) {
 }
 
 std::string capsuled_path() {
-  return install_layout::beside_this_executable(install_layout::kCapsuledFromCli);
+  return install_layout::beside_this_executable(kCapsuledFromThisCli);
 }
 
 void ensure_daemon(const http::HttpClient& client) {

@@ -15,7 +15,10 @@ const char* client_version();
 // $CAPSULE_STATE_DIR override them.
 std::string default_socket_path();
 std::string default_state_dir();
-// capsuled where the install layout puts it relative to the running capsule binary (install_layout.h).
+// capsuled's path relative to this executable's directory (install_layout.h): capsule is in bin/, capsule-full in
+// libexec/capsule/; each executable's side of full_commands.h defines it.
+extern const char* const kCapsuledFromThisCli;
+// capsuled where the install layout puts it relative to the running executable.
 std::string capsuled_path();
 
 // The state dir of a capsuled that `capsule` may start for `socket`: default_state_dir() for the default socket or

@@ -1,7 +1,7 @@
-// The run outputs commands: one request each; downloads reuse session cp's streaming and safe unpacking.
+// `capsule runs cp`: a finished run's kept outputs, through session cp's streaming and safe unpacking (libarchive:
+// in capsule-full).
 #include "client/cli_run_outputs.h"
 
-#include <iostream>
 #include <stdexcept>
 
 #include "client/cli_runs.h"
@@ -18,13 +18,6 @@ int cmd_runs_cp(const std::string& socket, const std::string& source, const std:
   const std::string id = source.substr(0, colon);
   const std::string path = source.substr(colon + 1);
   download_files(http::HttpClient(socket), run_path(id) + "/files?path=" + http::url_encode(path), path, destination);
-  return 0;
-}
-
-int cmd_runs_commit(const std::string& socket, const std::string& id, const std::string& ref) {
-  const nlohmann::json image =
-      http::request_json(http::HttpClient(socket), "POST", run_path(id) + "/commit", {{"ref", ref}});
-  std::cout << image.value("digest", "") << "\n";
   return 0;
 }
 

@@ -1,5 +1,5 @@
-// `capsule runs cp ID:PATH DEST` and `capsule runs commit ID REF`: a finished run's kept outputs, fetched through
-// GET /v1/runs/{id}/files (a file, or a directory's tar unpacked safely) or committed into an image.
+// `capsule runs cp ID:PATH DEST`: a finished run's kept outputs, fetched through GET /v1/runs/{id}/files (a file,
+// or a directory's tar unpacked safely). In capsule-full, with session cp's unpacking.
 #pragma once
 
 #include <string>
@@ -10,7 +10,5 @@ namespace capsule::client {
 // into DEST when it is a directory); a directory's tar is unpacked under DEST (created when missing) refusing
 // absolute names, ".." and writes through symlinks. Prints nothing; returns 0 or throws.
 int cmd_runs_cp(const std::string& socket, const std::string& source, const std::string& destination);
-// POST /v1/runs/{id}/commit {"ref"}: prints the new image's digest.
-int cmd_runs_commit(const std::string& socket, const std::string& id, const std::string& ref);
 
 }  // namespace capsule::client

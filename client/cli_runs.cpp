@@ -80,4 +80,11 @@ int cmd_runs_rm(const std::string& socket, const std::vector<std::string>& ids) 
   return status;
 }
 
+int cmd_runs_commit(const std::string& socket, const std::string& id, const std::string& ref) {
+  const nlohmann::json image =
+      http::request_json(http::HttpClient(socket), "POST", run_path(id) + "/commit", {{"ref", ref}});
+  std::cout << image.value("digest", "") << "\n";
+  return 0;
+}
+
 }  // namespace capsule::client

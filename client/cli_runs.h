@@ -23,5 +23,7 @@ int cmd_runs_cancel(const std::string& socket, const std::string& id);
 // DELETE /v1/runs/{id} for each id (finished runs: record and logs); prints each removed id, reports each
 // failure on stderr and then exits 1.
 int cmd_runs_rm(const std::string& socket, const std::vector<std::string>& ids);
+// POST /v1/runs/{id}/commit {"ref"}: prints the new image's digest.
+int cmd_runs_commit(const std::string& socket, const std::string& id, const std::string& ref);
 
 }  // namespace capsule::client

@@ -1,6 +1,6 @@
 // The session subcommands: flags as CLI11 rows, the SessionSpec/ExecSpec bodies, one request each (exec streams
-// its events through run_stream, attach follows through session_attach, cp goes through session_files) and the
-// one error rule: exit 125.
+// its events through run_stream, attach follows through session_attach; cp runs in capsule-full, through
+// session_files) and the one error rule: exit 125.
 #include "client/cli_session.h"
 
 #include <cctype>
@@ -17,7 +17,6 @@
 #include "client/json_read.h"
 #include "client/run_stream.h"
 #include "client/run_view.h"
-#include "client/session_files.h"
 #include "client/session_tty.h"
 #include "http/unix_client.h"
 
@@ -160,10 +159,6 @@ int dispatch(const std::string& socket, SessionCommands& c) {
   if (c.kill->parsed()) {
     http::request_json(client, "POST", exec_path(c.id, c.exec_id) + "/signal", {{"signal", signal_value(c.signal)}});
     std::cout << c.exec_id << "\n";
-    return 0;
-  }
-  if (c.cp->parsed()) {
-    cmd_session_cp(socket, c.source, c.destination);
     return 0;
   }
   if (c.diff->parsed()) {

@@ -1,19 +1,14 @@
-// The stack subcommands: CLI11 rows, one request each to capsuled's /v1/stacks routes (up waits for the stages by
-// default), the stack object as a summary or tables, and a service's logs and execs through runs and sessions.
+// The stack subcommands: CLI11 rows, one request each to capsuled's /v1/stacks routes (up, in cli_stack_up.cpp,
+// waits for the stages by default), the stack object as a summary or tables, and a service's logs and execs.
 #include "client/cli_stack.h"
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 
 #include "client/cli_args.h"
-#include "client/cli_daemon.h"
 #include "client/cli_runs.h"
 #include "client/json_read.h"
 #include "client/run_view.h"
-#include "client/stack_compose.h"
 #include "http/unix_client.h"
 
 namespace capsule::client {
@@ -22,16 +17,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kExitUnknownService = 2;
-
-// The file's bytes, at most one more than kMaxStackFileBytes (stack_body_from_text refuses a longer file).
-std::string read_stack_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw std::runtime_error(path + ": cannot be read: " + std::strerror(errno));
-  std::string content(kMaxStackFileBytes + 1, '\0');
-  file.read(content.data(), static_cast<std::streamsize>(content.size()));
-  content.resize(static_cast<std::size_t>(file.gcount()));
-  return content;
-}
 
 std::string cell_duration(const json& object, const char* key) {
   return object.contains(key) && object[key].is_number() ? short_duration(number(object, key)) : "-";
@@ -74,23 +59,6 @@ std::string service_field(const json& service, const StackCommands& c, const cha
   return value;
 }
 
-int stack_up(const std::string& socket, const StackCommands& c) {
-  const json body = stack_body_from_text(c.file, read_stack_file(c.file));
-  const http::HttpClient client(socket);
-  ensure_daemon(client);
-  const json stack = http::request_json(client, "POST", c.detach ? "/v1/stacks" : "/v1/stacks?wait=true", body);
-  if (c.json) {
-    std::cout << stack.dump(2) << "\n";
-  } else if (c.detach) {
-    std::cout << text(stack, "id") << "\n";
-    std::cerr << "capsule: stack " << text(stack, "id") << " " << text(stack, "state") << "; follow it with "
-              << "capsule stack ps " << text(stack, "id") << "\n";
-  } else {
-    std::cout << format_stack_summary(stack);
-  }
-  return stack_exit_code(stack);
-}
-
 int stack_ps(const std::string& socket, const StackCommands& c) {
   const http::HttpClient client(socket);
   if (!c.id.empty()) {
@@ -122,7 +90,6 @@ int stack_down(const std::string& socket, const StackCommands& c) {
 
 int stack_dispatch(const std::string& socket, StackCommands& c, bool separator_given,
                    const std::vector<std::string>& command_words) {
-  if (c.up->parsed()) return stack_up(socket, c);
   if (c.ps->parsed()) return stack_ps(socket, c);
   if (c.down->parsed()) return stack_down(socket, c);
   const json stack = http::request_json(http::HttpClient(socket), "GET", stack_path(c.id));  // logs, exec

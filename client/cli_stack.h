@@ -38,10 +38,13 @@ std::string format_stack_summary(const nlohmann::json& stack, bool with_stages =
 // The `stack ps` table (ID, STATE, SERVICES, FAILURE, CREATED); ages are relative to now_ms.
 std::string format_stacks_table(const nlohmann::json& stacks, std::int64_t now_ms);
 
-// Runs the parsed stack subcommand. `command_words` is what followed the first "--" (only `exec` takes it).
-// Returns `up`'s status (stack_exit_code), `exec`'s (run_view's rule), 2 for a service the stack does not have,
-// else 0; errors print "capsule: <code>: <message>" (or "capsule: <what>") and return 125.
+// Runs the parsed stack subcommand other than `up`. `command_words` is what followed the first "--" (only `exec`
+// takes it). Returns `exec`'s status (run_view's rule), 2 for a service the stack does not have, else 0; errors
+// print "capsule: <code>: <message>" (or "capsule: <what>") and return 125.
 int cmd_stack(const std::string& socket, StackCommands& commands, bool separator_given,
               const std::vector<std::string>& command_words);
+// `stack up` (cli_stack_up.cpp, in capsule-full: it reads compose.yaml with yaml-cpp): returns stack_exit_code
+// of the stack object, or 125 as cmd_stack does.
+int cmd_stack_up(const std::string& socket, const StackCommands& commands);
 
 }  // namespace capsule::client

@@ -1,8 +1,9 @@
-# The installed layout (GNUInstallDirs): capsule in bin/, capsuled in sbin/, capsule-init in libexec/capsule/, the
-# data in share/capsule/. The binaries find each other and the data relative to their own location (generated
-# install_layout.h), so an install works under any prefix; the build tree mirrors the same relative layout with
-# symlinks (build/sbin/capsuled, build/libexec/capsule/capsule-init, build/share/capsule/{policies,data}), so
-# build/bin/capsuled and build/bin/capsule find things exactly the way installed ones do.
+# The installed layout (GNUInstallDirs): capsule in bin/, capsuled in sbin/, capsule-init and capsule-full in
+# libexec/capsule/, the data in share/capsule/. The binaries find each other and the data relative to their own
+# location (generated install_layout.h), so an install works under any prefix; the build tree mirrors the same
+# relative layout with symlinks (build/sbin/capsuled, build/libexec/capsule/capsule-init,
+# build/share/capsule/{policies,data}), so build/bin/capsuled and build/bin/capsule find things exactly the way
+# installed ones do. capsule-full, which finds capsuled from libexec/, is built at its place in the mirror.
 include(GNUInstallDirs)
 
 set(CAPSULE_INSTALL_LIBEXECDIR "${CMAKE_INSTALL_LIBEXECDIR}/capsule")
@@ -20,6 +21,8 @@ function(capsule_relative var from to)
   set(${var} "${relative}" PARENT_SCOPE)
 endfunction()
 capsule_relative(CAPSULE_CAPSULED_FROM_CLI "${CMAKE_INSTALL_BINDIR}" "${CMAKE_INSTALL_SBINDIR}/capsuled")
+capsule_relative(CAPSULE_FULL_CLI_FROM_CLI "${CMAKE_INSTALL_BINDIR}" "${CAPSULE_INSTALL_LIBEXECDIR}/capsule-full")
+capsule_relative(CAPSULE_CAPSULED_FROM_FULL_CLI "${CAPSULE_INSTALL_LIBEXECDIR}" "${CMAKE_INSTALL_SBINDIR}/capsuled")
 capsule_relative(CAPSULE_INIT_FROM_DAEMON "${CMAKE_INSTALL_SBINDIR}" "${CAPSULE_INSTALL_LIBEXECDIR}/capsule-init")
 capsule_relative(CAPSULE_DATA_FROM_DAEMON "${CMAKE_INSTALL_SBINDIR}" "${CAPSULE_INSTALL_DATADIR}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/install_layout.h.in ${CMAKE_BINARY_DIR}/generated/install_layout.h @ONLY)
@@ -43,5 +46,8 @@ function(capsule_mirror relative target)
 endfunction()
 capsule_mirror("${CAPSULE_CAPSULED_FROM_CLI}" "${CMAKE_RUNTIME_OUTPUT_DIRECTORY}/capsuled")
 capsule_mirror("${CAPSULE_INIT_FROM_DAEMON}" "${CMAKE_RUNTIME_OUTPUT_DIRECTORY}/capsule-init")
+cmake_path(ABSOLUTE_PATH CAPSULE_FULL_CLI_FROM_CLI BASE_DIRECTORY "${CMAKE_RUNTIME_OUTPUT_DIRECTORY}" NORMALIZE
+           OUTPUT_VARIABLE full_cli)
+cmake_path(GET full_cli PARENT_PATH CAPSULE_FULL_CLI_BUILD_DIR)  # capsule-full's RUNTIME_OUTPUT_DIRECTORY
 capsule_mirror("${CAPSULE_DATA_FROM_DAEMON}/policies" "${PROJECT_SOURCE_DIR}/policies")
 capsule_mirror("${CAPSULE_DATA_FROM_DAEMON}/data" "${PROJECT_SOURCE_DIR}/images/data")

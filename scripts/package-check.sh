@@ -56,7 +56,7 @@ trap 'exit 1' INT TERM HUP
 
 say "installing $deb"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$deb" >/dev/null
-for f in /bin/capsule /sbin/capsuled /libexec/capsule/capsule-init /share/capsule/policies/default.json \
+for f in /bin/capsule /sbin/capsuled /libexec/capsule/capsule-init /libexec/capsule/capsule-full /share/capsule/policies/default.json \
          /share/capsule/data/python-releases.json /lib/systemd/system/capsuled.service \
          /lib/python3/dist-packages/capsule.py; do
   [ -e "$prefix$f" ] || fail "the package did not install $prefix$f"
@@ -90,6 +90,14 @@ assert run["state"] == "succeeded", run["state"]
 out = run["result"]["stdout"]
 assert "hello from the installed capsule" in out.get("head", "") + out.get("tail", ""), out
 PY
+
+say "session cp through the installed files: capsule hands it to capsule-full, which finds capsuled's socket alike"
+cli="$prefix/bin/capsule --socket $socket"
+session=$(env -i $cli session create --quiet)
+env -i $cli session exec "$session" -- /bin/sh -c 'mkdir -p /tmp/out && echo copied > /tmp/out/file'
+env -i $cli session cp "$session:/tmp/out" "$work/out"
+[ "$(cat "$work/out/file")" = copied ] || fail "session cp did not copy the directory out of the session"
+env -i $cli session rm "$session" >/dev/null
 
 say "the installed Python client (Debian's python3 searches $prefix/lib/python3/dist-packages)"
 env -i /usr/bin/python3 -c '

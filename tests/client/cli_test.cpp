@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 #include "client/cli_daemon.h"
 #include "http/unix_client.h"
+#include "install_layout.h"
 
 #ifndef CAPSULE_BIN_DIR
 #define CAPSULE_BIN_DIR ""
@@ -83,6 +85,16 @@ int wait_exit(pid_t pid, std::chrono::seconds limit) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Runs args to its end with stdout and stderr in dir/out and dir/err.
+Outcome run_to_end(const std::vector<std::string>& args, const fs::path& dir, std::chrono::seconds limit) {
+  const pid_t pid = spawn(args, dir / "out", dir / "err");
+  Outcome outcome;
+  outcome.code = wait_exit(pid, limit);
+  outcome.out = slurp(dir / "out");
+  outcome.err = slurp(dir / "err");
+  return outcome;
+}
+
 // Running and not a zombie (an auto-started daemon is reparented; its new parent reaps it).
 bool alive(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -128,12 +140,7 @@ class CliWithDaemon : public ::testing::Test {
 
   static Outcome capsule(std::vector<std::string> args, std::chrono::seconds limit = std::chrono::seconds(60)) {
     args.insert(args.begin(), {(fs::path(CAPSULE_BIN_DIR) / "capsule").string(), "--socket", socket_.string()});
-    const pid_t pid = spawn(args, dir_ / "out", dir_ / "err");
-    Outcome outcome;
-    outcome.code = wait_exit(pid, limit);
-    outcome.out = slurp(dir_ / "out");
-    outcome.err = slurp(dir_ / "err");
-    return outcome;
+    return run_to_end(args, dir_, limit);
   }
   static json api(const std::string& method, const std::string& target) {
     return http::request_json(http::HttpClient(socket_.string()), method, target);
@@ -337,12 +344,7 @@ TEST(CapsuleLaunch, SameFlagLettersAndExitRuleAsCapsuleRun) {
   std::ofstream(dir / "ws" / "marker") << "marker\n";
   const auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {launch.string(), "--state-dir", (dir / "state").string()});
-    const pid_t pid = spawn(args, dir / "out", dir / "err");
-    Outcome outcome;
-    outcome.code = wait_exit(pid, std::chrono::seconds(120));
-    outcome.out = slurp(dir / "out");
-    outcome.err = slurp(dir / "err");
-    return outcome;
+    return run_to_end(args, dir, std::chrono::seconds(120));
   };
 
   const Outcome exited = run({"-W", (dir / "ws").string(), "-w", "/workspace/sub", "-e", "A=from-flag", "-m", "256m",
@@ -361,6 +363,79 @@ TEST(CapsuleLaunch, SameFlagLettersAndExitRuleAsCapsuleRun) {
   EXPECT_NE(bad_size.err.find("capsule-launch: "), std::string::npos) << bad_size.err;
   const Outcome bad_flag = run({"--no-such-flag", "--", "true"});
   EXPECT_EQ(bad_flag.code, 125) << bad_flag.err;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// capsule and capsule-full (client/full_commands.h): the commands that need large libraries run in capsule-full.
+
+// The shared libraries `binary` names in its dynamic section (readelf, from binutils, which gcc depends on).
+std::vector<std::string> needed_libraries(const fs::path& binary, const fs::path& scratch) {
+  const pid_t pid = spawn({"/usr/bin/readelf", "-d", binary.string()}, scratch / "readelf.out", scratch / "readelf.err");
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(60)), 0) << slurp(scratch / "readelf.err");
+  std::vector<std::string> needed;
+  std::istringstream lines(slurp(scratch / "readelf.out"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto open = line.find("Shared library: [");
+    if (open == std::string::npos) continue;
+    const auto start = open + std::strlen("Shared library: [");
+    needed.push_back(line.substr(start, line.find(']', start) - start));
+  }
+  return needed;
+}
+
+class CapsuleFull : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(CAPSULE_BIN_DIR).empty() || !fs::exists(fs::path(CAPSULE_BIN_DIR) / "capsule")) {
+      GTEST_SKIP() << "capsule is not built";
+    }
+    char pattern[] = "/tmp/capsule-full-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  Outcome run(const fs::path& capsule, std::vector<std::string> args) {
+    args.insert(args.begin(), capsule.string());
+    return run_to_end(args, dir_, std::chrono::seconds(60));
+  }
+  fs::path dir_;
+};
+
+TEST_F(CapsuleFull, CapsuleLoadsNoneOfTheirLibrariesAndCapsuleFullDoes) {
+  const fs::path bin = CAPSULE_BIN_DIR;
+  const auto full = needed_libraries((bin / install_layout::kFullCliFromCli).lexically_normal(), dir_);
+  const auto lean = needed_libraries(bin / "capsule", dir_);
+  ASSERT_FALSE(lean.empty());
+  for (const char* large : {"libarchive", "libyaml-cpp", "libssl", "libcrypto", "libsqlite3", "libpugixml", "libspdlog",
+                            "libfmt"}) {
+    for (const auto& library : lean) EXPECT_FALSE(library.starts_with(large)) << "capsule needs " << library;
+    EXPECT_TRUE(std::any_of(full.begin(), full.end(), [&](const auto& library) { return library.starts_with(large); }))
+        << "capsule-full does not need " << large << ": the list above checks nothing";
+  }
+}
+
+TEST_F(CapsuleFull, CapsuleHandsThemOverWithTheSameArguments) {
+  // batch ls reads only its --root (no daemon needed), given after the subcommand: it reaches capsule-full as typed.
+  fs::create_directories(dir_ / "batches");
+  const Outcome listed = run(fs::path(CAPSULE_BIN_DIR) / "capsule", {"batch", "ls", "--root", (dir_ / "batches").string(),
+                                                                     "--json"});
+  EXPECT_EQ(listed.code, 0) << listed.err;
+  EXPECT_EQ(listed.out, "[]\n");
+  const Outcome bad = run(fs::path(CAPSULE_BIN_DIR) / "capsule", {"stack", "up", (dir_ / "missing.yaml").string()});
+  EXPECT_EQ(bad.code, 125) << "stack up's own exit status for a file it cannot read";
+  EXPECT_NE(bad.err.find("missing.yaml: cannot be read"), std::string::npos) << bad.err;
+}
+
+TEST_F(CapsuleFull, WithoutCapsuleFullOnlyThoseCommandsFailAndSayWhy) {
+  fs::create_directories(dir_ / "bin");
+  fs::copy_file(fs::path(CAPSULE_BIN_DIR) / "capsule", dir_ / "bin" / "capsule");
+  const Outcome help = run(dir_ / "bin" / "capsule", {"run", "--help"});
+  EXPECT_EQ(help.code, 0) << help.err;
+  const Outcome batch = run(dir_ / "bin" / "capsule", {"batch", "ls", "--root", dir_.string()});
+  EXPECT_EQ(batch.code, 1);
+  EXPECT_EQ(batch.err, "capsule: cannot run " + (dir_ / "bin" / install_layout::kFullCliFromCli).lexically_normal().string() +
+                           " (which runs this command): No such file or directory\n");
 }
 
 }  // namespace
