@@ -146,16 +146,19 @@ TEST(RecoveryTest, LeftoversOfAKilledLauncherAreRemoved) {
     _exit(0);
   }
   auto sleeper_alive = [&] { return !testing::processes_running({"sleep", marker}).empty(); };
-  // However the test ends, the launcher and its sleeper do not outlive it.
-  struct KillLeftovers {
+  // However the test ends, nothing of it outlives it: the launcher, its sleeper, the scratch dir, the cgroups.
+  struct RemoveLeftovers {
     pid_t launcher;
     const LauncherOptions& options;
-    ~KillLeftovers() {
+    ~RemoveLeftovers() {
       kill(launcher, SIGKILL);
       waitpid(launcher, nullptr, 0);
       Launcher(options).remove_leftovers();
+      std::error_code ec;
+      fs::remove_all(options.scratch_dir, ec);
+      remove_cgroup_parent(options.cgroup.parent);
     }
-  } kill_leftovers{launcher_process, options};
+  } remove_leftovers{launcher_process, options};
   for (int i = 0; i < 100 && !sleeper_alive(); ++i) usleep(50000);
   ASSERT_TRUE(sleeper_alive());
   kill(launcher_process, SIGKILL);
@@ -170,9 +173,6 @@ TEST(RecoveryTest, LeftoversOfAKilledLauncherAreRemoved) {
   const std::string cgroup_dir = next.cgroup_version() == 1 ? "/sys/fs/cgroup/pids/" + options.cgroup.parent
                                                             : "/sys/fs/cgroup/" + options.cgroup.parent;
   EXPECT_EQ(count_subdirs(cgroup_dir), 0u);
-  std::error_code ec;
-  fs::remove_all(options.scratch_dir, ec);
-  remove_cgroup_parent(options.cgroup.parent);
 }
 
 }  // namespace

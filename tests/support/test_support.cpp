@@ -8,12 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
+#include "base/file_util.h"
 #include "base/unique_fd.h"
 #include "images/host_image.h"
 
@@ -87,15 +87,11 @@ bool host_loopback_accepts(int port) {
 
 std::string read_proc_file(const std::string& path) {
   base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return {};
-  std::string text;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return {};
-    if (n == 0) return text;
-    text.append(buffer, static_cast<std::size_t>(n));
+  if (!fd) return {};
+  try {
+    return base::read_fd(fd.get(), 1 << 20, "test", path);
+  } catch (const std::exception&) {  // the process ended while it was read
+    return {};
   }
 }
 

@@ -28,8 +28,8 @@ std::string testcase(const std::string& name);
 // what a sandbox's or a stack's listener must never be.
 bool host_loopback_accepts(int port);
 
-// The whole of a /proc file, or "" when it cannot be read. A process that exits while its file is read makes
-// the read fail with ESRCH (which an istreambuf_iterator turns into an exception), so scans of /proc use this.
+// The whole of a /proc file (at most 1 MiB), or "" when it cannot be read. A process that exits while its file
+// is read makes the read fail with ESRCH (an istreambuf_iterator throws then), so scans of /proc use this.
 std::string read_proc_file(const std::string& path);
 
 // Pids of the live processes whose command line is exactly argv (zombies have none, so never match).
