@@ -1,10 +1,11 @@
 #!/bin/sh
 # From the shell (issue 13): `capsule run -- true` through its own capsuled beside the same `true` in bwrap, then
-# a short real suite (30 generated pytest tests) natively, in bwrap and through `capsule run`, timed by hyperfine.
+# two short real suites (30 generated pytest tests; `mvn -q -o validate` of a one-module project) natively, in
+# bwrap and through `capsule run`, timed by hyperfine.
 # Prints each p50 and the ratio / difference to the baselines measured in the same run; last, where a capsule
 # run's time goes (medians over --json runs: the daemon's setup, the command, the daemon's finishing up to its
 # "finished" stamp, and the rest: CLI start, request, record write and the event's way back, CLI exit).
-# Usage: bench/shell_bench.sh [BUILD_DIR] [RUNS] [SUITE_RUNS]   (default build, 40, 20)
+# Usage: bench/shell_bench.sh [BUILD_DIR] [RUNS] [SUITE_RUNS] [MVN_RUNS]   (default build, 40, 20, 10)
 # BASELINE_CLI=/path/to/another/capsule adds that CLI's rows (e.g. a build from before a change), same daemon.
 # ROUNDS=N (default 5): the runs are split into N interleaved rounds (see run_group).
 # JSON_DIR=DIR keeps hyperfine's --export-json files there (otherwise they go with the temp dir).
@@ -13,14 +14,15 @@ cd "$(dirname "$0")/.."
 build="$(cd "${1:-build}" && pwd)"
 runs="${2:-40}"
 suite_runs="${3:-20}"
+mvn_runs="${4:-10}"
 rounds="${ROUNDS:-5}"
 capsule="$build/bin/capsule"
 [ -x "$capsule" ] || { echo "shell_bench: $capsule is not built" >&2; exit 1; }
 python=/usr/bin/python3  # the host image's interpreter: the same /usr inside the sandbox and out
 if ! command -v hyperfine >/dev/null 2>&1 || ! command -v bwrap >/dev/null 2>&1 ||
-  ! "$python" -m pytest --version >/dev/null 2>&1; then
+  ! "$python" -m pytest --version >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends hyperfine bubblewrap python3-pytest \
-    >/dev/null
+    maven default-jdk-headless >/dev/null
 fi
 
 . bench/support/bench_daemon.sh
@@ -42,6 +44,23 @@ export PYTHONDONTWRITEBYTECODE=1
 # shellcheck disable=SC2086  # pytest_args is several words
 "$python" $pytest_args "$suite" | grep -q "30 passed" ||
   { echo "shell_bench: the suite does not pass natively" >&2; exit 1; }
+
+# The Maven project: one module, no dependencies and no plugin bound to validate, so offline with an empty
+# local repository it needs nothing but Maven itself (the JVM's start and Maven's model building: ~4 s here).
+project="$work/mvn-project"
+mkdir -p "$project"
+cat >"$project/pom.xml" <<'POM'
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>bench</groupId>
+  <artifactId>validate</artifactId>
+  <version>1.0</version>
+</project>
+POM
+chmod -R a+rX "$project"
+mvn_args="-q -o -B validate -Dmaven.repo.local=/tmp/m2"
+# shellcheck disable=SC2086  # mvn_args is several words
+(cd "$project" && mvn $mvn_args) || { echo "shell_bench: mvn validate fails natively" >&2; exit 1; }
 
 bwrap_base="bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib"
 bwrap_base="$bwrap_base --symlink usr/lib64 /lib64 --proc /proc --dev /dev"
@@ -81,12 +100,18 @@ set -- "$@" capsule-run-pytest-cow "$(run_cmd "$capsule") --workspace $suite $in
   set -- "$@" baseline-cli-run-pytest-ro "$(run_cmd "$BASELINE_CLI") --workspace $suite --mode ro $in_suite"
 define_group pytest "$@"
 
+set -- native-mvn "mvn -f $project/pom.xml $mvn_args"
+set -- "$@" bwrap-mvn "$bwrap_base --tmpfs /tmp --ro-bind /etc /etc --ro-bind $project /workspace --chdir /workspace -- mvn $mvn_args"
+set -- "$@" capsule-run-mvn-ro "$(run_cmd "$capsule") --workspace $project --mode ro -- mvn $mvn_args"
+define_group mvn "$@"
+
 round=1
 while [ "$round" -le "$rounds" ]; do
   warmup=1
   [ "$round" -gt 1 ] || warmup=3
   run_group true "$round" "$warmup" $(((runs + rounds - 1) / rounds))
   run_group pytest "$round" "$warmup" $(((suite_runs + rounds - 1) / rounds))
+  run_group mvn "$round" 1 $(((mvn_runs + rounds - 1) / rounds))
   round=$((round + 1))
 done
 
@@ -113,6 +138,7 @@ def show(group, title, baseline):
 
 show("true", "`true`", "bwrap-true")
 show("pytest", "30-test pytest suite", "native-pytest")
+show("mvn", "mvn -q -o validate", "native-mvn")
 
 print(f"where a capsule run's time goes (p50 of {suite_runs} --json runs, ms; the daemon's stamps are whole ms)")
 print(f"  {'':<16}{'total':>8}{'setup':>8}{'command':>9}{'finishing':>11}{'rest':>7}")

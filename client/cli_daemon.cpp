@@ -160,7 +160,7 @@ std::string capsuled_path() {
 
 void ensure_daemon(const http::HttpClient& client) {
   try {
-    client.request("GET", "/v1/health");
+    client.probe();
     return;
   } catch (const http::ConnectError& e) {
     if (!e.nobody_listening()) throw;

@@ -28,7 +28,7 @@ std::string state_dir_for(const std::string& socket);
 // Why no state dir belongs to `socket` (state_dir_for() is empty) and how to start a daemon for it.
 std::string unknown_state_dir_message(const std::string& socket);
 
-// Returns once capsuled answers on the client's socket: at once when it already listens, else after starting
+// Returns once capsuled listens on the client's socket: at once when it already does, else after starting
 // capsuled detached (own session, output to capsuled.log in its state dir, state_dir_for() the socket). Throws,
 // touching nothing, when no state dir belongs to the socket or the daemon cannot be started.
 void ensure_daemon(const http::HttpClient& client);

@@ -100,6 +100,15 @@ ConnectError::ConnectError(const std::string& path, int error)
     : base::Error(base::Cause{"connect", path, error, ""}, "connect_failed",
                   "cannot connect to capsuled at " + path + ": " + std::strerror(error)) {}
 
+void HttpClient::probe() const {
+  if (socket_path_.empty() || socket_path_.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(socket_path_, ENAMETOOLONG);
+  asio::io_context io;
+  asio::local::stream_protocol::socket socket(io);
+  beast::error_code ec;
+  socket.connect(asio::local::stream_protocol::endpoint(socket_path_), ec);
+  if (ec) throw ConnectError(socket_path_, ec.value());
+}
+
 bool ConnectError::nobody_listening() const { return error() == ENOENT || error() == ECONNREFUSED; }
 
 ResponseError::ResponseError(int status, std::string code, const std::string& message)

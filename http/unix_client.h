@@ -46,6 +46,9 @@ class HttpClient {
  public:
   explicit HttpClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}
   const std::string& socket_path() const { return socket_path_; }
+  // Connects and hangs up, sending nothing: whether something listens, for the price of a connect (a request
+  // costs the daemon a parse, a route and an answer). Throws ConnectError when it cannot connect.
+  void probe() const;
 
   // Sends one request (body as JSON when not null) and reads the whole response. Throws ConnectError when the
   // socket does not answer and std::runtime_error for transport failures; HTTP error statuses are returned.

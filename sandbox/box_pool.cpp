@@ -18,6 +18,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kReadyDeadline{10};
 constexpr std::chrono::milliseconds kFirstBackoff{1000};
 constexpr std::chrono::milliseconds kLongestBackoff{std::chrono::minutes(5)};
+constexpr std::chrono::milliseconds kYieldToStartsAtMost{50};  // a stream of starts still lets the pool refill
 
 // Reads whatever the box has to say without waiting: a box whose init died while it waited shows ended().
 void catch_up(Sandbox& box) {
@@ -56,8 +57,8 @@ bool poolable(const EnvironmentSpec& spec) {
          spec.network_namespace.empty() && !writable_bind;
 }
 
-BoxPool::BoxPool(Create create, BoxReaper& reaper, PoolOptions options)
-    : create_(std::move(create)), reaper_(reaper), options_(options) {
+BoxPool::BoxPool(Create create, BoxReaper& reaper, PoolOptions options, std::shared_ptr<StartGate> starts)
+    : create_(std::move(create)), reaper_(reaper), options_(options), starts_(std::move(starts)) {
   thread_ = std::thread([this] { fill(); });
 }
 
@@ -188,6 +189,9 @@ void BoxPool::fill() {
     }
     const EnvironmentSpec environment = short_of->environment;
     lock.unlock();
+    // Measured on 2 vCPUs: a box made while a pooled one hands over its command delayed that command's execve
+    // from 3.1 to 5.8 ms (the making and the spawner's clone took the CPUs its standby and init needed).
+    if (starts_) starts_->wait_clear(kYieldToStartsAtMost);
     const bool may_fill = !options_.may_fill || options_.may_fill();
     const Sources sources = sources_of(environment);  // before: a path replaced while the box is made shows then
     std::unique_ptr<Sandbox> box = may_fill ? make_ready(environment) : nullptr;

@@ -18,6 +18,7 @@
 #include "sandbox/box_reaper.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
+#include "sandbox/start_gate.h"
 
 namespace capsule::sandbox {
 
@@ -47,8 +48,9 @@ struct PoolStats {
 class BoxPool {
  public:
   using Create = std::function<std::unique_ptr<Sandbox>(const EnvironmentSpec&)>;
-  // Unused boxes go to `reaper`, which must outlive the pool.
-  BoxPool(Create create, BoxReaper& reaper, PoolOptions options);
+  // Unused boxes go to `reaper`, which must outlive the pool. Each box is made once `starts` holds no ticket
+  // (or a while has passed): on a machine of few CPUs a box made ahead would take one from a start waited for.
+  BoxPool(Create create, BoxReaper& reaper, PoolOptions options, std::shared_ptr<StartGate> starts = {});
   ~BoxPool();  // stops making boxes; the waiting ones go to the reaper
   BoxPool(const BoxPool&) = delete;
   BoxPool& operator=(const BoxPool&) = delete;
@@ -86,6 +88,7 @@ class BoxPool {
   const Create create_;
   BoxReaper& reaper_;
   const PoolOptions options_;
+  const std::shared_ptr<StartGate> starts_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::list<Wanted> wanted_;  // most recently asked first

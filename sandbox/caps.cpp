@@ -15,11 +15,15 @@
 
 namespace capsule::sandbox {
 
-void drop_privileges(unsigned uid, unsigned gid) {
+void drop_capability_bounds() {
   for (cap_value_t cap = 0; cap <= CAP_LAST_CAP; ++cap) {
     if (cap_drop_bound(cap) != 0 && errno != EINVAL) throw_errno("caps", "", "drop bounding capability");
   }
-  if (cap_reset_ambient() != 0) throw_errno("caps", "", "clear ambient capabilities");
+  // One call: libcap's cap_reset_ambient probes every capability first (41 more syscalls, ~0.4 ms on a VM).
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) throw_errno("caps", "", "clear ambient capabilities");
+}
+
+void drop_privileges(unsigned uid, unsigned gid) {
   if (setgroups(0, nullptr) != 0) throw_errno("caps", "", "setgroups");
   if (setresgid(gid, gid, gid) != 0) throw_errno("caps", "", "setresgid " + std::to_string(gid));
   if (setresuid(uid, uid, uid) != 0) throw_errno("caps", "", "setresuid " + std::to_string(uid));

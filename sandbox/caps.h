@@ -4,8 +4,12 @@
 
 namespace capsule::sandbox {
 
-// Clears the bounding and ambient sets (needs CAP_SETPCAP, so call while still privileged), then
-// switches to uid/gid (no supplementary groups) and clears the remaining sets. Throws SandboxError (step "caps").
+// Clears the bounding and ambient sets (needs CAP_SETPCAP, so call while still privileged). Depends on no
+// request: a standby child does it before its request comes. Throws SandboxError (step "caps").
+void drop_capability_bounds();
+
+// After drop_capability_bounds: switches to uid/gid (no supplementary groups) and clears the effective,
+// permitted and inheritable sets. Throws SandboxError (step "caps").
 void drop_privileges(unsigned uid, unsigned gid);
 
 // capsule-init of a live sandbox after setup: keeps only what starting processes needs (CAP_SETUID, CAP_SETGID,

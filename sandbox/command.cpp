@@ -81,7 +81,7 @@ std::int64_t monotonic_ns() {
 }
 
 void run_command(const ExecRequest& config, const std::vector<std::uint8_t>& seccomp_program, int report_fd,
-                 const std::vector<int>& cgroup_fds) {
+                 const std::vector<int>& cgroup_fds, CapabilityBounds bounds) {
   for (int fd : cgroup_fds) {
     if (write(fd, "0", 1) != 1) fail(report_fd, "cgroup", "cgroup.procs", errno);
     close(fd);
@@ -93,6 +93,7 @@ void run_command(const ExecRequest& config, const std::vector<std::uint8_t>& sec
   if (config.controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0) fail(report_fd, "tty", "TIOCSCTTY", errno);
   try {
     apply_rlimits(RlimitSettings{config.nofile, config.fsize_bytes, config.stack_bytes});
+    if (bounds == CapabilityBounds::kToDrop) drop_capability_bounds();
     drop_privileges(config.uid, config.gid);
     set_no_new_privs();
   } catch (const SandboxError& e) {

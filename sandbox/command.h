@@ -18,10 +18,15 @@ struct CommandReport {
   char path[224] = {};
 };
 
+// Whether the calling child already cleared its bounding and ambient capabilities (a standby does that while
+// it waits: it depends on no request).
+enum class CapabilityBounds { kToDrop, kDropped };
+
 // Never returns. `report_fd` is the write end of the report pipe (close-on-exec); `cgroup_fds` are the
 // exec's cgroup.procs descriptors, joined ("0") first, so everything the command starts stays in that group.
 [[noreturn]] void run_command(const ExecRequest& request, const std::vector<std::uint8_t>& seccomp_program,
-                              int report_fd, const std::vector<int>& cgroup_fds);
+                              int report_fd, const std::vector<int>& cgroup_fds,
+                              CapabilityBounds bounds = CapabilityBounds::kToDrop);
 
 std::int64_t monotonic_ns();
 

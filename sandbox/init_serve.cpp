@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/caps.h"
 #include "sandbox/channel.h"
 #include "sandbox/init_channel.h"
 #include "sandbox/command.h"
@@ -126,6 +127,11 @@ bool standby_is_quiet(pid_t pid) {
   for (int fd : cgroup_fds) joined = write(fd, "0", 1) == 1 && joined;
   for (int fd : cgroup_fds) close(fd);
   if (!joined) _exit(1);  // outside its leaf a timeout could not reach what it starts: its exec forks anew
+  try {
+    drop_capability_bounds();  // the same for every request: off the exec's path
+  } catch (const SandboxError&) {
+    _exit(1);  // its exec forks anew, and drops them there
+  }
   (void)!send(channel, "J", 1, MSG_NOSIGNAL);
   try {
     const std::optional<std::string> message = receive_message(channel);
@@ -137,7 +143,7 @@ bool standby_is_quiet(pid_t pid) {
       if (dup2(fds[target], target) < 0) _exit(127);
     }
     close(channel);
-    run_command(request, program, fds[3], {});
+    run_command(request, program, fds[3], {}, CapabilityBounds::kDropped);
   } catch (const SandboxError&) {
     _exit(127);
   }

@@ -48,6 +48,7 @@ struct Launcher::State {
   std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
   std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
   BoxReaper reaper;
+  std::shared_ptr<StartGate> starts = std::make_shared<StartGate>();  // runs' and execs' starts, which the pool yields to
   std::mutex pool_mutex;
   std::unique_ptr<BoxPool> pool;  // last: it makes boxes through the members above, and goes first
 
@@ -190,7 +191,7 @@ Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) 
   state_->options = std::move(options);
   if (state_->options.pool.boxes_per_environment > 0) {
     state_->pool = std::make_unique<BoxPool>([this](const EnvironmentSpec& spec) { return create(spec); },
-                                             state_->reaper, state_->options.pool);
+                                             state_->reaper, state_->options.pool, state_->starts);
   }
 }
 
@@ -248,6 +249,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   box->environment_ = spec;
   box->host_id_base_ = state_->options.host_id_base;
   box->host_id_count_ = state_->options.host_id_count;
+  box->starts_ = state_->starts;
   const std::string program_hex =
       spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
 
@@ -340,6 +342,7 @@ std::unique_ptr<StartedSandbox> Launcher::start(const SandboxSpec& spec, const R
   validate_spec(spec, state_->options.host_id_count);
   std::unique_ptr<StartedSandbox> started(new StartedSandbox());
   const EnvironmentSpec environment = environment_of(spec);
+  const StartGate::Ticket making_the_box = state_->starts->enter();  // the exec holds its own from its request on
   started->box_ = take_or_create(environment);
   const ProcessSpec process = process_of(spec);
   if (started->box_->times().taken != 0) {

@@ -22,6 +22,7 @@
 #include "sandbox/result.h"
 #include "sandbox/scratch.h"
 #include "sandbox/spec.h"
+#include "sandbox/start_gate.h"
 
 namespace capsule::sandbox {
 
@@ -126,6 +127,7 @@ class Sandbox {
   std::uint64_t next_exec_id_ = 1;
   std::map<std::uint64_t, Exec*> execs_;  // live execs by id, for routing init's events
   std::optional<ExecCgroup> prepared_;    // prepare_exec(): the next exec's, still empty
+  std::shared_ptr<StartGate> starts_;     // each exec holds a ticket until its execve (start_gate.h)
 };
 
 // What init told about one exec, as seen from outside; Exec::finish turns it into a Result.
@@ -198,6 +200,7 @@ class Exec {
   std::string stdin_data_;
   std::size_t stdin_offset_ = 0;
   std::uint64_t box_oom_kills_at_start_ = 0;
+  StartGate::Ticket starting_;  // from the request to its execve or end: the pool waits meanwhile
   std::int64_t start_ns_ = 0;
   std::int64_t sent_ns_ = 0;
   std::int64_t wall_deadline_ = 0;

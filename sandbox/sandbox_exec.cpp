@@ -109,6 +109,7 @@ std::unique_ptr<Exec> Sandbox::exec(const ProcessSpec& spec, RunHooks hooks) {
   prepared_.reset();
   const std::uint64_t id = leaf.id;
   std::unique_ptr<Exec> exec(new Exec(*this, id, spec, std::move(hooks)));
+  if (starts_) exec->starting_ = starts_->enter();
   exec->start_ns_ = start;
   exec->cgroup_ = std::move(leaf.cgroup);
   std::vector<base::UniqueFd> joins = std::move(leaf.joins);  // none when init holds them (in_init)
@@ -206,6 +207,7 @@ Exec::~Exec() {
 void Exec::ended(bool box_ended) {
   if (ended_) return;
   ended_ = true;
+  starting_.release();
   outcome_.box_ended = box_ended && !outcome_.exit_code && !outcome_.exit_signal;
   outcome_.end_ns = monotonic_ns();
   kill_at_ns_.reset();

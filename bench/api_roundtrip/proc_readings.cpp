@@ -2,9 +2,11 @@
 // after the closing parenthesis of the command name, which may itself hold spaces.
 #include "api_roundtrip/proc_readings.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -18,9 +20,23 @@ namespace capsule::bench::api_roundtrip {
 
 namespace fs = std::filesystem;
 
+// "" when the file cannot be read: a /proc file of a thread or process that ended meanwhile fails its read
+// with ESRCH (an ifstream would throw from its buffer on that).
 std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string text;
+  char buffer[4096];
+  for (ssize_t got; (got = read(fd, buffer, sizeof buffer)) != 0;) {
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      text.clear();
+      break;
+    }
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(fd);
+  return text;
 }
 
 std::string mount_of(const std::string& path) {

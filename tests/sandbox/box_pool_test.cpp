@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -206,6 +207,25 @@ TEST(BoxPool, IdleEnvironmentsAreLetGoAndStoppingLeavesNothing) {
   busy->remove_cgroup_parent();
   EXPECT_FALSE(fs::exists(cgroups)) << "the pool's boxes are gone with the parent";
   EXPECT_EQ(subdirectories(busy.options().scratch_dir), 0u);
+}
+
+// The pool yields to starts in flight (sandbox/start_gate.h), but only for a while: a long run does not keep
+// the next box from being made.
+TEST(BoxPool, ARunInFlightDelaysTheNextBoxButDoesNotStopIt) {
+  PooledLauncher launcher("gate", PoolOptions{1, 4, std::chrono::minutes(10)});
+  ASSERT_EQ(launcher->run(sh("true")).status, Status::kSucceeded);  // a miss: the environment is wanted now
+  ASSERT_TRUE(launcher.await_made(1));
+  std::atomic<bool> cancel{false};
+  RunHooks hooks;
+  hooks.cancel = &cancel;
+  Result long_run;
+  std::thread runner([&] { long_run = launcher->run(sh("sleep 600"), hooks); });
+  const bool made_meanwhile = launcher.await_made(2);
+  cancel = true;
+  runner.join();
+  EXPECT_TRUE(made_meanwhile) << "a box was made while the run held its ticket";
+  EXPECT_EQ(long_run.status, Status::kCancelled) << describe(long_run);
+  EXPECT_GE(launcher->pool_stats().hits, 1u) << "the long run took the box made ahead";
 }
 
 // A daemon that dies with boxes waiting in its pool: each box's init sees its channel close and ends, so no

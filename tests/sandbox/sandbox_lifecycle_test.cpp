@@ -132,14 +132,14 @@ TEST_F(SandboxLifecycleTest, DestroyLeavesNoProcessCgroupOrScratchDir) {
   EXPECT_NE(kill(init, 0), 0) << "init survived destroy";
   running.reset();
   EXPECT_FALSE(std::filesystem::exists(scratch)) << "its scratch dir is left";
-  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/capsule-test/" + box->id()));
+  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/" + testing::shared_cgroup_parent() + "/" + box->id()));
 }
 
 // A cgroup made ahead by prepare_exec() is the next exec's and starts empty: that exec's usage is its own (not
 // the previous exec's CPU), the exec's leaf goes with the Exec, and destroy removes a prepared leaf never used.
 TEST_F(SandboxLifecycleTest, APreparedCgroupIsTheNextExecsAndCountsOnlyIt) {
   auto box = shared_launcher().create(environment_);
-  const std::string dir = "/sys/fs/cgroup/cpuacct/capsule-test/" + box->id();
+  const std::string dir = "/sys/fs/cgroup/cpuacct/" + testing::shared_cgroup_parent() + "/" + box->id();
   const Result busy = sh(*box, "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done");
   ASSERT_EQ(busy.status, Status::kSucceeded) << describe(busy);
   ASSERT_GT(busy.cpu_user_ms + busy.cpu_sys_ms, 20.0) << "the loop should take some CPU";

@@ -19,20 +19,23 @@
 
 namespace capsule::testing {
 
+std::string shared_cgroup_parent() { return "capsule-test-" + std::to_string(::getpid()); }
+
 namespace {
 
-// The launcher with a scratch dir of this process's own: test binaries run side by side (ctest -j), and a test
-// that checks what is left below its scratch dir must not see another process's sandboxes. Removed at exit,
-// after the launcher (whose reaper may still be removing boxes).
+// The launcher with a scratch dir and cgroup parent of this process's own: test binaries run side by side (ctest
+// -j), a test that checks what is left below its scratch dir must not see another process's sandboxes, and the
+// parent can go at exit without racing another process's next box. Both removed at exit.
 class SharedLauncher {
  public:
   SharedLauncher() : scratch_("/tmp/capsule-test/scratch-" + std::to_string(::getpid())) {
     sandbox::LauncherOptions options;
     options.scratch_dir = scratch_;
-    options.cgroup.parent = "capsule-test";
+    options.cgroup.parent = shared_cgroup_parent();
     launcher_.emplace(options);
   }
   ~SharedLauncher() {
+    launcher_->remove_cgroup_parent();
     launcher_.reset();
     std::error_code ignored;
     std::filesystem::remove_all(scratch_, ignored);

@@ -12,8 +12,10 @@
 
 namespace capsule::testing {
 
-// A process-wide Launcher using a scratch dir under /tmp and the `capsule-test` cgroup parent.
+// A process-wide Launcher using a scratch dir under /tmp and the shared_cgroup_parent(), both this process's own
+// and removed at its exit.
 sandbox::Launcher& shared_launcher();
+std::string shared_cgroup_parent();  // "capsule-test-<pid>"
 
 // argv on the host image with policies/default.json, /opt/testcases mounted, 60 s wall limit.
 sandbox::SandboxSpec host_spec(std::vector<std::string> argv);
