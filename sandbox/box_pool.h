@@ -49,7 +49,7 @@ class BoxPool {
  public:
   using Create = std::function<std::unique_ptr<Sandbox>(const EnvironmentSpec&)>;
   // Unused boxes go to `reaper`, which must outlive the pool. Each box is made once `starts` holds no ticket
-  // (or a while has passed): on a machine of few CPUs a box made ahead would take one from a start waited for.
+  // (or 50 ms have passed): on a machine of few CPUs a box made ahead would take one from a run waited for.
   BoxPool(Create create, BoxReaper& reaper, PoolOptions options, std::shared_ptr<StartGate> starts = {});
   ~BoxPool();  // stops making boxes; the waiting ones go to the reaper
   BoxPool(const BoxPool&) = delete;

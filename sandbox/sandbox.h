@@ -127,7 +127,7 @@ class Sandbox {
   std::uint64_t next_exec_id_ = 1;
   std::map<std::uint64_t, Exec*> execs_;  // live execs by id, for routing init's events
   std::optional<ExecCgroup> prepared_;    // prepare_exec(): the next exec's, still empty
-  std::shared_ptr<StartGate> starts_;     // each exec holds a ticket until its execve (start_gate.h)
+  std::shared_ptr<StartGate> starts_;     // each exec holds a ticket until it ends (start_gate.h)
 };
 
 // What init told about one exec, as seen from outside; Exec::finish turns it into a Result.
@@ -200,7 +200,7 @@ class Exec {
   std::string stdin_data_;
   std::size_t stdin_offset_ = 0;
   std::uint64_t box_oom_kills_at_start_ = 0;
-  StartGate::Ticket starting_;  // from the request to its execve or end: the pool waits meanwhile
+  StartGate::Ticket starting_;  // from the request to its end: the pool waits meanwhile (50 ms at most)
   std::int64_t start_ns_ = 0;
   std::int64_t sent_ns_ = 0;
   std::int64_t wall_deadline_ = 0;

@@ -1,5 +1,5 @@
-// StartGate: a start somebody is waiting for (a run, an exec) holds a ticket from its request until its command's
-// execve; work done ahead (the pool making boxes) waits for no ticket to be held, so it never takes a CPU from one.
+// StartGate: work somebody waits for (a run, an exec) holds a ticket from its request until it ends; work done
+// ahead (the pool making boxes) waits for no ticket to be held, so it never takes a CPU from such work.
 #pragma once
 
 #include <chrono>
@@ -11,7 +11,7 @@ namespace capsule::sandbox {
 
 class StartGate : public std::enable_shared_from_this<StartGate> {
  public:
-  // Held while a start is on its way; release() (or destruction) ends it, once.
+  // Held while a run or exec is on its way; release() (or destruction) ends it, once.
   class Ticket {
    public:
     Ticket() = default;
@@ -28,8 +28,8 @@ class StartGate : public std::enable_shared_from_this<StartGate> {
   };
 
   Ticket enter() { return Ticket(shared_from_this()); }
-  // Returns once no ticket is held, or after `most` (a start stuck before its execve, or a stream of them, must
-  // not stop the pool for good). Whether it was clear.
+  // Returns once no ticket is held, or after `most` (a long build, or a stream of runs, must not stop the pool
+  // for good). Whether it was clear.
   bool wait_clear(std::chrono::milliseconds most);
   int held() const;
 
