@@ -121,7 +121,8 @@ TEST_F(CapsuledDisk, InodeLimitStopsCreatingFiles) {
 TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnIt) {
   start_on_small_state_fs();
   // A disk limit above what the state filesystem has: the sandbox's disk image fills the filesystem itself.
-  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; echo rc=$?; sync; sleep 600");
+  // Silent, as in NewRunsBelowTheWatermarkAre507: output the full filesystem cannot take would end the run.
+  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>/dev/null; sync; sleep 600");
   spec["limits"] = {{"disk", "1g"}};
   const std::string id = submit(spec);
   ASSERT_TRUE(eventually([&] {
@@ -171,7 +172,9 @@ TEST_F(CapsuledDisk, OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon) {
 // Below the free-space watermark a new run is refused with 507 before anything is written for it.
 TEST_F(CapsuledDisk, NewRunsBelowTheWatermarkAre507) {
   start_on_small_state_fs();
-  const std::string filler = submit(sh("dd if=/dev/zero of=/var/fill bs=1M count=400; sleep 600"));
+  // Silent: its output would go to a log file on the filesystem it fills, and a write failing there ends the run
+  // as internal_error (CapsuledDisk.OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon), freeing the space again.
+  const std::string filler = submit(sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>/dev/null; sleep 600"));
   ASSERT_TRUE(eventually([&] {
     // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
     const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
