@@ -1,5 +1,7 @@
 // capsule-launch: runs one command in a real sandbox on the built-in host image through the launcher
 // library and prints the Result as JSON. The daemon-less way in; flags and exit status are `capsule run`'s.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -79,7 +81,19 @@ int main(int argc, char** argv) {
   try {
     sandbox::LauncherOptions launcher_options;
     launcher_options.scratch_dir = state_dir + "/scratch";
+    // A cgroup parent of its own, removed at exit: capsuled's default "capsule" would take this run's box for
+    // a crashed daemon's leftover (and kill it) when a capsuled started meanwhile.
+    launcher_options.cgroup.parent = "capsule-launch-" + std::to_string(::getpid());
     sandbox::Launcher launcher(launcher_options);
+    struct RemoveParent {
+      sandbox::Launcher& launcher;
+      ~RemoveParent() {
+        try {
+          launcher.remove_cgroup_parent();
+        } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): an empty parent left is harmless
+        }
+      }
+    } remove_parent{launcher};
     const images::HostImage image = images::prepare_host_image(state_dir + "/images");
     const sandbox::Result result = launcher.run(spec_for(options, workspace_rw, policy, image));
     std::cout << sandbox::result_to_json(result).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
