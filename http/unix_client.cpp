@@ -47,17 +47,23 @@ std::optional<Payload> json_payload(const nlohmann::json& body) {
   return Payload{"application/json", body.dump()};
 }
 
+// A connected socket to the daemon at `path`. Throws ConnectError.
+Socket connect_to(asio::io_context& io, const std::string& path) {
+  if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(path, ENAMETOOLONG);
+  Socket socket(io);
+  beast::error_code ec;
+  socket.connect(asio::local::stream_protocol::endpoint(path), ec);
+  if (ec) throw ConnectError(path, ec.value());
+  return socket;
+}
+
 // Connects and writes the request; the socket is then ready for reading the response.
 Socket send_request(asio::io_context& io, const std::string& path, const std::string& method,
                     const std::string& target, std::optional<Payload> body, const Headers& headers) {
   const bhttp::verb verb = bhttp::string_to_verb(method);
   if (verb == bhttp::verb::unknown) throw std::invalid_argument("unknown HTTP method '" + method + "'");
-  if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(path, ENAMETOOLONG);
-
-  Socket socket(io);
+  Socket socket = connect_to(io, path);
   beast::error_code ec;
-  socket.connect(asio::local::stream_protocol::endpoint(path), ec);
-  if (ec) throw ConnectError(path, ec.value());
 
   bhttp::request<bhttp::string_body> req{verb, target, 11};
   req.set(bhttp::field::host, "capsule");
@@ -101,12 +107,8 @@ ConnectError::ConnectError(const std::string& path, int error)
                   "cannot connect to capsuled at " + path + ": " + std::strerror(error)) {}
 
 void HttpClient::probe() const {
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(sockaddr_un{}.sun_path)) throw ConnectError(socket_path_, ENAMETOOLONG);
   asio::io_context io;
-  asio::local::stream_protocol::socket socket(io);
-  beast::error_code ec;
-  socket.connect(asio::local::stream_protocol::endpoint(socket_path_), ec);
-  if (ec) throw ConnectError(socket_path_, ec.value());
+  connect_to(io, socket_path_);
 }
 
 bool ConnectError::nobody_listening() const { return error() == ENOENT || error() == ECONNREFUSED; }

@@ -30,11 +30,6 @@ constexpr std::uint64_t kInodeSize = 256;
 constexpr std::uint64_t kBytesPerDefaultInode = 16 << 10;
 constexpr std::uint64_t kRoomForAsyncRelease = 1ull << 30;  // host free space above which release is async
 
-// The image is larger than the limit by what ext4 keeps for itself (inode tables, bitmaps, descriptors), so
-// the sandbox can use about `bytes`. The tables are never written (lazy init), so they cost no host disk.
-std::uint64_t image_size(const DiskLimits& limits) {
-  return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
-}
 
 const char* mkfs_binary() {
   for (const char* path : {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"}) {
@@ -86,26 +81,6 @@ void format(const std::string& image, const DiskLimits& limits, std::uint32_t ow
   }
 }
 
-// mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
-// owner) is formatted once, as a template beside the sandboxes' dirs, and copied (data only) per sandbox.
-std::string template_for(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner) {
-  const std::string path = templates_dir + "/v1-" + std::to_string(image_size(limits)) + "-" +
-                           std::to_string(limits.inodes) + "-" + std::to_string(owner) + ".img";
-  if (access(path.c_str(), R_OK) == 0) return path;
-  if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
-  const std::string temporary = path + ".tmp-" + std::to_string(gettid());
-  base::UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!image) throw_errno("disk", temporary, "create template");
-  try {
-    if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", temporary, "ftruncate");
-    format(temporary, limits, owner);
-    if (rename(temporary.c_str(), path.c_str()) != 0) throw_errno("disk", path, "rename template");
-  } catch (...) {
-    unlink(temporary.c_str());
-    throw;
-  }
-  return path;
-}
 
 // Copies the data extents of `source` into `target` (already as long); the holes stay holes.
 void copy_data(const std::string& source, int target, const std::string& target_path) {
@@ -149,6 +124,33 @@ std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& 
 
 }  // namespace
 
+// The image is larger than the limit by what ext4 keeps for itself (inode tables, bitmaps, descriptors), so
+// the sandbox can use about `bytes`. The tables are never written (lazy init), so they cost no host disk.
+std::uint64_t disk_image_bytes(const DiskLimits& limits) {
+  return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
+}
+
+// mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
+// owner) is formatted once, as a template beside the sandboxes' dirs, and copied (data only) per sandbox.
+std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner) {
+  const std::string path = templates_dir + "/v1-" + std::to_string(disk_image_bytes(limits)) + "-" +
+                           std::to_string(limits.inodes) + "-" + std::to_string(owner) + ".img";
+  if (access(path.c_str(), R_OK) == 0) return path;
+  if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
+  const std::string temporary = path + ".tmp-" + std::to_string(gettid());
+  base::UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!image) throw_errno("disk", temporary, "create template");
+  try {
+    if (ftruncate(image.get(), static_cast<off_t>(disk_image_bytes(limits))) != 0) throw_errno("disk", temporary, "ftruncate");
+    format(temporary, limits, owner);
+    if (rename(temporary.c_str(), path.c_str()) != 0) throw_errno("disk", path, "rename template");
+  } catch (...) {
+    unlink(temporary.c_str());
+    throw;
+  }
+  return path;
+}
+
 SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir)
     : dir_(dir),
       image_(images_dir.empty() ? dir + "/disk.img" : images_dir + "/" + dir.substr(dir.rfind('/') + 1) + ".img"),
@@ -162,9 +164,9 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
   base::UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!image) throw_errno("disk", image_, "create image");
   try {
-    if (ftruncate(image.get(), static_cast<off_t>(image_size(limits))) != 0) throw_errno("disk", image_, "ftruncate");
+    if (ftruncate(image.get(), static_cast<off_t>(disk_image_bytes(limits))) != 0) throw_errno("disk", image_, "ftruncate");
     const std::string templates = images_dir.empty() ? dir.substr(0, dir.rfind('/')) : images_dir;
-    copy_data(template_for(templates + "/.disk-templates", limits, owner), image.get(), image_);
+    copy_data(disk_template(templates + "/.disk-templates", limits, owner), image.get(), image_);
     base::UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
     const std::string device = attach_loop(image.get(), image_, held);
     image_fd_ = std::move(image);  // for its size at release

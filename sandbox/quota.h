@@ -22,6 +22,15 @@ constexpr std::uint64_t kMinDiskInodes = 64;
 constexpr std::uint64_t kMaxDiskBytes = 1ull << 50;
 constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
 
+// The image's size for `limits` (inodes given): the limit plus what ext4 keeps for itself, so the sandbox can use
+// about `limits.bytes`. The tables are never written (lazy init), so they cost no host disk.
+std::uint64_t disk_image_bytes(const DiskLimits& limits);
+
+// The formatted template of `limits` (inodes given) for a disk whose root `owner` owns, made once in
+// `templates_dir` (mkfs.ext4 without journal or resize inode, lazy tables) and reused; its path. Throws
+// SandboxError (step "disk").
+std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner);
+
 class SandboxDisk {
  public:
   // Creates the image, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by `owner` (the

@@ -21,6 +21,7 @@
 #include "api_roundtrip/load.h"
 #include "api_roundtrip/proc_readings.h"
 #include "http/unix_client.h"
+#include "support/cpu_time.h"
 #include "support/fail.h"
 #include "support/spawn.h"
 #include "support/stats.h"

@@ -6,7 +6,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -14,29 +13,22 @@
 #include <string>
 #include <vector>
 
+#include "base/file_util.h"
+#include "base/unique_fd.h"
 #include "support/fail.h"
 
 namespace capsule::bench::api_roundtrip {
 
 namespace fs = std::filesystem;
 
-// "" when the file cannot be read: a /proc file of a thread or process that ended meanwhile fails its read
-// with ESRCH (an ifstream would throw from its buffer on that).
 std::string read_text(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string text;
-  char buffer[4096];
-  for (ssize_t got; (got = read(fd, buffer, sizeof buffer)) != 0;) {
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      text.clear();
-      break;
-    }
-    text.append(buffer, static_cast<std::size_t>(got));
+  base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return {};
+  try {
+    return base::read_fd(fd.get(), 64ull << 20, "bench", path);  // a log of a run, at most
+  } catch (const std::exception&) {  // a /proc file of a thread or process that ended meanwhile (ESRCH)
+    return {};
   }
-  close(fd);
-  return text;
 }
 
 std::string mount_of(const std::string& path) {
@@ -90,22 +82,6 @@ double process_tree_cpu_ms(pid_t pid) {
   if (f.size() < 15) die("short /proc/" + std::to_string(pid) + "/stat");
   const double ticks = std::stod(f[11]) + std::stod(f[12]) + std::stod(f[13]) + std::stod(f[14]);  // u, s, cu, cs
   return ticks * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double rusage_ms(int who) {
-  rusage usage{};
-  getrusage(who, &usage);
-  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1000.0 + static_cast<double>(t.tv_usec) / 1000.0; };
-  return ms(usage.ru_utime) + ms(usage.ru_stime);
-}
-
-std::pair<long long, long long> machine_cpu() {
-  std::ifstream file("/proc/stat");
-  std::string cpu;
-  long long user, nice, system, idle, iowait, irq, softirq, steal;
-  file >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-  const long long busy = user + nice + system + irq + softirq + steal;
-  return {busy, busy + idle + iowait};
 }
 
 std::pair<long, long long> dir_usage(const fs::path& dir) {

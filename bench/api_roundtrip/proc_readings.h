@@ -26,12 +26,6 @@ std::map<int, long> thread_cpu_ticks(pid_t pid);
 // CPU time (ms) of a process plus its reaped children: for capsuled that includes every finished sandbox.
 double process_tree_cpu_ms(pid_t pid);
 
-// CPU time (ms) of this process's reaped children (RUSAGE_CHILDREN: the bwrap runs) or of itself (RUSAGE_SELF).
-double rusage_ms(int who);
-
-// Busy and total jiffies of the whole machine (first line of /proc/stat).
-std::pair<long long, long long> machine_cpu();
-
 // Regular files (symlinks not followed) and their bytes under a directory: the logs grow with every run.
 std::pair<long, long long> dir_usage(const std::filesystem::path& dir);
 

@@ -31,6 +31,10 @@
 
 #include <grp.h>
 
+#include "base/file_util.h"
+#include "base/unique_fd.h"
+#include "sandbox/quota.h"
+
 namespace capsule::bench::kernel_floor {
 namespace {
 
@@ -41,36 +45,26 @@ namespace fs = std::filesystem;
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) fail("open " + path);
-  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int saved = errno;
-  close(fd);
-  errno = saved;
-  if (!ok) fail("write " + path);
+  base::UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) fail("open " + path);
+  base::write_all(fd.get(), text.data(), text.size(), "floor box", path);
 }
 
-std::string read_text(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("open " + path);
-  char buffer[256];
-  const ssize_t got = read(fd, buffer, sizeof buffer);
-  close(fd);
-  return got > 0 ? std::string(buffer, static_cast<std::size_t>(got)) : std::string();
+void read_text(const std::string& path) {
+  base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) fail("open " + path);
+  base::read_fd(fd.get(), 4096, "floor box", path);
 }
 
 constexpr std::uint64_t kInodes = 1ull << 20;  // capsule's default limits.disk_inodes
 
-std::uint64_t image_bytes(std::uint64_t mib) {
-  const std::uint64_t bytes = mib << 20;
-  return bytes + kInodes * 256 + bytes / 64 + (4ull << 20);  // as sandbox/quota.cpp sizes it
-}
+sandbox::DiskLimits disk_limits(std::uint64_t mib) { return {mib << 20, kInodes}; }
 
 // The disk: a copy of the template's data extents, a loop device that detaches itself, ext4 mounted.
 void mount_disk(const std::string& template_path, const std::string& image, const std::string& target, std::uint64_t mib) {
   const int out = open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (out < 0) fail("create " + image);
-  if (ftruncate(out, static_cast<off_t>(image_bytes(mib))) != 0) fail("ftruncate");
+  if (ftruncate(out, static_cast<off_t>(sandbox::disk_image_bytes(disk_limits(mib)))) != 0) fail("ftruncate");
   const int in = open(template_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) fail("open template");
   for (off_t data = lseek(in, 0, SEEK_DATA); data >= 0; data = lseek(in, data, SEEK_DATA)) {
@@ -309,19 +303,7 @@ int make_idmap_userns(std::uint32_t host_root) {
 }
 
 std::string disk_template(const FloorSetup& setup, std::uint64_t mib) {
-  const std::string path = setup.disk_dir + "/template-" + std::to_string(mib) + ".img";
-  if (access(path.c_str(), R_OK) == 0) return path;
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(image_bytes(mib))) != 0) fail("template " + path);
-  close(fd);
-  const std::string owner = std::to_string(setup.host_root);
-  const std::string command = "mkfs.ext4 -q -F -O ^has_journal,^resize_inode -E nodiscard,lazy_itable_init=1,root_owner=" +
-                              owner + ":" + owner + " -m 0 -b 4096 -N " + std::to_string(kInodes) + " " + path;
-  if (std::system(command.c_str()) != 0) {
-    unlink(path.c_str());
-    throw std::runtime_error("floor box: " + command + " failed");
-  }
-  return path;
+  return sandbox::disk_template(setup.disk_dir, disk_limits(mib), setup.host_root);
 }
 
 void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) {

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -18,6 +17,7 @@
 #include "images/host_image.h"
 #include "kernel_floor/floor_box.h"
 #include "sandbox/seccomp.h"
+#include "support/cpu_time.h"
 #include "support/fail.h"
 #include "support/files.h"
 #include "support/spawn.h"
@@ -73,23 +73,11 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-double process_cpu_ms() {
-  double total = 0;
-  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
-    rusage usage{};
-    getrusage(who, &usage);
-    for (const timeval& t : {usage.ru_utime, usage.ru_stime}) total += static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
-  }
-  return total;
-}
+double process_cpu_ms() { return rusage_ms(RUSAGE_SELF) + rusage_ms(RUSAGE_CHILDREN); }
 
-// Busy jiffies of the whole machine (kworkers too: a network namespace's cleanup runs there), in ms.
+// Busy time of the whole machine in ms (kworkers too: a network namespace's cleanup runs there).
 double machine_busy_ms() {
-  std::ifstream stat("/proc/stat");
-  std::string cpu;
-  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-  return static_cast<double>(user + nice + system + irq + softirq) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return static_cast<double>(machine_cpu().first) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 struct Method {
