@@ -33,6 +33,20 @@ std::string unknown_state_dir_message(const std::string& socket);
 // touching nothing, when no state dir belongs to the socket or the daemon cannot be started.
 void ensure_daemon(const http::HttpClient& client);
 
+// `call()` (one request through `client`), with capsuled started first when its connect finds nobody listening:
+// the same as ensure_daemon() then call(), without a connect of its own in front of every request. A failed
+// connect has sent nothing, so the request goes again exactly once.
+template <typename Call>
+auto with_daemon(const http::HttpClient& client, const Call& call) {
+  try {
+    return call();
+  } catch (const http::ConnectError& e) {
+    if (!e.nobody_listening()) throw;
+  }
+  ensure_daemon(client);
+  return call();
+}
+
 // "capsule VERSION" and the daemon's version, API, kernel, cgroup and features.
 int cmd_version(const std::string& socket);
 // Replaces this process with capsuled in the foreground; returns only by throwing.

@@ -73,9 +73,9 @@ int cmd_run(const std::string& socket, RunOptions options) {
   }
   const json body = build_run_body(options);
   const http::HttpClient client(socket);
-  ensure_daemon(client);
   if (options.detach) {
-    std::cout << id_of(http::request_json(client, "POST", "/v1/runs", body)) << "\n";
+    std::cout << id_of(with_daemon(client, [&] { return http::request_json(client, "POST", "/v1/runs", body); }))
+              << "\n";
     return 0;
   }
   InterruptWatcher watcher("run", [&client](const std::string& id) {
@@ -84,9 +84,10 @@ int cmd_run(const std::string& socket, RunOptions options) {
     if (response.status != 409) http::throw_if_error(response);
   });
   RunEventRelay relay(options.json, [&watcher](const std::string& id) { watcher.set_id(id); });
-  const http::HttpResponse response =
-      client.stream_lines("POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}},
-                          [&relay](std::string_view line) { relay.on_line(line); });
+  const http::HttpResponse response = with_daemon(client, [&] {
+    return client.stream_lines("POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}},
+                               [&relay](std::string_view line) { relay.on_line(line); });
+  });
   http::throw_if_error(response);
   return report_finished(relay, options.json);
 }

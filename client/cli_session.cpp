@@ -68,8 +68,7 @@ std::string format_sessions_table(const json& sessions) {
 int session_create(const std::string& socket, const SessionCreateOptions& options) {
   const json body = build_session_body(options);
   const http::HttpClient client(socket);
-  ensure_daemon(client);
-  const json session = http::request_json(client, "POST", "/v1/sessions", body);
+  const json session = with_daemon(client, [&] { return http::request_json(client, "POST", "/v1/sessions", body); });
   if (options.json) {
     std::cout << session.dump(2) << "\n";
   } else {

@@ -2,6 +2,8 @@
 // bytes against the cap; the writer is dropped (its temporary removed) on any failure or an empty layer.
 #include "images/upper_layer.h"
 
+#include <system_error>
+
 #include "images/tar_pack.h"
 
 namespace capsule::images {
@@ -17,6 +19,12 @@ std::optional<UpperLayer> pack_upper_layer(const std::filesystem::path& upper, s
   pack.include = options.include;
   pack.grafts = options.grafts;
   pack.max_tar_bytes = options.max_bytes;  // a file past the cap is refused before its data is read
+  // Most runs leave an upper empty: known without the blob writer's temporary file and a tar's end blocks.
+  std::error_code ec;
+  if (options.grafts.empty() && std::filesystem::is_directory(std::filesystem::symlink_status(upper, ec)) &&
+      std::filesystem::is_empty(upper, ec) && !ec) {
+    return std::nullopt;
+  }
   store::BlobWriter writer = blobs.writer();
   // Past the cap the bytes are dropped and the error thrown once packing ends: failing inside libarchive's write
   // callback leaves its archive fatal, and freeing a fatal writer leaks its block buffer.

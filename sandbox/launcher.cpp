@@ -393,11 +393,12 @@ Result StartedSandbox::finish() {
       result.reason = std::string("sandbox init killed by signal ") + strsignal(box_->init_wait_status());
     }
   }
-  // The box itself stays until this object goes: until then its caller reads the workspace's changes.
-  supervisor_.reset();
-  exec_.reset();
+  // The box, and the exec with its cgroup, stay until this object goes: until then its caller reads the
+  // workspace's changes, and the answer goes out before the five rmdirs of a v1 exec cgroup are paid.
   return result;
 }
+
+StartGate::Ticket Launcher::hold_starts() { return state_->starts->enter(); }
 
 Result Launcher::setup_failure(const SandboxError& error, double wall_ms) {
   Result result;
@@ -413,7 +414,11 @@ Result Launcher::run(const SandboxSpec& spec, const RunHooks& hooks) {
     std::unique_ptr<StartedSandbox> sandbox = start(spec, hooks);  // create (or take) + exec
     sandbox->supervisor().run();
     Result result = sandbox->finish();
-    state_->reaper.adopt(std::move(sandbox->box_));  // the Result does not wait for the teardown
+    // The exec refers to its box: it goes first, here, and the box to the reaper (the Result does not wait
+    // for the box's teardown).
+    sandbox->supervisor_.reset();
+    sandbox->exec_.reset();
+    state_->reaper.adopt(std::move(sandbox->box_));
     return result;
   } catch (const SandboxError& e) {
     return setup_failure(e, ms_between(t_start, monotonic_ns()));

@@ -57,6 +57,9 @@ class Launcher {
   // for it is setup_failure(error)).
   std::unique_ptr<StartedSandbox> start(const SandboxSpec& spec, const RunHooks& hooks = {});
   static Result setup_failure(const SandboxError& error, double wall_ms = 0);
+  // A ticket of the start gate (start_gate.h) for work a caller waits for beyond start() and the exec, such as
+  // a run's record and answer: the pool makes no box while it is held (50 ms at most each).
+  StartGate::Ticket hold_starts();
 
   // Removes what a previous process using the same scratch dir and cgroup parent left behind (it crashed
   // or was killed): kills the processes in leftover cgroups, removes them and the scratch entries.
@@ -91,7 +94,8 @@ class StartedSandbox {
   std::vector<base::UniqueFd> take_listeners() { return box_->take_listeners(); }
   // The box itself, e.g. to read its root filesystem's upper before this object goes.
   const Sandbox& box() const { return *box_; }
-  // Reads usage, releases every resource and returns the Result. Call once, after supervisor().finished().
+  // Reads usage and returns the Result. Call once, after supervisor().finished(). Every process of the exec
+  // has ended by then; its cgroup, its pipes and the box are released when this object goes.
   Result finish();
 
  private:

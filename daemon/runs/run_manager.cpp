@@ -46,6 +46,8 @@ struct RunManager::Run {
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
   std::unique_ptr<RunProxy> proxy;  // network "proxy": stopped once the sandbox is gone
+  // From its start until "finished" is sent: boxes made ahead wait, so they take no CPU from its answer.
+  sandbox::StartGate::Ticket answering;
   // Its ledger row as written so far (the submitter's, then the supervision thread's, then the finisher's):
   // the answer is made from it, with no read-back.
   RunRow row;
@@ -189,6 +191,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     finish_run(run, result);
     return;
   }
+  run->answering = launcher_.hold_starts();
   const std::int64_t started_ms = unix_ms();
   // Every run that leaves the queue goes queued -> running -> finished, a setup failure too. The running row is
   // written once the command is on its way (off the start's path), always before its end is seen, which this
@@ -358,6 +361,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
   } catch (const std::exception& e) {
     spdlog::error("run {}: sending \"finished\" failed: {}", run->id, e.what());
   }
+  run->answering.release();
   wake();  // a free slot for the queue
   // After the answer (the record above read the cow upper, which a sandbox disk holds until the box goes): the
   // release happens here, on a finisher thread, and delays neither this run's answer nor the supervision loop.
