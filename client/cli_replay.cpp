@@ -107,7 +107,7 @@ int cmd_replay(const std::string& socket, const ReplayOptions& options) {
   RunEventRelay relay(options.json, [&watcher](const std::string& id) { watcher.set_id(id); });
   const http::HttpResponse response =
       client.stream_lines("POST", run_path(options.id) + "/replay", body, {{"Accept", "application/x-ndjson"}},
-                          [&relay](std::string_view line) { relay.on_line(line); });
+                          [&relay](std::string_view line) { relay.on_line(line); }, watcher.watch());
   http::throw_if_error(response);
   return report_finished(relay, options.json);
 }

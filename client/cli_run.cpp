@@ -86,7 +86,7 @@ int cmd_run(const std::string& socket, RunOptions options) {
   RunEventRelay relay(options.json, [&watcher](const std::string& id) { watcher.set_id(id); });
   const http::HttpResponse response = with_daemon(client, [&] {
     return client.stream_lines("POST", "/v1/runs", body, {{"Accept", "application/x-ndjson"}},
-                               [&relay](std::string_view line) { relay.on_line(line); });
+                               [&relay](std::string_view line) { relay.on_line(line); }, watcher.watch());
   });
   http::throw_if_error(response);
   return report_finished(relay, options.json);

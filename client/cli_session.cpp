@@ -132,7 +132,7 @@ int cmd_session_exec(const std::string& socket, ExecOptions options) {
   RunEventRelay relay(options.json, [&watcher](const std::string& exec_id) { watcher.set_id(exec_id); });
   const http::HttpResponse response =
       client.stream_lines("POST", target, body, {{"Accept", "application/x-ndjson"}},
-                          [&relay](std::string_view line) { relay.on_line(line); });
+                          [&relay](std::string_view line) { relay.on_line(line); }, watcher.watch());
   http::throw_if_error(response);
   return report_finished(relay, options.json);
 }

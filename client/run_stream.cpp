@@ -56,27 +56,43 @@ InterruptWatcher::InterruptWatcher(std::string what, Stop stop) : what_(std::mov
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
-  int wake[2];
-  if (::pipe2(wake, O_CLOEXEC) != 0) throw std::runtime_error("cannot make a pipe to stop the interrupt watcher");
-  wake_read_ = base::UniqueFd(wake[0]);
-  wake_write_ = base::UniqueFd(wake[1]);
   pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
   signal_fd_ = base::UniqueFd(::signalfd(-1, &signals_, SFD_CLOEXEC));
   if (!signal_fd_) {
     pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
     throw std::runtime_error("cannot watch for interrupts: signalfd failed");
   }
-  thread_ = std::thread([this] { loop(); });
 }
 
 InterruptWatcher::~InterruptWatcher() {
-  const char byte = 0;
-  (void)!::write(wake_write_.get(), &byte, 1);
-  thread_.join();
+  if (thread_.joinable()) {
+    const char byte = 0;
+    (void)!::write(wake_write_.get(), &byte, 1);
+    thread_.join();
+  }
   const timespec zero{};
   while (sigtimedwait(&signals_, nullptr, &zero) > 0) {
   }
   pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+http::StreamWatch InterruptWatcher::watch() {
+  return {signal_fd_.get(), [this] { take_signal(); }};
+}
+
+void InterruptWatcher::watch_on_a_thread() {
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC) != 0) throw std::runtime_error("cannot make a pipe to stop the interrupt watcher");
+  wake_read_ = base::UniqueFd(wake[0]);
+  wake_write_ = base::UniqueFd(wake[1]);
+  thread_ = std::thread([this] {
+    for (;;) {
+      pollfd fds[2] = {{wake_read_.get(), POLLIN, 0}, {signal_fd_.get(), POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) continue;
+      if (fds[0].revents != 0) return;
+      take_signal();
+    }
+  });
 }
 
 void InterruptWatcher::set_id(const std::string& id) {
@@ -85,23 +101,16 @@ void InterruptWatcher::set_id(const std::string& id) {
   if (requested_) stop_locked();
 }
 
-void InterruptWatcher::loop() {
-  int count = 0;
-  for (;;) {
-    pollfd fds[2] = {{wake_read_.get(), POLLIN, 0}, {signal_fd_.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[0].revents != 0) return;
-    signalfd_siginfo info{};
-    if (::read(signal_fd_.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) continue;
-    if (++count > 1) {
-      std::lock_guard lock(mutex_);
-      std::cerr << "capsule: not waiting for " << what_ << " " << id_ << " any longer\n";
-      std::_Exit(kExitStoppedWaiting);
-    }
-    std::lock_guard lock(mutex_);
-    requested_ = true;
-    if (!id_.empty()) stop_locked();
+void InterruptWatcher::take_signal() {
+  signalfd_siginfo info{};
+  if (::read(signal_fd_.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return;
+  std::lock_guard lock(mutex_);
+  if (++signals_taken_ > 1) {
+    std::cerr << "capsule: not waiting for " << what_ << " " << id_ << " any longer\n";
+    std::_Exit(kExitStoppedWaiting);
   }
+  requested_ = true;
+  if (!id_.empty()) stop_locked();
 }
 
 void InterruptWatcher::stop_locked() {

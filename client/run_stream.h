@@ -14,13 +14,15 @@
 #include <thread>
 
 #include "base/unique_fd.h"
+#include "http/unix_client.h"
 
 namespace capsule::client {
 
-// While it lives, SIGINT/SIGTERM are taken by its thread: the first calls `stop(id)` once (as soon as the id is
-// known), the second exits this process with kExitStoppedWaiting without waiting. `what` names the run in
-// messages ("run", "exec"). The thread sleeps in poll() on a signalfd and a wake pipe, so destruction (the run
-// is over) returns at once instead of waiting out a polling tick.
+// While it lives, SIGINT/SIGTERM are held for it (blocked, taken from a signalfd): the first calls `stop(id)` once
+// (as soon as the id is known), the second exits this process with kExitStoppedWaiting without waiting. `what`
+// names the run in messages ("run", "exec"). A caller that waits on one stream hands watch() to its streaming
+// request, which handles the signals between reads on the caller's own thread: no thread to start and join (they
+// were 1.6 ms of a 13.7 ms `capsule run -- true`). A caller that blocks elsewhere calls watch_on_a_thread().
 class InterruptWatcher {
  public:
   using Stop = std::function<void(const std::string& id)>;
@@ -30,9 +32,14 @@ class InterruptWatcher {
   InterruptWatcher& operator=(const InterruptWatcher&) = delete;
 
   void set_id(const std::string& id);
+  // The signalfd and its handler, for HttpClient::stream's poll.
+  http::StreamWatch watch();
+  // Handles the signals on a thread of its own (asleep in poll() on the signalfd and a wake pipe) until this
+  // object goes.
+  void watch_on_a_thread();
 
  private:
-  void loop();
+  void take_signal();  // one signal from the signalfd: the stop, or the exit
   void stop_locked();
 
   std::string what_;
@@ -43,6 +50,7 @@ class InterruptWatcher {
   base::UniqueFd wake_read_, wake_write_;
   std::mutex mutex_;
   std::string id_;
+  int signals_taken_ = 0;
   bool requested_ = false;
   std::thread thread_;
 };

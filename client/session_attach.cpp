@@ -77,6 +77,7 @@ int attach_exec(const http::HttpClient& client, const std::string& session_id, c
     std::_Exit(kExitStoppedWaiting);
   });
   watcher.set_id(exec_id);
+  watcher.watch_on_a_thread();  // two streams, each read on a thread of its own
 
   // Either stream failing ends the attach at once (the other may follow the exec for hours): the error, where
   // to re-attach from, exit 125.

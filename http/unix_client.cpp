@@ -2,6 +2,7 @@
 // as it arrives (buffer_body), with errors that name the socket and the errno text.
 #include "http/unix_client.h"
 
+#include <poll.h>
 #include <sys/un.h>
 
 #include <boost/asio/io_context.hpp>
@@ -80,6 +81,42 @@ Socket send_request(asio::io_context& io, const std::string& path, const std::st
   return socket;
 }
 
+// Returns once `socket` has something to read (or has hung up), handling `watch` each time its fd is readable
+// first. Without a watch fd, returns at once: the read that follows blocks instead.
+void wait_readable(Socket& socket, const StreamWatch& watch) {
+  if (watch.fd < 0) return;
+  for (;;) {
+    pollfd fds[2] = {{socket.native_handle(), POLLIN, 0}, {watch.fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;  // the read reports what is wrong with the socket
+    }
+    if (fds[1].revents != 0) watch.on_readable();
+    if (fds[0].revents != 0) return;
+  }
+}
+
+// The socket as a streaming read sees it (a Beast SyncReadStream): every read from the socket waits in
+// wait_readable first, so the watch is handled whenever the parser needs more bytes, never mid-buffer.
+class WatchedSocket {
+ public:
+  WatchedSocket(Socket& socket, const StreamWatch& watch) : socket_(socket), watch_(watch) {}
+  template <typename Buffers>
+  std::size_t read_some(const Buffers& buffers) {
+    wait_readable(socket_, watch_);
+    return socket_.read_some(buffers);
+  }
+  template <typename Buffers>
+  std::size_t read_some(const Buffers& buffers, beast::error_code& ec) {
+    wait_readable(socket_, watch_);
+    return socket_.read_some(buffers, ec);
+  }
+
+ private:
+  Socket& socket_;
+  const StreamWatch& watch_;
+};
+
 template <typename Body>
 void copy_head(const bhttp::response<Body>& message, HttpResponse& out) {
   out.status = static_cast<int>(message.result_int());
@@ -131,14 +168,15 @@ HttpResponse HttpClient::request_bytes(const std::string& method, const std::str
 }
 
 HttpResponse HttpClient::stream(const std::string& method, const std::string& target, const nlohmann::json& body,
-                                const Headers& headers, const ChunkCallback& on_data) const {
+                                const Headers& headers, const ChunkCallback& on_data, const StreamWatch& watch) const {
   asio::io_context io;
   Socket socket = send_request(io, socket_path_, method, target, json_payload(body), headers);
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   beast::error_code ec;
-  bhttp::read_header(socket, buffer, parser, ec);
+  WatchedSocket watched(socket, watch);
+  bhttp::read_header(watched, buffer, parser, ec);
   if (ec) transport_failure(socket_path_, "reading the response to " + method + " " + target, ec);
   HttpResponse out;
   copy_head(parser.get(), out);
@@ -150,7 +188,7 @@ HttpResponse HttpClient::stream(const std::string& method, const std::string& ta
   while (!parser.is_done()) {
     parser.get().body().data = piece;
     parser.get().body().size = piece_size;
-    bhttp::read_some(socket, buffer, parser, ec);  // returns as soon as some body bytes are parsed
+    bhttp::read_some(watched, buffer, parser, ec);  // returns as soon as some body bytes are parsed
     if (ec == bhttp::error::need_buffer) ec = {};
     if (ec) transport_failure(socket_path_, "reading the body of " + method + " " + target, ec);
     const std::size_t n = piece_size - parser.get().body().size;
@@ -163,7 +201,7 @@ HttpResponse HttpClient::stream(const std::string& method, const std::string& ta
 
 HttpResponse HttpClient::stream_lines(const std::string& method, const std::string& target,
                                       const nlohmann::json& body, const Headers& headers,
-                                      const ChunkCallback& on_line) const {
+                                      const ChunkCallback& on_line, const StreamWatch& watch) const {
   std::string pending;  // the start of a line whose '\n' has not arrived yet
   HttpResponse out = stream(method, target, body, headers, [&](std::string_view data) {
     // Lines wholly inside `data` are handed on without copying; only a partial line is kept.
@@ -182,7 +220,7 @@ HttpResponse HttpClient::stream_lines(const std::string& method, const std::stri
                                " MiB without a newline in the answer to " + method + " " + target);
     }
     pending.append(data);
-  });
+  }, watch);
   if (!pending.empty()) on_line(pending);
   return out;
 }

@@ -42,6 +42,13 @@ class ResponseError : public base::Error {
 using Headers = std::map<std::string, std::string>;
 using ChunkCallback = std::function<void(std::string_view data)>;
 
+// A descriptor a streaming call watches beside its socket while it waits for the daemon, and what to do, on the
+// calling thread, each time it is readable (e.g. a signalfd: send a cancel). No fd (-1): nothing is watched.
+struct StreamWatch {
+  int fd = -1;
+  std::function<void()> on_readable{};
+};
+
 class HttpClient {
  public:
   explicit HttpClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}
@@ -62,13 +69,13 @@ class HttpClient {
   // Like request(), but a 2xx body is handed to `on_data` piece by piece as it arrives (chunked or not) instead
   // of being collected. Error bodies (status >= 300) are collected into the response as usual.
   HttpResponse stream(const std::string& method, const std::string& target, const nlohmann::json& body,
-                      const Headers& headers, const ChunkCallback& on_data) const;
+                      const Headers& headers, const ChunkCallback& on_data, const StreamWatch& watch = {}) const;
 
   // stream(), split into lines without their '\n'; a last line without '\n' is delivered too. A line longer
   // than kMaxLineBytes throws std::runtime_error naming the limit (the daemon's events stay far below it).
   static constexpr std::size_t kMaxLineBytes = 64u << 20;
   HttpResponse stream_lines(const std::string& method, const std::string& target, const nlohmann::json& body,
-                            const Headers& headers, const ChunkCallback& on_line) const;
+                            const Headers& headers, const ChunkCallback& on_line, const StreamWatch& watch = {}) const;
 
  private:
   std::string socket_path_;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "client/cli_daemon.h"
+#include "client/run_view.h"
 #include "http/unix_client.h"
 #include "install_layout.h"
 
@@ -299,6 +300,41 @@ TEST_F(CliWithDaemon, CtrlCCancelsTheStreamedRun) {
   const std::string err = slurp(dir_ / "int.err");
   EXPECT_NE(err.find("cancelling run"), std::string::npos) << err;
   EXPECT_NE(err.find("cancelled"), std::string::npos) << err;
+}
+
+// The first SIGINT asks for the cancel; the command ignores the TERM of it, so the run goes on through its kill
+// grace, and the second SIGINT stops the waiting at once (130), naming the run, which the daemon still ends.
+TEST_F(CliWithDaemon, ASecondCtrlCStopsWaitingForARunThatIsStillEnding) {
+  const std::string label = unique_label();
+  const pid_t pid = spawn({(fs::path(CAPSULE_BIN_DIR) / "capsule").string(), "--socket", socket_.string(), "run",
+                           "--label", label, "--kill-grace", "5s", "--", "sh", "-c",
+                           "trap '' TERM; echo ready; sleep 30"},
+                          dir_ / "twice.out", dir_ / "twice.err");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (slurp(dir_ / "twice.out").find("ready") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << slurp(dir_ / "twice.err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGINT);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (slurp(dir_ / "twice.err").find("cancelling run") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << slurp(dir_ / "twice.err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit(pid, std::chrono::seconds(10)), kExitStoppedWaiting);
+  const std::string err = slurp(dir_ / "twice.err");
+  const json runs = api("GET", "/v1/runs?label=" + http::url_encode(label))["runs"];
+  ASSERT_EQ(runs.size(), 1u) << runs.dump();
+  const std::string id = runs[0]["id"];
+  EXPECT_NE(err.find("not waiting for run " + id + " any longer"), std::string::npos) << err;
+  std::string state;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((state = api("GET", "/v1/runs/" + id)["state"]) == "queued" || state == "running") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "still " << state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(state, "cancelled");
 }
 
 TEST_F(CliWithDaemon, VersionShowsBoth) {
