@@ -30,7 +30,6 @@ constexpr std::uint64_t kInodeSize = 256;
 constexpr std::uint64_t kBytesPerDefaultInode = 16 << 10;
 constexpr std::uint64_t kRoomForAsyncRelease = 1ull << 30;  // host free space above which release is async
 
-
 const char* mkfs_binary() {
   for (const char* path : {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"}) {
     if (access(path, X_OK) == 0) return path;
@@ -81,47 +80,6 @@ void format(const std::string& image, const DiskLimits& limits, std::uint32_t ow
   }
 }
 
-
-// Copies the data extents of `source` into `target` (already as long); the holes stay holes.
-void copy_data(const std::string& source, int target, const std::string& target_path) {
-  base::UniqueFd from(open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!from) throw_errno("disk", source, "open template");
-  for (off_t data = lseek(from.get(), 0, SEEK_DATA); data >= 0; data = lseek(from.get(), data, SEEK_DATA)) {
-    const off_t hole = lseek(from.get(), data, SEEK_HOLE);
-    if (hole < 0) throw_errno("disk", source, "SEEK_HOLE");
-    for (off_t in = data, out = data; in < hole;) {
-      const ssize_t n = copy_file_range(from.get(), &in, target, &out, static_cast<std::size_t>(hole - in), 0);
-      if (n <= 0) throw_errno("disk", target_path, "copy_file_range from the template");
-    }
-    data = hole;
-  }
-  if (errno != ENXIO) throw_errno("disk", source, "SEEK_DATA");
-}
-
-// Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open; the
-// device's path, with `held` keeping it open (closing it before the mount would detach it).
-std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held) {
-  base::UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
-  if (!control) throw_errno("disk", "/dev/loop-control", "open");
-  for (int attempt = 0; attempt < 32; ++attempt) {
-    const int number = ioctl(control.get(), LOOP_CTL_GET_FREE);
-    if (number < 0) throw_errno("disk", "/dev/loop-control", "LOOP_CTL_GET_FREE");
-    const std::string device = "/dev/loop" + std::to_string(number);
-    base::UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
-    if (!loop) throw_errno("disk", device, "open");
-    loop_config config{};
-    config.fd = static_cast<std::uint32_t>(image_fd);
-    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-    if (ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) {
-      held = std::move(loop);
-      return device;
-    }
-    if (errno != EBUSY) throw_errno("disk", device, "LOOP_CONFIGURE " + image);
-    // Another thread or process took this device between GET_FREE and CONFIGURE: ask again.
-  }
-  throw_error("disk", image, "no free loop device after 32 attempts");
-}
-
 }  // namespace
 
 // The image is larger than the limit by what ext4 keeps for itself (inode tables, bitmaps, descriptors), so
@@ -149,6 +107,43 @@ std::string disk_template(const std::string& templates_dir, const DiskLimits& li
     throw;
   }
   return path;
+}
+
+void copy_data(const std::string& source, int target, const std::string& target_path) {
+  base::UniqueFd from(open(source.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!from) throw_errno("disk", source, "open template");
+  for (off_t data = lseek(from.get(), 0, SEEK_DATA); data >= 0; data = lseek(from.get(), data, SEEK_DATA)) {
+    const off_t hole = lseek(from.get(), data, SEEK_HOLE);
+    if (hole < 0) throw_errno("disk", source, "SEEK_HOLE");
+    for (off_t in = data, out = data; in < hole;) {
+      const ssize_t n = copy_file_range(from.get(), &in, target, &out, static_cast<std::size_t>(hole - in), 0);
+      if (n <= 0) throw_errno("disk", target_path, "copy_file_range from the template");
+    }
+    data = hole;
+  }
+  if (errno != ENXIO) throw_errno("disk", source, "SEEK_DATA");
+}
+
+std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held) {
+  base::UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control) throw_errno("disk", "/dev/loop-control", "open");
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    const int number = ioctl(control.get(), LOOP_CTL_GET_FREE);
+    if (number < 0) throw_errno("disk", "/dev/loop-control", "LOOP_CTL_GET_FREE");
+    const std::string device = "/dev/loop" + std::to_string(number);
+    base::UniqueFd loop(open(device.c_str(), O_RDWR | O_CLOEXEC));
+    if (!loop) throw_errno("disk", device, "open");
+    loop_config config{};
+    config.fd = static_cast<std::uint32_t>(image_fd);
+    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    if (ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) {
+      held = std::move(loop);
+      return device;
+    }
+    if (errno != EBUSY) throw_errno("disk", device, "LOOP_CONFIGURE " + image);
+    // Another thread or process took this device between GET_FREE and CONFIGURE: ask again.
+  }
+  throw_error("disk", image, "no free loop device after 32 attempts");
 }
 
 SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir)

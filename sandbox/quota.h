@@ -31,6 +31,13 @@ std::uint64_t disk_image_bytes(const DiskLimits& limits);
 // SandboxError (step "disk").
 std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner);
 
+// Copies the data extents of `source` (a template) into `target` (already as long); the holes stay holes.
+void copy_data(const std::string& source, int target, const std::string& target_path);
+
+// Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open; the
+// device's path, with `held` keeping it open (closing it before the mount would detach it).
+std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held);
+
 class SandboxDisk {
  public:
   // Creates the image, formats it and mounts it at <dir>/disk (nosuid, nodev), its root owned by `owner` (the

@@ -3,7 +3,6 @@
 #include "kernel_floor/floor_box.h"
 
 #include <fcntl.h>
-#include <linux/loop.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
 #include <linux/close_range.h>
@@ -50,7 +49,8 @@ void write_text(const std::string& path, const std::string& text) {
   base::write_all(fd.get(), text.data(), text.size(), "floor box", path);
 }
 
-void read_text(const std::string& path) {
+// Reads a cgroup's usage file as the launcher does at a run's end (the value itself is not needed here).
+void read_usage(const std::string& path) {
   base::UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) fail("open " + path);
   base::read_fd(fd.get(), 4096, "floor box", path);
@@ -60,50 +60,21 @@ constexpr std::uint64_t kInodes = 1ull << 20;  // capsule's default limits.disk_
 
 sandbox::DiskLimits disk_limits(std::uint64_t mib) { return {mib << 20, kInodes}; }
 
-// The disk: a copy of the template's data extents, a loop device that detaches itself, ext4 mounted.
+// The disk as sandbox/quota.cpp makes it: a copy of the template's data extents, a loop device that detaches
+// itself, ext4 mounted.
 void mount_disk(const std::string& template_path, const std::string& image, const std::string& target, std::uint64_t mib) {
-  const int out = open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (out < 0) fail("create " + image);
-  if (ftruncate(out, static_cast<off_t>(sandbox::disk_image_bytes(disk_limits(mib)))) != 0) fail("ftruncate");
-  const int in = open(template_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) fail("open template");
-  for (off_t data = lseek(in, 0, SEEK_DATA); data >= 0; data = lseek(in, data, SEEK_DATA)) {
-    const off_t hole = lseek(in, data, SEEK_HOLE);
-    for (off_t from = data, to = data; from < hole;) {
-      if (copy_file_range(in, &from, out, &to, static_cast<std::size_t>(hole - from), 0) <= 0) fail("copy_file_range");
-    }
-    data = hole;
-  }
-  close(in);
-  const int control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-  if (control < 0) fail("open /dev/loop-control");
-  int loop = -1;
-  std::string device;
-  for (int attempt = 0; attempt < 32 && loop < 0; ++attempt) {
-    const int number = ioctl(control, LOOP_CTL_GET_FREE);
-    if (number < 0) fail("LOOP_CTL_GET_FREE");
-    device = "/dev/loop" + std::to_string(number);
-    loop = open(device.c_str(), O_RDWR | O_CLOEXEC);
-    if (loop < 0) fail("open " + device);
-    loop_config config{};
-    config.fd = static_cast<std::uint32_t>(out);
-    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-    if (ioctl(loop, LOOP_CONFIGURE, &config) != 0) {
-      if (errno != EBUSY) fail("LOOP_CONFIGURE");
-      close(loop);
-      loop = -1;
-    }
-  }
-  close(control);
-  if (loop < 0) fail("no free loop device");
+  base::UniqueFd out(open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) fail("create " + image);
+  if (ftruncate(out.get(), static_cast<off_t>(sandbox::disk_image_bytes(disk_limits(mib)))) != 0) fail("ftruncate");
+  sandbox::copy_data(template_path, out.get(), image);
+  base::UniqueFd loop;
+  const std::string device = sandbox::attach_loop(out.get(), image, loop);
   unlink(image.c_str());
   if (mkdir(target.c_str(), 0700) != 0) fail("mkdir " + target);
   if (mount(device.c_str(), target.c_str(), "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
             "noinit_itable,nobarrier,errors=remount-ro") != 0) {
     fail("mount " + device);
   }
-  close(loop);
-  close(out);
 }
 
 void make_owned_dir(const std::string& path, std::uint32_t owner) {
@@ -369,10 +340,10 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   // What capsule reads at the end: CPU and peak memory.
   for (const std::string& group : groups) {
     const std::string controller = fs::path(group).parent_path().parent_path().filename().string();
-    if (controller == "memory") read_text(group + "/memory.max_usage_in_bytes");
+    if (controller == "memory") read_usage(group + "/memory.max_usage_in_bytes");
     if (controller == "cpuacct") {
-      read_text(group + "/cpuacct.usage_user");
-      read_text(group + "/cpuacct.usage_sys");
+      read_usage(group + "/cpuacct.usage_user");
+      read_usage(group + "/cpuacct.usage_sys");
     }
   }
   for (const std::string& group : groups) {
