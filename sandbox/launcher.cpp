@@ -127,8 +127,8 @@ std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, co
     if (!std::filesystem::is_empty(placed[i].upper_dir, ec) || ec) {
       throw_error("disk", placed[i].upper_dir, "an overlay's upper dir must be empty with a disk limit");
     }
-    const std::string upper = disk->make_dir("overlay-" + std::to_string(i) + "/upper", root_id);
-    const std::string work = disk->make_dir("overlay-" + std::to_string(i) + "/work", root_id);
+    const std::string upper = disk->make_dir(overlay_dir_on_disk(i) + "/upper", root_id);
+    const std::string work = disk->make_dir(overlay_dir_on_disk(i) + "/work", root_id);
     disk->bind_to(upper, placed[i].upper_dir);
     placed[i].upper_dir = upper;
     placed[i].work_dir = work;
@@ -266,7 +266,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   }
   box->scratch_ = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
                                                root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes},
-                                               state_->options.data_dir);
+                                               state_->options.data_dir, spec.overlays.size());
   const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_, root_id);
   for (const auto& overlay : overlays) {
     if (!overlay.seed_dir.empty()) copy_tree_contents(overlay.seed_dir, overlay.upper_dir);

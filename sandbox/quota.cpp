@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -37,8 +39,27 @@ const char* mkfs_binary() {
   return "mkfs.ext4";
 }
 
-// Runs mkfs.ext4 on the image; its stderr (bounded) becomes the error's detail.
-void format(const std::string& image, const DiskLimits& limits, std::uint32_t owner) {
+// Makes each component of `relative` below `root` that is missing, owned by `owner`, mode 0755; its path. Ones
+// that exist get the current time when `touch`.
+std::string make_owned_dirs(const std::string& root, const std::string& relative, std::uint32_t owner, bool touch) {
+  std::string path = root;
+  for (std::size_t start = 0; start < relative.size();) {
+    std::size_t end = relative.find('/', start);
+    if (end == std::string::npos) end = relative.size();
+    path += '/';
+    path.append(relative, start, end - start);
+    if (mkdir(path.c_str(), 0755) != 0) {
+      if (errno != EEXIST) throw_errno("disk", path, "mkdir");
+      if (touch && utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0) throw_errno("disk", path, "utimensat");
+    }
+    if (chown(path.c_str(), owner, owner) != 0) throw_errno("disk", path, "chown");
+    start = end + 1;
+  }
+  return path;
+}
+
+// Runs mkfs.ext4 on the image, copying in `tree` when not empty; its stderr (bounded) becomes the error's detail.
+void format(const std::string& image, const DiskLimits& limits, std::uint32_t owner, const std::string& tree) {
   int err[2];
   if (pipe2(err, O_CLOEXEC) != 0) throw_errno("disk", image, "pipe2");
   base::UniqueFd read_end(err[0]);
@@ -48,7 +69,9 @@ void format(const std::string& image, const DiskLimits& limits, std::uint32_t ow
   const std::string inodes = std::to_string(limits.inodes);
   // No journal and no resize inode: a sandbox's scratch never outlives a crash and never grows.
   std::vector<std::string> args = {"mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode", "-E", extended,
-                                   "-m", "0", "-b", "4096", "-N", inodes, image};
+                                   "-m", "0", "-b", "4096", "-N", inodes};
+  if (!tree.empty()) args.insert(args.end(), {"-d", tree});
+  args.push_back(image);
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -80,50 +103,30 @@ void format(const std::string& image, const DiskLimits& limits, std::uint32_t ow
   }
 }
 
-}  // namespace
-
-// The image is larger than the limit by what ext4 keeps for itself (inode tables, bitmaps, descriptors), so
-// the sandbox can use about `bytes`. The tables are never written (lazy init), so they cost no host disk.
-std::uint64_t disk_image_bytes(const DiskLimits& limits) {
-  return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
-}
-
-// mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
-// owner) is formatted once, as a template beside the sandboxes' dirs, and copied (data only) per sandbox.
-std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner) {
-  const std::string path = templates_dir + "/v1-" + std::to_string(disk_image_bytes(limits)) + "-" +
-                           std::to_string(limits.inodes) + "-" + std::to_string(owner) + ".img";
-  if (access(path.c_str(), R_OK) == 0) return path;
-  if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
-  const std::string temporary = path + ".tmp-" + std::to_string(gettid());
-  base::UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!image) throw_errno("disk", temporary, "create template");
-  try {
-    if (ftruncate(image.get(), static_cast<off_t>(disk_image_bytes(limits))) != 0) throw_errno("disk", temporary, "ftruncate");
-    format(temporary, limits, owner);
-    if (rename(temporary.c_str(), path.c_str()) != 0) throw_errno("disk", path, "rename template");
-  } catch (...) {
-    unlink(temporary.c_str());
-    throw;
-  }
-  return path;
-}
-
-void copy_data(const std::string& source, int target, const std::string& target_path) {
-  base::UniqueFd from(open(source.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!from) throw_errno("disk", source, "open template");
+// Reads the template's data extents and writes them at the same offsets through `device` (the holes stay holes).
+void write_template_data(const std::string& template_path, int device, const std::string& image) {
+  base::UniqueFd from(open(template_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!from) throw_errno("disk", template_path, "open template");
+  std::vector<char> buffer(256 << 10);
   for (off_t data = lseek(from.get(), 0, SEEK_DATA); data >= 0; data = lseek(from.get(), data, SEEK_DATA)) {
     const off_t hole = lseek(from.get(), data, SEEK_HOLE);
-    if (hole < 0) throw_errno("disk", source, "SEEK_HOLE");
-    for (off_t in = data, out = data; in < hole;) {
-      const ssize_t n = copy_file_range(from.get(), &in, target, &out, static_cast<std::size_t>(hole - in), 0);
-      if (n <= 0) throw_errno("disk", target_path, "copy_file_range from the template");
+    if (hole < 0) throw_errno("disk", template_path, "SEEK_HOLE");
+    while (data < hole) {
+      const auto want = static_cast<std::size_t>(std::min<off_t>(hole - data, static_cast<off_t>(buffer.size())));
+      const ssize_t got = pread(from.get(), buffer.data(), want, data);
+      if (got <= 0) throw_errno("disk", template_path, "read template");
+      for (ssize_t done = 0; done < got;) {
+        const ssize_t n = pwrite(device, buffer.data() + done, static_cast<std::size_t>(got - done), data + done);
+        if (n <= 0) throw_errno("disk", image, "write the template through the loop device");
+        done += n;
+      }
+      data += got;
     }
-    data = hole;
   }
-  if (errno != ENXIO) throw_errno("disk", source, "SEEK_DATA");
+  if (errno != ENXIO) throw_errno("disk", template_path, "SEEK_DATA");
 }
 
+// Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open.
 std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held) {
   base::UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!control) throw_errno("disk", "/dev/loop-control", "open");
@@ -136,6 +139,9 @@ std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& 
     loop_config config{};
     config.fd = static_cast<std::uint32_t>(image_fd);
     config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    // ext4's block size: its mount then does not switch the device's block size from 1 KiB (to read the
+    // superblock) to 4 KiB, each switch flushing and dropping the device's page cache (0.8 ms per mount).
+    config.block_size = 4096;
     if (ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) {
       held = std::move(loop);
       return device;
@@ -146,7 +152,65 @@ std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& 
   throw_error("disk", image, "no free loop device after 32 attempts");
 }
 
-SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir)
+// The template's name: what it was made for. The dirs go in as a hash (FNV-1a) of their list.
+std::string template_name(const DiskLimits& limits, std::uint32_t owner, const std::vector<std::string>& dirs) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const auto& dir : dirs) {
+    for (const char c : dir + '\n') hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return "v2-" + std::to_string(disk_image_bytes(limits)) + "-" + std::to_string(limits.inodes) + "-" +
+         std::to_string(owner) + "-" + hex + ".img";
+}
+
+}  // namespace
+
+// The image is larger than the limit by what ext4 keeps for itself (inode tables, bitmaps, descriptors), so
+// the sandbox can use about `bytes`. The tables are never written (lazy init), so they cost no host disk.
+std::uint64_t disk_image_bytes(const DiskLimits& limits) {
+  return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
+}
+
+// mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
+// owner, dirs) is formatted once, as a template beside the sandboxes' dirs, and its data written to each disk.
+std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
+                          const std::vector<std::string>& dirs) {
+  const std::string path = templates_dir + "/" + template_name(limits, owner, dirs);
+  if (access(path.c_str(), R_OK) == 0) return path;
+  if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
+  const std::string temporary = path + ".tmp-" + std::to_string(gettid());
+  const std::string tree = dirs.empty() ? std::string() : temporary + ".d";
+  base::UniqueFd image(open(temporary.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!image) throw_errno("disk", temporary, "create template");
+  std::error_code ignored;
+  try {
+    if (ftruncate(image.get(), static_cast<off_t>(disk_image_bytes(limits))) != 0) throw_errno("disk", temporary, "ftruncate");
+    if (!tree.empty()) {
+      std::filesystem::remove_all(tree, ignored);  // a crashed daemon's, of this thread id
+      if (mkdir(tree.c_str(), 0755) != 0 || chown(tree.c_str(), owner, owner) != 0) throw_errno("disk", tree, "mkdir");
+      for (const auto& dir : dirs) make_owned_dirs(tree, dir, owner, false);
+    }
+    format(temporary, limits, owner, tree);
+    if (rename(temporary.c_str(), path.c_str()) != 0) throw_errno("disk", path, "rename template");
+  } catch (...) {
+    unlink(temporary.c_str());
+    if (!tree.empty()) std::filesystem::remove_all(tree, ignored);
+    throw;
+  }
+  if (!tree.empty()) std::filesystem::remove_all(tree, ignored);
+  return path;
+}
+
+std::string attach_disk_image(const std::string& template_path, int image_fd, const std::string& image,
+                              base::UniqueFd& held) {
+  const std::string device = attach_loop(image_fd, image, held);
+  write_template_data(template_path, held.get(), image);
+  return device;
+}
+
+SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir,
+                         const std::vector<std::string>& dirs)
     : dir_(dir),
       image_(images_dir.empty() ? dir + "/disk.img" : images_dir + "/" + dir.substr(dir.rfind('/') + 1) + ".img"),
       root_(dir + "/disk") {
@@ -161,9 +225,9 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
   try {
     if (ftruncate(image.get(), static_cast<off_t>(disk_image_bytes(limits))) != 0) throw_errno("disk", image_, "ftruncate");
     const std::string templates = images_dir.empty() ? dir.substr(0, dir.rfind('/')) : images_dir;
-    copy_data(disk_template(templates + "/.disk-templates", limits, owner), image.get(), image_);
     base::UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
-    const std::string device = attach_loop(image.get(), image_, held);
+    const std::string device =
+        attach_disk_image(disk_template(templates + "/.disk-templates", limits, owner, dirs), image.get(), image_, held);
     image_fd_ = std::move(image);  // for its size at release
     // The loop device holds the image open: unlinked now, its space goes back with the last mount of it,
     // even when capsuled dies without cleaning up.
@@ -206,17 +270,7 @@ SandboxDisk::~SandboxDisk() {
 }
 
 std::string SandboxDisk::make_dir(const std::string& relative, std::uint32_t owner) const {
-  std::string path = root_;
-  for (std::size_t start = 0; start < relative.size();) {
-    std::size_t end = relative.find('/', start);
-    if (end == std::string::npos) end = relative.size();
-    path += '/';
-    path.append(relative, start, end - start);
-    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("disk", path, "mkdir");
-    if (chown(path.c_str(), owner, owner) != 0) throw_errno("disk", path, "chown");
-    start = end + 1;
-  }
-  return path;
+  return make_owned_dirs(root_, relative, owner, true);
 }
 
 void SandboxDisk::bind_to(const std::string& source, const std::string& target) {

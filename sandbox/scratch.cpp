@@ -31,8 +31,11 @@ std::string new_sandbox_id() {
   return std::string(hex, 16);
 }
 
+std::string overlay_dir_on_disk(std::size_t index) { return "overlay-" + std::to_string(index); }
+
 ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size_t layers,
-                       const std::string& upper, std::uint32_t owner, DiskLimits disk, const std::string& data_root)
+                       const std::string& upper, std::uint32_t owner, DiskLimits disk, const std::string& data_root,
+                       std::size_t disk_overlays)
     : path_(root + "/" + id),
       data_path_(data_root.empty() || disk.bytes != 0 ? std::string() : data_root + "/" + id),
       upper_(upper.empty() ? (data_path_.empty() ? path_ : data_path_) + "/upper" : upper),
@@ -55,7 +58,12 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
       throw_errno("scratch", data_path_, "mkdir");
     }
     if (disk.bytes != 0) {
-      disk_ = std::make_unique<SandboxDisk>(path_, disk, owner, data_root);
+      std::vector<std::string> dirs = {"upper", "work"};
+      for (std::size_t i = 0; i < disk_overlays; ++i) {
+        dirs.push_back(overlay_dir_on_disk(i) + "/upper");
+        dirs.push_back(overlay_dir_on_disk(i) + "/work");
+      }
+      disk_ = std::make_unique<SandboxDisk>(path_, disk, owner, data_root, dirs);
       upper_ = disk_->make_dir("upper", owner);
       work_ = disk_->make_dir("work", owner);
     } else {

@@ -18,9 +18,11 @@ class ScratchDir {
   // of the sandbox's own (SandboxDisk), which a kept `upper` cannot. <root> and <root>/<id> are searchable
   // only by root and the sandbox's ids (group `owner`). Throws SandboxError (step "scratch" or "disk").
   // `data_root` (non-empty when <root> is a tmpfs): where what the sandbox writes goes instead, on a disk: the
-  // disk's image, or without one <data_root>/<id>/{upper,work}.
+  // disk's image, or without one <data_root>/<id>/{upper,work}. `disk_overlays`: how many copy-on-write views
+  // will have their upper and work dirs on the disk (overlay_dir_on_disk), so its template holds them.
   ScratchDir(const std::string& root, const std::string& id, std::size_t layers, const std::string& upper,
-             std::uint32_t owner, DiskLimits disk = {}, const std::string& data_root = {});
+             std::uint32_t owner, DiskLimits disk = {}, const std::string& data_root = {},
+             std::size_t disk_overlays = 0);
   ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
@@ -40,6 +42,9 @@ class ScratchDir {
   std::string work_;
   std::unique_ptr<SandboxDisk> disk_;  // destroyed (unmounted) before the directory is removed
 };
+
+// The dir on a sandbox's disk that holds the upper and work dirs of its copy-on-write view `index`.
+std::string overlay_dir_on_disk(std::size_t index);
 
 // Random 16-hex-digit id for a sandbox (its scratch dir and cgroup name).
 std::string new_sandbox_id();

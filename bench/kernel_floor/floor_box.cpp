@@ -60,15 +60,14 @@ constexpr std::uint64_t kInodes = 1ull << 20;  // capsule's default limits.disk_
 
 sandbox::DiskLimits disk_limits(std::uint64_t mib) { return {mib << 20, kInodes}; }
 
-// The disk as sandbox/quota.cpp makes it: a copy of the template's data extents, a loop device that detaches
-// itself, ext4 mounted.
+// The disk as sandbox/quota.cpp makes it: a sparse image on a loop device that detaches itself, the template's
+// data (with the upper and work dirs on it) written through the device, ext4 mounted.
 void mount_disk(const std::string& template_path, const std::string& image, const std::string& target, std::uint64_t mib) {
   base::UniqueFd out(open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) fail("create " + image);
   if (ftruncate(out.get(), static_cast<off_t>(sandbox::disk_image_bytes(disk_limits(mib)))) != 0) fail("ftruncate");
-  sandbox::copy_data(template_path, out.get(), image);
   base::UniqueFd loop;
-  const std::string device = sandbox::attach_loop(out.get(), image, loop);
+  const std::string device = sandbox::attach_disk_image(template_path, out.get(), image, loop);
   unlink(image.c_str());
   if (mkdir(target.c_str(), 0700) != 0) fail("mkdir " + target);
   if (mount(device.c_str(), target.c_str(), "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
@@ -77,8 +76,11 @@ void mount_disk(const std::string& template_path, const std::string& image, cons
   }
 }
 
+// As sandbox/quota.cpp's make_dir: one the disk's template made is given the current time.
 void make_owned_dir(const std::string& path, std::uint32_t owner) {
-  if (mkdir(path.c_str(), 0755) != 0) fail("mkdir " + path);
+  if (mkdir(path.c_str(), 0755) != 0 && (errno != EEXIST || utimensat(AT_FDCWD, path.c_str(), nullptr, 0) != 0)) {
+    fail("mkdir " + path);
+  }
   if (chown(path.c_str(), owner, owner) != 0) fail("chown " + path);
 }
 
@@ -274,7 +276,7 @@ int make_idmap_userns(std::uint32_t host_root) {
 }
 
 std::string disk_template(const FloorSetup& setup, std::uint64_t mib) {
-  return sandbox::disk_template(setup.disk_dir, disk_limits(mib), setup.host_root);
+  return sandbox::disk_template(setup.disk_dir, disk_limits(mib), setup.host_root, {"upper", "work"});
 }
 
 void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) {

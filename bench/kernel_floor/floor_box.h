@@ -28,7 +28,8 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number);
 // The user namespace for the idmapped /usr: host uid/gid 0 seen as `host_root`. Held open by the fd.
 int make_idmap_userns(std::uint32_t host_root);
 
-// An ext4 template of `mib` MiB formatted as capsule formats a box's disk (no journal, lazy tables), made once.
+// An ext4 template of `mib` MiB formatted as capsule formats a box's disk (no journal, lazy tables, the upper
+// and work dirs made), made once.
 std::string disk_template(const FloorSetup& setup, std::uint64_t mib);
 
 }  // namespace capsule::bench::kernel_floor
