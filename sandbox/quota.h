@@ -27,10 +27,10 @@ constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
 std::uint64_t disk_image_bytes(const DiskLimits& limits);
 
 // The formatted template of `limits` (inodes given) for a disk whose root `owner` owns, with `dirs` (relative
-// paths, parents first) already made on it, owned by `owner`, mode 0755. Made once in `templates_dir`
-// (mkfs.ext4 without journal or resize inode, lazy tables) and reused; its path. Throws SandboxError (step
-// "disk"). The dirs a sandbox always gets are in the template because a fresh ext4's first block allocation
-// scans and initialises the block bitmaps of dozens of groups (0.7 ms of CPU per disk here).
+// paths) already made on it, owned by `owner`, mode 0755. Made once in `templates_dir` (mkfs.ext4 without
+// journal or resize inode, inline data, lazy tables) and reused; its path. Throws SandboxError (step "disk").
+// The dirs a sandbox always gets are in the template because a fresh ext4's first block allocation scans and
+// initialises the block bitmaps of dozens of groups (0.7 ms of CPU per disk here).
 std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
                           const std::vector<std::string>& dirs = {});
 

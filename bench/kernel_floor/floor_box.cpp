@@ -358,4 +358,15 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   if (ec) throw std::runtime_error("floor box: remove " + dir + ": " + ec.message());
 }
 
+void run_disk_only(const FloorSetup& setup, std::uint64_t disk_mib, int number) {
+  const std::string name = "disk-" + std::to_string(number);
+  const std::string disk = setup.scratch + "/" + name;
+  mount_disk(disk_template(setup, disk_mib), setup.disk_dir + "/" + name + ".img", disk, disk_mib);
+  make_owned_dir(disk + "/upper", setup.host_root);
+  make_owned_dir(disk + "/work", setup.host_root);
+  if (mkdir((disk + "/work/work").c_str(), 0700) != 0) fail("mkdir " + disk + "/work/work");  // as overlayfs does
+  if (umount2(disk.c_str(), MNT_DETACH) != 0) fail("umount " + disk);
+  if (rmdir(disk.c_str()) != 0) fail("rmdir " + disk);
+}
+
 }  // namespace capsule::bench::kernel_floor

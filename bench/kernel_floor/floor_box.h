@@ -25,11 +25,15 @@ struct FloorSetup {
 // step that failed.
 void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number);
 
+// Only a box's disk: made and mounted as run_floor_box makes it, its dirs made, overlayfs's work dir made,
+// unmounted (which releases it). What the disk alone costs, apart from the rest of the box.
+void run_disk_only(const FloorSetup& setup, std::uint64_t disk_mib, int number);
+
 // The user namespace for the idmapped /usr: host uid/gid 0 seen as `host_root`. Held open by the fd.
 int make_idmap_userns(std::uint32_t host_root);
 
-// An ext4 template of `mib` MiB formatted as capsule formats a box's disk (no journal, lazy tables, the upper
-// and work dirs made), made once.
+// An ext4 template of `mib` MiB formatted as capsule formats a box's disk (no journal, inline data, lazy tables,
+// the upper and work dirs made), made once.
 std::string disk_template(const FloorSetup& setup, std::uint64_t mib);
 
 }  // namespace capsule::bench::kernel_floor
