@@ -219,7 +219,8 @@ class CgroupV1Manager final : public CgroupManager {
     }
     // From here on a throw destroys the group, which removes the directories again.
     auto group = std::make_unique<CgroupV1>(fs_, name, layout, config_.kill_timeout);
-    for (const std::string& dir : layout.dirs) inherit_cpuset(parents_of(dir), dir);
+    if (auto cpuset = layout.dir_of.find(kOptionalController); cpuset != layout.dir_of.end())
+      inherit_cpuset(parents_of(cpuset->second), cpuset->second);
     if (limits.memory_bytes > 0) {
       const std::string bytes = std::to_string(limits.memory_bytes);
       fs_->write(layout.file("memory", "memory.limit_in_bytes"), bytes);
@@ -283,16 +284,19 @@ class CgroupV1Manager final : public CgroupManager {
 
   // mkdir -p <mount>/<parent>, giving each new level of a cpuset hierarchy its parent's cpus and mems.
   void prepare_parent(const std::string& mount) {
+    auto cpuset = mounts_.find(kOptionalController);
+    const bool is_cpuset = cpuset != mounts_.end() && cpuset->second == mount;
     std::string dir = mount;
     for (const std::string& part : split_path(config_.parent)) {
       const std::string child = join_path(dir, part);
       ensure_dir(*fs_, child);
-      inherit_cpuset(dir, child);
+      if (is_cpuset) inherit_cpuset(dir, child);
       dir = child;
     }
   }
 
-  // A new cpuset cgroup starts with empty cpus/mems and refuses tasks until they are set.
+  // A new cpuset cgroup starts with empty cpus/mems and refuses tasks until they are set. Only the cpuset
+  // hierarchy has these files: each box's create would otherwise look for them in every hierarchy.
   void inherit_cpuset(const std::string& parent, const std::string& dir) {
     for (const char* name : {"cpuset.cpus", "cpuset.mems"}) {
       const std::string file = join_path(dir, name);
