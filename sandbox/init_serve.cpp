@@ -92,6 +92,8 @@ struct Standby {
 
 // Whether a standby can take its exec: not stopped and with no signal pending (/proc/<pid>/status). A signal
 // sent into the box before the exec was asked for (`kill -STOP -1`, then `kill -TERM -1`) must not reach it.
+// Running, sleeping and in uninterruptible sleep all pass: the last is a page fault or a cgroup write of its own
+// when the host is loaded, and refusing it made the exec fork anew (pid 3 instead of 2, unlike a fresh box).
 bool standby_is_quiet(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
@@ -103,7 +105,7 @@ bool standby_is_quiet(pid_t pid) {
   if (got <= 0) return false;
   text[got] = '\0';
   const char* state = std::strstr(text, "\nState:\t");
-  if (state == nullptr || (state[8] != 'S' && state[8] != 'R')) return false;
+  if (state == nullptr || (state[8] != 'S' && state[8] != 'R' && state[8] != 'D')) return false;
   for (const char* field : {"\nSigPnd:\t", "\nShdPnd:\t"}) {
     const char* line = std::strstr(text, field);
     if (line == nullptr) return false;
