@@ -227,10 +227,7 @@ int cli_main(int argc, char** argv) {
   if (socket.empty()) socket = default_socket_path();
 
   try {
-    if (run->parsed()) {
-      run_options.argv = command_argv(run->remaining(), cut < argc, after_separator);
-      return cmd_run(socket, run_options);
-    }
+    if (run->parsed()) return run_main(cut, argc, argv, after_separator);  // a spelling first_subcommand missed
     if (replay->parsed()) return cmd_replay(socket, replay_options);
     const FullCommands full{serve, &serve_options, &batch_commands, &stacks, &sessions, runs_cp, &cp_source,
                             &cp_destination};
