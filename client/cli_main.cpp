@@ -24,6 +24,8 @@
 namespace capsule::client {
 namespace {
 
+constexpr const char* kAppDescription = "capsule: run commands in hermetic Linux sandboxes through capsuled";
+
 // The top-level app with its own options (--version, --socket) and no subcommand yet.
 void add_top_level(CLI::App& app, std::string& socket) {
   app.set_version_flag("--version", client_version());
@@ -57,7 +59,7 @@ std::string_view first_subcommand(int cut, char** argv) {
 // `capsule run` with only its own flags built: what harnesses call thousands of times, and CLI11 takes about a
 // millisecond here to build every command's options. Parses and exits as cli_main does for a run.
 int run_main(int cut, int argc, char** argv, const std::vector<std::string>& after_separator) {
-  CLI::App app{"capsule: run commands in hermetic Linux sandboxes through capsuled"};
+  CLI::App app{kAppDescription};
   std::string socket;
   add_top_level(app, socket);
   RunOptions run_options;
@@ -91,7 +93,7 @@ int cli_main(int argc, char** argv) {
   const std::vector<std::string> after_separator(argv + std::min(cut + 1, argc), argv + argc);
   if (first_subcommand(cut, argv) == "run") return run_main(cut, argc, argv, after_separator);
 
-  CLI::App app{"capsule: run commands in hermetic Linux sandboxes through capsuled"};
+  CLI::App app{kAppDescription};
   std::string socket;
   add_top_level(app, socket);
   RunOptions run_options;

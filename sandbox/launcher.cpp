@@ -115,10 +115,9 @@ std::string to_hex(const std::vector<std::uint8_t>& bytes) {
   return hex;
 }
 
-// With a disk limit, each copy-on-write view's upper and work dirs are made on the sandbox's disk and its
-// upper is bind-mounted where the caller asked for it (it must be empty: nothing there would be seen).
-std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, const ScratchDir& scratch,
-                                                 std::uint32_t root_id) {
+// With a disk limit, each copy-on-write view's upper and work dirs are the ones ScratchDir made on the sandbox's
+// disk, and its upper is bind-mounted where the caller asked for it (it must be empty: nothing there would be seen).
+std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, const ScratchDir& scratch) {
   std::vector<OverlayMount> placed = spec.overlays;
   SandboxDisk* disk = scratch.disk();
   if (disk == nullptr) return placed;
@@ -127,11 +126,10 @@ std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, co
     if (!std::filesystem::is_empty(placed[i].upper_dir, ec) || ec) {
       throw_error("disk", placed[i].upper_dir, "an overlay's upper dir must be empty with a disk limit");
     }
-    const std::string upper = disk->make_dir(overlay_dir_on_disk(i) + "/upper", root_id);
-    const std::string work = disk->make_dir(overlay_dir_on_disk(i) + "/work", root_id);
-    disk->bind_to(upper, placed[i].upper_dir);
-    placed[i].upper_dir = upper;
-    placed[i].work_dir = work;
+    const ScratchDir::UpperAndWork& on_disk = scratch.disk_overlays().at(i);
+    disk->bind_to(on_disk.upper, placed[i].upper_dir);
+    placed[i].upper_dir = on_disk.upper;
+    placed[i].work_dir = on_disk.work;
   }
   return placed;
 }
@@ -267,7 +265,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   box->scratch_ = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
                                                root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes},
                                                state_->options.data_dir, spec.overlays.size());
-  const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_, root_id);
+  const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_);
   for (const auto& overlay : overlays) {
     if (!overlay.seed_dir.empty()) copy_tree_contents(overlay.seed_dir, overlay.upper_dir);
   }

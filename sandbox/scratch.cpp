@@ -21,6 +21,9 @@ void make_dir(const std::string& path, mode_t mode, std::uint32_t owner, bool ch
   if (chown_it && chown(path.c_str(), owner, owner) != 0) throw_errno("scratch", path, "chown");
 }
 
+// The dir on a sandbox's disk that holds the upper and work dirs of its copy-on-write view `index`.
+std::string overlay_dir_on_disk(std::size_t index) { return "overlay-" + std::to_string(index); }
+
 }  // namespace
 
 std::string new_sandbox_id() {
@@ -30,8 +33,6 @@ std::string new_sandbox_id() {
   for (int i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
   return std::string(hex, 16);
 }
-
-std::string overlay_dir_on_disk(std::size_t index) { return "overlay-" + std::to_string(index); }
 
 ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size_t layers,
                        const std::string& upper, std::uint32_t owner, DiskLimits disk, const std::string& data_root,
@@ -66,6 +67,10 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
       disk_ = std::make_unique<SandboxDisk>(path_, disk, owner, data_root, dirs);
       upper_ = disk_->make_dir("upper", owner);
       work_ = disk_->make_dir("work", owner);
+      for (std::size_t i = 0; i < disk_overlays; ++i) {
+        disk_overlays_.push_back({disk_->make_dir(overlay_dir_on_disk(i) + "/upper", owner),
+                                  disk_->make_dir(overlay_dir_on_disk(i) + "/work", owner)});
+      }
     } else {
       make_dir(work_, 0700, owner, true);
       make_dir(upper_, 0755, owner, true);

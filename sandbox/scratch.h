@@ -19,7 +19,7 @@ class ScratchDir {
   // only by root and the sandbox's ids (group `owner`). Throws SandboxError (step "scratch" or "disk").
   // `data_root` (non-empty when <root> is a tmpfs): where what the sandbox writes goes instead, on a disk: the
   // disk's image, or without one <data_root>/<id>/{upper,work}. `disk_overlays`: how many copy-on-write views
-  // will have their upper and work dirs on the disk (overlay_dir_on_disk), so its template holds them.
+  // get an upper and a work dir on the disk (disk_overlays()); its template holds them.
   ScratchDir(const std::string& root, const std::string& id, std::size_t layers, const std::string& upper,
              std::uint32_t owner, DiskLimits disk = {}, const std::string& data_root = {},
              std::size_t disk_overlays = 0);
@@ -34,6 +34,12 @@ class ScratchDir {
   std::string lower(std::size_t i) const { return path_ + "/lower/" + std::to_string(i); }
   // The sandbox's disk, or null without a disk limit.
   SandboxDisk* disk() const { return disk_.get(); }
+  // With a disk: the upper and work dirs on it of each copy-on-write view, owned by `owner`; else empty.
+  struct UpperAndWork {
+    std::string upper;
+    std::string work;
+  };
+  const std::vector<UpperAndWork>& disk_overlays() const { return disk_overlays_; }
 
  private:
   std::string path_;
@@ -41,10 +47,8 @@ class ScratchDir {
   std::string upper_;
   std::string work_;
   std::unique_ptr<SandboxDisk> disk_;  // destroyed (unmounted) before the directory is removed
+  std::vector<UpperAndWork> disk_overlays_;
 };
-
-// The dir on a sandbox's disk that holds the upper and work dirs of its copy-on-write view `index`.
-std::string overlay_dir_on_disk(std::size_t index);
 
 // Random 16-hex-digit id for a sandbox (its scratch dir and cgroup name).
 std::string new_sandbox_id();
