@@ -31,6 +31,7 @@ namespace {
 constexpr std::uint64_t kInodeSize = 256;
 constexpr std::uint64_t kBytesPerDefaultInode = 16 << 10;
 constexpr std::uint64_t kRoomForAsyncRelease = 1ull << 30;  // host free space above which release is async
+constexpr std::size_t kMaxTemplates = 32;  // per templates dir: see remove_oldest_templates
 
 const char* mkfs_binary() {
   for (const char* path : {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"}) {
@@ -105,17 +106,15 @@ void format(const std::string& image, const DiskLimits& limits, std::uint32_t ow
 }
 
 // Reads the template's data extents and writes them at the same offsets through `device` (the holes stay holes).
-void write_template_data(const std::string& template_path, int device, const std::string& image) {
-  base::UniqueFd from(open(template_path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!from) throw_errno("disk", template_path, "open template");
+void write_template_data(int template_fd, int device, const std::string& image) {
   std::vector<char> buffer(256 << 10);
-  for (off_t data = lseek(from.get(), 0, SEEK_DATA); data >= 0; data = lseek(from.get(), data, SEEK_DATA)) {
-    const off_t hole = lseek(from.get(), data, SEEK_HOLE);
-    if (hole < 0) throw_errno("disk", template_path, "SEEK_HOLE");
+  for (off_t data = lseek(template_fd, 0, SEEK_DATA); data >= 0; data = lseek(template_fd, data, SEEK_DATA)) {
+    const off_t hole = lseek(template_fd, data, SEEK_HOLE);
+    if (hole < 0) throw_errno("disk", image, "SEEK_HOLE in its template");
     while (data < hole) {
       const auto want = static_cast<std::size_t>(std::min<off_t>(hole - data, static_cast<off_t>(buffer.size())));
-      const ssize_t got = pread(from.get(), buffer.data(), want, data);
-      if (got <= 0) throw_errno("disk", template_path, "read template");
+      const ssize_t got = pread(template_fd, buffer.data(), want, data);
+      if (got <= 0) throw_errno("disk", image, "read its template");
       for (ssize_t done = 0; done < got;) {
         const ssize_t n = pwrite(device, buffer.data() + done, static_cast<std::size_t>(got - done), data + done);
         if (n <= 0) throw_errno("disk", image, "write the template through the loop device");
@@ -124,9 +123,27 @@ void write_template_data(const std::string& template_path, int device, const std
       data += got;
     }
   }
-  if (errno != ENXIO) throw_errno("disk", template_path, "SEEK_DATA");
+  if (errno != ENXIO) throw_errno("disk", image, "SEEK_DATA in its template");
 }
 
+// Removes the templates made longest ago while `dir` holds more than kMaxTemplates: each distinct disk limit a
+// caller asks for makes one, and they would otherwise stay until capsuled restarts. A removed one that is in use
+// stays readable through the descriptors disk_template handed out; the next disk of its limits makes it again.
+void remove_oldest_templates(const std::string& dir) {
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> made;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.ends_with(".img")) continue;  // a template being made (.tmp-<tid>, .tmp-<tid>.d) is its maker's
+    std::error_code time_error;
+    const auto time = it->last_write_time(time_error);
+    if (!time_error) made.emplace_back(time, it->path());
+  }
+  if (made.size() <= kMaxTemplates) return;
+  std::sort(made.begin(), made.end());
+  for (std::size_t i = 0; i + kMaxTemplates < made.size(); ++i) std::filesystem::remove(made[i].second, ec);
+}
 // Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open.
 std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held) {
   base::UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
@@ -175,10 +192,11 @@ std::uint64_t disk_image_bytes(const DiskLimits& limits) {
 
 // mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
 // owner, dirs) is formatted once, as a template beside the sandboxes' dirs, and its data written to each disk.
-std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
-                          const std::vector<std::string>& dirs) {
+base::UniqueFd disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
+                             const std::vector<std::string>& dirs) {
   const std::string path = templates_dir + "/" + template_name(limits, owner, dirs);
-  if (access(path.c_str(), R_OK) == 0) return path;
+  if (base::UniqueFd made{open(path.c_str(), O_RDONLY | O_CLOEXEC)}) return made;
+  if (errno != ENOENT) throw_errno("disk", path, "open template");
   if (mkdir(templates_dir.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("disk", templates_dir, "mkdir");
   const std::string temporary = path + ".tmp-" + std::to_string(gettid());
   const std::string tree = dirs.empty() ? std::string() : temporary + ".d";
@@ -200,13 +218,13 @@ std::string disk_template(const std::string& templates_dir, const DiskLimits& li
     throw;
   }
   if (!tree.empty()) std::filesystem::remove_all(tree, ignored);
-  return path;
+  remove_oldest_templates(templates_dir);
+  return image;  // mkfs.ext4 wrote the file this descriptor has open
 }
 
-std::string attach_disk_image(const std::string& template_path, int image_fd, const std::string& image,
-                              base::UniqueFd& held) {
+std::string attach_disk_image(int template_fd, int image_fd, const std::string& image, base::UniqueFd& held) {
   const std::string device = attach_loop(image_fd, image, held);
-  write_template_data(template_path, held.get(), image);
+  write_template_data(template_fd, held.get(), image);
   return device;
 }
 
@@ -227,8 +245,8 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
     if (ftruncate(image.get(), static_cast<off_t>(disk_image_bytes(limits))) != 0) throw_errno("disk", image_, "ftruncate");
     const std::string templates = images_dir.empty() ? dir.substr(0, dir.rfind('/')) : images_dir;
     base::UniqueFd held;  // closed at the end of this scope: the mount holds the device from then on
-    const std::string template_path = disk_template(templates + "/.disk-templates", limits, owner, dirs);
-    const std::string device = attach_disk_image(template_path, image.get(), image_, held);
+    const base::UniqueFd template_fd = disk_template(templates + "/.disk-templates", limits, owner, dirs);
+    const std::string device = attach_disk_image(template_fd.get(), image.get(), image_, held);
     image_fd_ = std::move(image);  // for its size at release
     // The loop device holds the image open: unlinked now, its space goes back with the last mount of it,
     // even when capsuled dies without cleaning up.

@@ -28,19 +28,19 @@ std::uint64_t disk_image_bytes(const DiskLimits& limits);
 
 // The formatted template of `limits` (inodes given) for a disk whose root `owner` owns, with `dirs` (relative
 // paths) already made on it, owned by `owner`, mode 0755. Made once in `templates_dir` (mkfs.ext4 without
-// journal or resize inode, inline data, lazy tables) and reused; its path. Throws SandboxError (step "disk").
+// journal or resize inode, inline data, lazy tables) and reused, at most 32 of them there (the oldest made go
+// first); open for reading. Throws SandboxError (step "disk").
 // The dirs a sandbox always gets are in the template because a fresh ext4's first block allocation scans and
 // initialises the block bitmaps of dozens of groups (0.7 ms of CPU per disk here).
-std::string disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
-                          const std::vector<std::string>& dirs = {});
+base::UniqueFd disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
+                             const std::vector<std::string>& dirs = {});
 
 // Attaches `image_fd` (an empty sparse file, as long as the template) to a free loop device that detaches itself
-// once unmounted and no longer open, then writes the template's data through the device; the device's path, with
-// `held` keeping it open (closing it before the mount would detach it). Written after the attach, not into the
-// file before it: the kernel's loop setup syncs the backing file, which would put every sandbox's copy of the
-// template on the host disk and discard it again at release.
-std::string attach_disk_image(const std::string& template_path, int image_fd, const std::string& image,
-                              base::UniqueFd& held);
+// once unmounted and no longer open, then writes the data of the template (`template_fd`, from disk_template)
+// through the device; the device's path, with `held` keeping it open (closing it before the mount would detach
+// it). Written after the attach, not into the file before it: the kernel's loop setup syncs the backing file,
+// which would put every sandbox's copy of the template on the host disk and discard it again at release.
+std::string attach_disk_image(int template_fd, int image_fd, const std::string& image, base::UniqueFd& held);
 
 class SandboxDisk {
  public:

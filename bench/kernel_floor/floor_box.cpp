@@ -62,12 +62,12 @@ sandbox::DiskLimits disk_limits(std::uint64_t mib) { return {mib << 20, kInodes}
 
 // The disk as sandbox/quota.cpp makes it: a sparse image on a loop device that detaches itself, the template's
 // data (with the upper and work dirs on it) written through the device, ext4 mounted.
-void mount_disk(const std::string& template_path, const std::string& image, const std::string& target, std::uint64_t mib) {
+void mount_disk(int template_fd, const std::string& image, const std::string& target, std::uint64_t mib) {
   base::UniqueFd out(open(image.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) fail("create " + image);
   if (ftruncate(out.get(), static_cast<off_t>(sandbox::disk_image_bytes(disk_limits(mib)))) != 0) fail("ftruncate");
   base::UniqueFd loop;
-  const std::string device = sandbox::attach_disk_image(template_path, out.get(), image, loop);
+  const std::string device = sandbox::attach_disk_image(template_fd, out.get(), image, loop);
   unlink(image.c_str());
   if (mkdir(target.c_str(), 0700) != 0) fail("mkdir " + target);
   if (mount(device.c_str(), target.c_str(), "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME,
@@ -275,7 +275,7 @@ int make_idmap_userns(std::uint32_t host_root) {
   return fd;
 }
 
-std::string disk_template(const FloorSetup& setup, std::uint64_t mib) {
+base::UniqueFd disk_template(const FloorSetup& setup, std::uint64_t mib) {
   return sandbox::disk_template(setup.disk_dir, disk_limits(mib), setup.host_root, {"upper", "work"});
 }
 
@@ -288,7 +288,7 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   std::string work = dir + "/work";
   const std::string disk = dir + "/disk";
   if (disk_mib > 0) {
-    mount_disk(disk_template(setup, disk_mib), setup.disk_dir + "/" + name + ".img", disk, disk_mib);
+    mount_disk(disk_template(setup, disk_mib).get(), setup.disk_dir + "/" + name + ".img", disk, disk_mib);
     upper = disk + "/upper";
     work = disk + "/work";
   }
@@ -361,7 +361,7 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
 void run_disk_only(const FloorSetup& setup, std::uint64_t disk_mib, int number) {
   const std::string name = "disk-" + std::to_string(number);
   const std::string disk = setup.scratch + "/" + name;
-  mount_disk(disk_template(setup, disk_mib), setup.disk_dir + "/" + name + ".img", disk, disk_mib);
+  mount_disk(disk_template(setup, disk_mib).get(), setup.disk_dir + "/" + name + ".img", disk, disk_mib);
   make_owned_dir(disk + "/upper", setup.host_root);
   make_owned_dir(disk + "/work", setup.host_root);
   if (mkdir((disk + "/work/work").c_str(), 0700) != 0) fail("mkdir " + disk + "/work/work");  // as overlayfs does

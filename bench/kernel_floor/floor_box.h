@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
+
 namespace capsule::bench::kernel_floor {
 
 struct FloorSetup {
@@ -33,7 +35,7 @@ void run_disk_only(const FloorSetup& setup, std::uint64_t disk_mib, int number);
 int make_idmap_userns(std::uint32_t host_root);
 
 // An ext4 template of `mib` MiB formatted as capsule formats a box's disk (no journal, inline data, lazy tables,
-// the upper and work dirs made), made once.
-std::string disk_template(const FloorSetup& setup, std::uint64_t mib);
+// the upper and work dirs made), made once; open for reading.
+base::UniqueFd disk_template(const FloorSetup& setup, std::uint64_t mib);
 
 }  // namespace capsule::bench::kernel_floor

@@ -1,6 +1,8 @@
 // A sandbox's disk and inode limit (sandbox/quota.h): writes to the rootfs upper (/var) and to a
 // copy-on-write workspace fail with ENOSPC past it, and nothing (mounts, loop devices, files) is left after.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -145,6 +147,30 @@ TEST_F(SandboxDiskTest, LeftoverMountsAreDetached) {
   EXPECT_EQ(detach_mounts_below(base_), 1u);
   EXPECT_TRUE(mount_points_below(dir).empty());
   delete disk;  // its own unmount now finds nothing; the loop device went with the last mount
+}
+
+// Every distinct disk limit a caller asks for makes a template; the templates dir keeps the 32 made last, and a
+// template removed while its descriptor is open still gives the whole template's data.
+TEST_F(SandboxDiskTest, TemplatesAreBoundedAndARemovedOneStillReads) {
+  const std::string dir = base_ + "/templates";
+  std::filesystem::create_directories(base_);
+  base::UniqueFd first = disk_template(dir, {kMinDiskBytes, kMinDiskInodes}, 100000);
+  ASSERT_TRUE(first);
+  struct stat made {};
+  ASSERT_EQ(fstat(first.get(), &made), 0);
+  const timespec an_hour_ago[2] = {{made.st_mtim.tv_sec - 3600, 0}, {made.st_mtim.tv_sec - 3600, 0}};
+  ASSERT_EQ(futimens(first.get(), an_hour_ago), 0);  // the oldest whatever the clock's granularity
+  for (std::uint64_t i = 1; i <= 40; ++i) {
+    ASSERT_TRUE(disk_template(dir, {kMinDiskBytes, kMinDiskInodes + i}, 100000));
+  }
+  std::size_t left = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) left += entry.path().extension() == ".img" ? 1 : 0;
+  EXPECT_EQ(left, 32u);
+  struct stat still {};
+  ASSERT_EQ(fstat(first.get(), &still), 0);
+  EXPECT_EQ(still.st_nlink, 0u) << "the first template is one of the oldest";
+  EXPECT_EQ(still.st_size, made.st_size);
+  EXPECT_EQ(lseek(first.get(), 0, SEEK_DATA), 0) << "its data is still there";
 }
 
 }  // namespace
