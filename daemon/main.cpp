@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/thread_name.h"
 #include "daemon/api/api.h"
 #include "daemon/config.h"
 #include "daemon/api/images_api.h"
@@ -286,7 +287,12 @@ int serve(daemon::DaemonConfig config) {
     });
   });
   std::vector<std::thread> workers;
-  for (int i = 0; i < 2; ++i) workers.emplace_back([&] { io.run(); });
+  for (int i = 0; i < 2; ++i) {
+    workers.emplace_back([&] {
+      capsule::base::name_this_thread("http-io");
+      io.run();
+    });
+  }
   for (auto& worker : workers) worker.join();
   if (drainer.joinable()) drainer.join();
   context.transfers.stop();  // a stop without the drainer (io ended otherwise): the boxes go before their parent

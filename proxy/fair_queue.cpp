@@ -4,10 +4,17 @@
 
 #include <algorithm>
 
+#include "base/thread_name.h"
+
 namespace capsule::proxy {
 
 FairQueue::FairQueue(std::size_t workers, std::size_t per_client) : per_client_(std::max<std::size_t>(1, per_client)) {
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, workers); ++i) threads_.emplace_back([this] { work(); });
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, workers); ++i) {
+    threads_.emplace_back([this] {
+      base::name_this_thread("proxy-fetch");
+      work();
+    });
+  }
 }
 
 FairQueue::~FairQueue() { join(); }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "base/thread_name.h"
 #include "sandbox/command.h"
 #include "sandbox/error.h"
 
@@ -59,7 +60,10 @@ bool poolable(const EnvironmentSpec& spec) {
 
 BoxPool::BoxPool(Create create, BoxReaper& reaper, PoolOptions options, std::shared_ptr<StartGate> starts)
     : create_(std::move(create)), reaper_(reaper), options_(options), starts_(std::move(starts)) {
-  thread_ = std::thread([this] { fill(); });
+  thread_ = std::thread([this] {
+    base::name_this_thread("box-pool");
+    fill();
+  });
 }
 
 BoxPool::~BoxPool() {

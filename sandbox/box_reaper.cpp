@@ -2,9 +2,15 @@
 // waits on a count, so callers that must see the host clean (shutdown, tests) can.
 #include "sandbox/box_reaper.h"
 
+#include "base/thread_name.h"
+
 namespace capsule::sandbox {
 
-BoxReaper::BoxReaper() : thread_([this] { work(); }) {}
+BoxReaper::BoxReaper()
+    : thread_([this] {
+        base::name_this_thread("box-reaper");
+        work();
+      }) {}
 
 BoxReaper::~BoxReaper() {
   {

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 
+#include "base/thread_name.h"
+
 namespace capsule::daemon {
 namespace {
 
@@ -104,7 +106,10 @@ SnapshotGcReport sweep_snapshots(SnapshotStore& snapshots, const Ledger& ledger,
 RetentionSweeper::RetentionSweeper(Ledger& ledger, LogStore& logs, RetentionPolicy policy, RunOutputs* outputs,
                                    SnapshotSweepTarget snapshots)
     : ledger_(ledger), logs_(logs), policy_(policy), outputs_(outputs), snapshots_(snapshots) {
-  if (policy_.enabled() || outputs_ != nullptr || snapshots_.store != nullptr) thread_ = std::thread([this] { loop(); });
+  if (policy_.enabled() || outputs_ != nullptr || snapshots_.store != nullptr) thread_ = std::thread([this] {
+    base::name_this_thread("retention");
+    loop();
+  });
 }
 
 RetentionSweeper::~RetentionSweeper() {

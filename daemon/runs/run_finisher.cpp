@@ -6,11 +6,18 @@
 
 #include <exception>
 
+#include "base/thread_name.h"
+
 namespace capsule::daemon {
 
 RunFinisher::RunFinisher(std::size_t threads) {
   if (threads == 0) threads = 1;
-  for (std::size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  for (std::size_t i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] {
+      base::name_this_thread("run-finish");
+      work();
+    });
+  }
 }
 
 RunFinisher::~RunFinisher() { stop(); }

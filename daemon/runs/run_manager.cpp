@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/base64.h"
+#include "base/thread_name.h"
 #include "http/response.h"
 #include "daemon/runs/disk_guard.h"
 #include "daemon/record/run_record.h"
@@ -60,7 +61,10 @@ RunManager::RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& lo
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   std::filesystem::create_directories(options_.runs_dir);
-  thread_ = std::thread([this] { supervise_loop(); });
+  thread_ = std::thread([this] {
+    base::name_this_thread("run-supervise");
+    supervise_loop();
+  });
 }
 
 RunManager::~RunManager() {

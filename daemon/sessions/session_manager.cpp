@@ -2,6 +2,7 @@
 // exec, each exec a ledger row with logs) -> end (delete, ttl / idle_ttl expiry, a crashed box, shutdown).
 #include "daemon/sessions/session_manager.h"
 
+#include "base/thread_name.h"
 #include "daemon/sessions/session_checkpoints.h"
 #include "daemon/sessions/session_state.h"
 
@@ -37,7 +38,10 @@ SessionManager::SessionManager(sandbox::Launcher& launcher, Ledger& ledger, LogS
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
   std::filesystem::create_directories(options_.sessions_dir);
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    base::name_this_thread("sessions");
+    loop();
+  });
 }
 
 SessionManager::~SessionManager() {
