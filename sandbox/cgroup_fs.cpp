@@ -267,6 +267,15 @@ void remove_tree(CgroupFs& fs, const std::string& dir, Clock::time_point deadlin
   }
 }
 
+bool remove_if_empty(CgroupFs& fs, const std::vector<std::string>& dirs) {
+  bool all_gone = true;
+  for (const std::string& dir : dirs) {
+    const int err = fs.remove_dir(dir);
+    all_gone = all_gone && (err == 0 || err == ENOENT);
+  }
+  return all_gone;
+}
+
 void poll_pause(int attempt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 + attempt, 20)));
 }

@@ -78,6 +78,10 @@ std::vector<pid_t> subtree_pids(const CgroupFs& fs, const std::string& dir);
 void wait_until_empty(CgroupFs& fs, const std::vector<std::string>& dirs, Clock::time_point deadline, bool resend);
 // rmdir of dir and of any child cgroups below it, retrying EBUSY until the deadline; a missing dir is fine.
 void remove_tree(CgroupFs& fs, const std::string& dir, Clock::time_point deadline);
+// One rmdir of each of dirs, in order (a missing one is fine); whether all are gone. The kernel refuses a group
+// that holds a process or a child group (EBUSY), so a group found empty the usual way, at the end of a run,
+// goes in one call per directory; whatever refused is left for kill_all and remove_tree.
+bool remove_if_empty(CgroupFs& fs, const std::vector<std::string>& dirs);
 // Sleeps a little, longer as attempts grow (1 ms .. 20 ms).
 void poll_pause(int attempt);
 

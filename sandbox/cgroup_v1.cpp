@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <set>
@@ -21,6 +22,11 @@ namespace {
 
 constexpr std::uint64_t kCpuPeriodUs = 100'000;
 const std::vector<std::string> kControllers{"memory", "pids", "cpu", "cpuacct", "freezer"};
+// An exec's leaf: what is counted or killed per exec (peak memory and OOM kills, CPU time, its process tree).
+// pids and cpu stay at the box, whose pids.max and CFS quota the exec then finds in its own cgroup, where a
+// runtime reads them (the JVM sizes its threads from cpu.cfs_quota_us there; a leaf of its own showed -1).
+// Where cpu is co-mounted with cpuacct the leaf is in both, as before.
+const std::vector<std::string> kLeafControllers{"memory", "cpuacct", "freezer"};
 // Where it is mounted, the box (not its exec leaves) also gets a directory here, inheriting its parent's cpus.
 const std::string kOptionalController = "cpuset";
 // The hierarchies a box's view mounts (cgroup.h CgroupViewMount): what the JVM and tools read limits from.
@@ -45,10 +51,12 @@ struct Layout {
   std::string file(const std::string& controller, const std::string& name) const {
     return join_path(dir_of.at(controller), name);
   }
-  // An exec's leaf: in the required hierarchies only (a cpuset leaf would need its cpus and mems set).
+  // An exec's leaf: in kLeafControllers' hierarchies only (a cpuset leaf would need its cpus and mems set).
   Layout child(const std::string& name) const {
     Layout layout;
-    for (const std::string& controller : kControllers) layout.add(controller, join_path(dir_of.at(controller), name));
+    for (const std::string& controller : kLeafControllers) {
+      layout.add(controller, join_path(dir_of.at(controller), name));
+    }
     return layout;
   }
 };
@@ -128,9 +136,11 @@ class CgroupV1 final : public Cgroup {
 
   void remove() override {
     if (removed_) return;
-    kill_all();
-    const auto deadline = Clock::now() + timeout_;
-    for (const std::string& dir : layout_.dirs) remove_tree(*fs_, dir, deadline);
+    if (!remove_if_empty(*fs_, layout_.dirs)) {
+      kill_all();
+      const auto deadline = Clock::now() + timeout_;
+      for (const std::string& dir : layout_.dirs) remove_tree(*fs_, dir, deadline);
+    }
     removed_ = true;
   }
 
@@ -205,12 +215,20 @@ class CgroupV1Manager final : public CgroupManager {
   std::unique_ptr<Cgroup> create(const std::string& name, const CgroupLimits& limits) override {
     check_cgroup_name(name, "sandbox cgroup");
     check_cgroup_limits(limits);
-    for (const std::string& mount : Layout::under(mounts_, "").dirs) prepare_parent(mount);
-
+    // The parent is made (or checked) by the first create, and again only when it has gone since (ENOENT):
+    // each box spared a dozen calls under /sys/fs/cgroup. prepare_parents is idempotent, so a race is harmless.
+    bool parents_prepared = !parents_ready_.load();
+    if (parents_prepared) prepare_parents();
     Layout layout = Layout::under(mounts_, join_path(config_.parent, name));
     std::vector<std::string> made;
     for (std::size_t i = 0; i < layout.dirs.size(); ++i) {
-      if (int err = fs_->make_dir(layout.dirs[i]); err != 0) {
+      int err = fs_->make_dir(layout.dirs[i]);
+      if (err == ENOENT && !parents_prepared) {
+        prepare_parents();
+        parents_prepared = true;
+        err = fs_->make_dir(layout.dirs[i]);
+      }
+      if (err != 0) {
         for (auto it = made.rbegin(); it != made.rend(); ++it) (void)fs_->remove_dir(*it);
         errno = err;
         throw_errno("cgroup", layout.dirs[i], "creating the sandbox cgroup");
@@ -282,6 +300,11 @@ class CgroupV1Manager final : public CgroupManager {
  private:
   static std::string parents_of(const std::string& dir) { return dir.substr(0, dir.rfind('/')); }
 
+  void prepare_parents() {
+    for (const std::string& mount : Layout::under(mounts_, "").dirs) prepare_parent(mount);
+    parents_ready_ = true;
+  }
+
   // mkdir -p <mount>/<parent>, giving each new level of a cpuset hierarchy its parent's cpus and mems.
   void prepare_parent(const std::string& mount) {
     auto cpuset = mounts_.find(kOptionalController);
@@ -308,6 +331,7 @@ class CgroupV1Manager final : public CgroupManager {
   std::shared_ptr<CgroupFs> fs_;
   CgroupConfig config_;
   std::map<std::string, std::string> mounts_;
+  std::atomic<bool> parents_ready_{false};
 };
 
 }  // namespace

@@ -101,8 +101,10 @@ class CgroupV2 final : public Cgroup {
 
   void remove() override {
     if (removed_) return;
-    kill_all();
-    remove_tree(*fs_, dir_, Clock::now() + timeout_);
+    if (!remove_if_empty(*fs_, {dir_})) {
+      kill_all();
+      remove_tree(*fs_, dir_, Clock::now() + timeout_);
+    }
     removed_ = true;
   }
 

@@ -38,6 +38,7 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
                        const std::string& upper, std::uint32_t owner, DiskLimits disk, const std::string& data_root,
                        std::size_t disk_overlays)
     : path_(root + "/" + id),
+      layers_(layers),
       data_path_(data_root.empty() || disk.bytes != 0 ? std::string() : data_root + "/" + id),
       upper_(upper.empty() ? (data_path_.empty() ? path_ : data_path_) + "/upper" : upper),
       work_((data_path_.empty() ? path_ : data_path_) + "/work") {
@@ -84,10 +85,31 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
 }
 
 ScratchDir::~ScratchDir() {
+  const bool had_disk = disk_ != nullptr;
   disk_.reset();
+  if (remove_if_as_made(had_disk)) return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
   if (!data_path_.empty()) std::filesystem::remove_all(data_path_, ec);
+}
+
+bool ScratchDir::remove_if_as_made(bool had_disk) const {
+  if (!data_path_.empty()) return false;
+  std::vector<std::string> dirs = {new_root()};
+  for (std::size_t i = 0; i < layers_; ++i) dirs.push_back(lower(i));
+  dirs.push_back(path_ + "/lower");
+  if (had_disk) {
+    dirs.push_back(path_ + "/disk");  // its mount point, the disk detached (upper and work were on it)
+  } else {
+    for (const std::string& dir : {work_, upper_}) {
+      if (dir.starts_with(path_ + "/")) dirs.push_back(dir);  // a kept upper is elsewhere, and stays
+    }
+  }
+  dirs.push_back(path_);
+  for (const std::string& dir : dirs) {
+    if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return false;
+  }
+  return true;
 }
 
 }  // namespace capsule::sandbox

@@ -42,7 +42,12 @@ class ScratchDir {
   const std::vector<UpperAndWork>& disk_overlays() const { return disk_overlays_; }
 
  private:
+  // rmdir of each dir made here, deepest first: all that removal takes when they are empty, the usual end (the
+  // disk detached, nothing left mounted or written outside it). False: something is left; remove_all does it.
+  bool remove_if_as_made(bool had_disk) const;
+
   std::string path_;
+  std::size_t layers_;
   std::string data_path_;  // <data_root>/<id> when upper and work live there; removed with the rest
   std::string upper_;
   std::string work_;

@@ -311,6 +311,36 @@ TEST_F(CgroupV1Test, RemoveParentOnlyWhenEmpty) {
   }
 }
 
+// The kernel refuses rmdir of a group with a child group (EBUSY), so removal cannot stop at the quick rmdirs:
+// a leaf an exec left behind goes with its box.
+TEST_F(CgroupV1Test, RemoveTakesAnExecLeafLeftBehind) {
+  auto group = manager_->create("run", {16 * kMiB, 10, 0});
+  auto leaf = group->create_child("exec-1");
+  Child child = fork_child([] { return 0; });
+  leaf->add_process(child.pid);
+  group->remove();
+  for (const std::string& controller : kHierarchies) {
+    EXPECT_FALSE(exists(dir(controller, "run/exec-1"))) << controller;
+    EXPECT_FALSE(exists(dir(controller, "run"))) << controller;
+  }
+  const int status = child.wait();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ::close(child.go_fd);
+  EXPECT_NO_THROW(leaf->remove());
+}
+
+// The parent is made once per manager, and again when it was removed in between (a clean shutdown's
+// remove_parent, or an operator).
+TEST_F(CgroupV1Test, CreateMakesTheParentAgainWhenItIsGone) {
+  manager_->create("first", {0, 0, 0})->remove();
+  manager_->remove_parent();
+  ASSERT_FALSE(exists(mounts_["memory"] + "/" + config_.parent));
+  auto again = manager_->create("second", {16 * kMiB, 10, 0});
+  for (const std::string& controller : kHierarchies) EXPECT_TRUE(exists(dir(controller, "second"))) << controller;
+  EXPECT_EQ(slurp(file("memory", "second", "memory.limit_in_bytes")), std::to_string(16 * kMiB) + "\n");
+  again->remove();
+}
+
 TEST_F(CgroupV1Test, ListAndOpenFindALeftover) {
   // What a crashed daemon leaves: the directories and a live process in them.
   Child child = fork_child([] { return 0; });

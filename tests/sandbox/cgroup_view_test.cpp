@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "sandbox/cgroup.h"
@@ -59,6 +60,26 @@ TEST(CgroupView, ItShowsNoHostPathAndIsReadOnly) {
   EXPECT_EQ(r.stdout_capture.head.find("wrote"), std::string::npos) << describe(r);
   EXPECT_EQ(r.stdout_capture.head.find("made"), std::string::npos) << describe(r);
   EXPECT_NE(r.stdout_capture.head.find("Read-only file system"), std::string::npos) << describe(r);
+}
+
+// On v1 an exec's leaf is in the memory, cpuacct and freezer hierarchies only: in its own pids and cpu cgroups
+// (those /proc/self/cgroup names) it finds the box's pids.max and CFS quota, where runtimes read them.
+TEST(CgroupView, AnExecFindsTheBoxsPidsAndCpuLimitsInItsOwnCgroup) {
+  if (shared_launcher().cgroup_version() != 1) GTEST_SKIP() << "v1 layout (v2 hands limits to its leaves)";
+  // own NAME: this process's cgroup path in the hierarchy of controller NAME.
+  const std::string own = "own() { sed -n \"s/^[0-9]*:\\(.*,\\)*$1\\(,.*\\)*:\\(.*\\)$/\\3/p\" /proc/self/cgroup; };";
+  SandboxSpec spec = host_spec({"/bin/sh", "-c",
+                                own + " cat /sys/fs/cgroup/pids$(own pids)/pids.max"
+                                      " /sys/fs/cgroup/cpu$(own cpu)/cpu.cfs_quota_us; own memory"});
+  spec.limits.pids = 77;
+  spec.limits.cpus = 0.5;
+  const Result r = shared_launcher().run(spec);
+  ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
+  // Co-mounted with cpuacct (cpu,cpuacct), cpu has the exec's leaf, and its quota is the leaf's own.
+  const bool cpu_comounted = std::filesystem::equivalent("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct");
+  const std::string quota = cpu_comounted ? "-1" : "50000";
+  EXPECT_EQ(r.stdout_capture.head, "77\n" + quota + "\n/exec-1\n")
+      << "pids.max, the CFS quota, then the memory cgroup (the exec's own leaf): " << describe(r);
 }
 
 TEST(CgroupView, NprocAndPythonAgreeWithTheCpuLimit) {
