@@ -2,13 +2,19 @@
 # Two builds side by side from the shell (issue 13): each build's `capsule run -- true` against its own capsuled
 # (both pools warm), with bwrap's `true` as the baseline, in interleaved hyperfine rounds. For before/after
 # figures of a change that touches both the CLI and the daemon, which shell_bench's BASELINE_CLI cannot give.
-# Usage: bench/shell_ab.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR [RUNS_PER_ROUND] [ROUNDS]   (default 20, 5)
+# Usage: bench/shell_ab.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR [RUNS_PER_ROUND] [ROUNDS] [THINK_MS]   (20, 5, 0)
+# THINK_MS: a pause before each command (hyperfine --prepare), as an agent or a person leaves between commands;
+# 0 runs them back to back, where on few CPUs the figure is the machine's throughput, not one command's latency.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 before="$(cd "$1" && pwd)"
 after="$(cd "$2" && pwd)"
 runs="${3:-20}"
 rounds="${4:-5}"
+think_ms="${5:-0}"
+case "$think_ms" in '' | *[!0-9]*) echo "shell_ab: THINK_MS must be a whole number of ms" >&2; exit 2 ;; esac
+prepare=()
+[ "$think_ms" = 0 ] || prepare=(--prepare "sleep $(awk -v ms="$think_ms" 'BEGIN { printf "%.3f", ms / 1000 }')")
 for build in "$before" "$after"; do
   if [ ! -x "$build/bin/capsule" ] || [ ! -x "$build/bin/capsuled" ]; then
     echo "shell_ab: $build has no bin/capsule and bin/capsuled" >&2
@@ -47,10 +53,11 @@ $run_before 2>/dev/null
 $run_after 2>/dev/null
 sleep 1  # both pools refilled
 for round in $(seq "$rounds"); do
-  hyperfine -N -w 3 -r "$runs" "$run_before" "$run_after" "$bwrap_true" --export-json "$work/round$round.json" \
+  hyperfine -N -w 3 -r "$runs" "${prepare[@]}" "$run_before" "$run_after" "$bwrap_true" --export-json "$work/round$round.json" \
     >/dev/null 2>&1
 done
-echo "capsule run -- true from the shell ($(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)); p50 of $rounds x $runs"
+echo "capsule run -- true from the shell ($(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)); p50 of $rounds x $runs," \
+  "$([ "$think_ms" = 0 ] && echo "back to back" || echo "$think_ms ms between commands")"
 python3 - "$work" "$rounds" <<'PY'
 import json, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])

@@ -295,15 +295,19 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   make_owned_dir(upper, setup.host_root);
   make_owned_dir(work, setup.host_root);
 
-  // The box's cgroup in each hierarchy, limited, and the exec's leaf in it.
-  std::vector<std::string> groups;
+  // The box's cgroup in each hierarchy, limited, and the exec's leaf in memory, cpuacct and freezer (as
+  // cgroup_v1.cpp: in pids and cpu the exec stays in the box's group).
+  std::vector<std::string> groups;  // where the exec goes: its leaf, or the box's group
+  std::vector<std::string> boxes;
   for (const std::string& parent : setup.cgroup_parents) {
-    groups.push_back(parent + "/" + name);
-    if (mkdir(groups.back().c_str(), 0755) != 0) fail("mkdir " + groups.back());
+    boxes.push_back(parent + "/" + name);
+    if (mkdir(boxes.back().c_str(), 0755) != 0) fail("mkdir " + boxes.back());
     const std::string controller = fs::path(parent).parent_path().filename().string();
-    if (controller == "memory") write_text(groups.back() + "/memory.limit_in_bytes", "268435456");
-    if (controller == "pids") write_text(groups.back() + "/pids.max", "64");
-    if (mkdir((groups.back() + "/exec").c_str(), 0755) != 0) fail("mkdir exec leaf");
+    if (controller == "memory") write_text(boxes.back() + "/memory.limit_in_bytes", "268435456");
+    if (controller == "pids") write_text(boxes.back() + "/pids.max", "64");
+    const bool leaf = controller == "memory" || controller == "cpuacct" || controller == "freezer";
+    groups.push_back(leaf ? boxes.back() + "/exec" : boxes.back());
+    if (leaf && mkdir(groups.back().c_str(), 0755) != 0) fail("mkdir exec leaf");
   }
 
   const int lower_fd = detached_mount(setup.lower, setup.idmap_userns, true, false);
@@ -328,7 +332,7 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   const std::string map = "0 " + std::to_string(setup.host_root) + " 65536\n";
   write_text("/proc/" + std::to_string(pid) + "/uid_map", map);
   write_text("/proc/" + std::to_string(pid) + "/gid_map", map);
-  for (const std::string& group : groups) write_text(group + "/exec/cgroup.procs", std::to_string(pid));
+  for (const std::string& group : groups) write_text(group + "/cgroup.procs", std::to_string(pid));
   if (write(gate[1], "g", 1) != 1) fail("release the box");
   close(gate[1]);
   siginfo_t info{};
@@ -340,17 +344,18 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   }
 
   // What capsule reads at the end: CPU and peak memory.
-  for (const std::string& group : groups) {
-    const std::string controller = fs::path(group).parent_path().parent_path().filename().string();
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    const std::string& group = groups[i];  // the exec's leaf, where capsule reads them
+    const std::string controller = fs::path(boxes[i]).parent_path().parent_path().filename().string();
     if (controller == "memory") read_usage(group + "/memory.max_usage_in_bytes");
     if (controller == "cpuacct") {
       read_usage(group + "/cpuacct.usage_user");
       read_usage(group + "/cpuacct.usage_sys");
     }
   }
-  for (const std::string& group : groups) {
-    remove_cgroup_dir(group + "/exec");
-    remove_cgroup_dir(group);
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    if (groups[i] != boxes[i]) remove_cgroup_dir(groups[i]);
+    remove_cgroup_dir(boxes[i]);
   }
   if (disk_mib > 0 && umount2(disk.c_str(), MNT_DETACH) != 0) fail("umount " + disk);
   std::error_code ec;
