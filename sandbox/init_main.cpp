@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,19 @@
 namespace capsule::sandbox {
 namespace {
 
+// The seccomp program as the launcher wrote it (a few KiB): two hex digits a byte, decoded here without a
+// strtoul per byte (that was about 60 us of every box's start).
 std::vector<std::uint8_t> decode_hex(const std::string& hex) {
+  auto nibble = [&hex](char c) -> std::uint8_t {
+    if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
+    if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
+    if (c >= 'A' && c <= 'F') return static_cast<std::uint8_t>(c - 'A' + 10);
+    throw std::invalid_argument("the seccomp program is not hex (" + std::to_string(hex.size()) + " characters)");
+  };
+  if (hex.size() % 2 != 0) throw std::invalid_argument("the seccomp program's hex has an odd length");
   std::vector<std::uint8_t> bytes(hex.size() / 2);
   for (std::size_t i = 0; i < bytes.size(); ++i) {
-    bytes[i] = static_cast<std::uint8_t>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    bytes[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
   }
   return bytes;
 }

@@ -45,25 +45,40 @@ struct Launcher::State {
   base::UniqueFd init_exe;
   std::unique_ptr<Spawner> spawner;  // clones every box's init; needs init_exe
   std::mutex cache_mutex;
-  std::map<std::string, std::vector<std::uint8_t>> seccomp_cache;  // profile text -> BPF
+  std::map<std::string, std::string> seccomp_cache;  // profile text -> its BPF in hex, as init's config carries it
   std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
   BoxReaper reaper;
   std::shared_ptr<StartGate> starts = std::make_shared<StartGate>();  // runs' and execs' starts, which the pool yields to
   std::mutex pool_mutex;
   std::unique_ptr<BoxPool> pool;  // last: it makes boxes through the members above, and goes first
 
-  const std::vector<std::uint8_t>& seccomp_program(const std::string& profile);
+  const std::string& seccomp_program_hex(const std::string& profile);
   base::UniqueFd writable_bind(const BindMount& bind);
   base::UniqueFd owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner);
   // The user namespace mapping `uid`:`gid` to sandbox root and nothing else (kept for reuse). Under cache_mutex.
   int owner_namespace_locked(std::uint32_t uid, std::uint32_t gid);
 };
 
-const std::vector<std::uint8_t>& Launcher::State::seccomp_program(const std::string& profile) {
+namespace {
+
+std::string to_hex(const std::vector<std::uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (auto b : bytes) {
+    hex.push_back(digits[b >> 4]);
+    hex.push_back(digits[b & 0xf]);
+  }
+  return hex;
+}
+
+}  // namespace
+
+const std::string& Launcher::State::seccomp_program_hex(const std::string& profile) {
   std::lock_guard lock(cache_mutex);
   auto it = seccomp_cache.find(profile);
   if (it == seccomp_cache.end()) {
-    it = seccomp_cache.emplace(profile, compile_seccomp(parse_seccomp_profile(profile))).first;
+    it = seccomp_cache.emplace(profile, to_hex(compile_seccomp(parse_seccomp_profile(profile)))).first;
   }
   return it->second;
 }
@@ -102,17 +117,6 @@ std::string default_init_binary() {
 
 double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
   return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
-}
-
-std::string to_hex(const std::vector<std::uint8_t>& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(bytes.size() * 2);
-  for (auto b : bytes) {
-    hex.push_back(digits[b >> 4]);
-    hex.push_back(digits[b & 0xf]);
-  }
-  return hex;
 }
 
 // With a disk limit, each copy-on-write view's upper and work dirs are the ones ScratchDir made on the sandbox's
@@ -249,7 +253,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   box->host_id_count_ = state_->options.host_id_count;
   box->starts_ = state_->starts;
   const std::string program_hex =
-      spec.seccomp_profile.empty() ? std::string() : to_hex(state_->seccomp_program(spec.seccomp_profile));
+      spec.seccomp_profile.empty() ? std::string() : state_->seccomp_program_hex(spec.seccomp_profile);
 
   const std::string id = new_sandbox_id();
   box->id_ = id;
