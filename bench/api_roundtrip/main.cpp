@@ -212,6 +212,10 @@ int main(int argc, char** argv) {
     thread_pct.emplace_back(100.0 * static_cast<double>(ticks - before) / static_cast<double>(ticks_per_s) / capsule_load.seconds, tid);
   }
   std::sort(thread_pct.rbegin(), thread_pct.rend());
+  std::vector<std::string> top_thread_names;  // read now: the daemon is stopped before the JSON is written
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, thread_pct.size()); ++i) {
+    top_thread_names.push_back(thread_name(daemon.pid(), thread_pct[i].second));
+  }
 
   const auto cpu_before_b = machine_cpu();
   const double bwrap_cpu_before = rusage_ms(RUSAGE_CHILDREN);
@@ -239,7 +243,7 @@ int main(int argc, char** argv) {
               p50(tp_queue_ms), p50(tp_daemon_ms));
   std::printf("  busiest capsuled threads (%% of one core):");
   for (std::size_t i = 0; i < std::min<std::size_t>(3, thread_pct.size()); ++i) {
-    std::printf(" tid %d %.0f%%", thread_pct[i].second, thread_pct[i].first);
+    std::printf(" %s (tid %d) %.0f%%", top_thread_names[i].c_str(), thread_pct[i].second, thread_pct[i].first);
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -288,7 +292,11 @@ int main(int argc, char** argv) {
   json setup_json;
   for (const auto& [step, values] : setup) setup_json[step] = p50(values);
   json threads_json = json::array();
-  for (std::size_t i = 0; i < std::min<std::size_t>(3, thread_pct.size()); ++i) threads_json.push_back(thread_pct[i].first);
+  json top_threads = json::array();
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, thread_pct.size()); ++i) {
+    threads_json.push_back(thread_pct[i].first);
+    top_threads.push_back({{"name", top_thread_names[i]}, {"cpu_pct", thread_pct[i].first}});
+  }
   const json out = {
       {"bench", "api_roundtrip"},
       {"rounds", o.rounds},
@@ -317,7 +325,8 @@ int main(int argc, char** argv) {
         {"client_cpu_ms_per_capsule_run", client_cpu_per_run},
         {"capsule_machine_cpu_busy_pct", capsule_machine_busy},
         {"bwrap_machine_cpu_busy_pct", bwrap_machine_busy},
-        {"capsuled_top_thread_cpu_pct", threads_json}}},
+        {"capsuled_top_thread_cpu_pct", threads_json},
+        {"capsuled_top_threads", top_threads}}},
       {"rss_kb",
        {{"idle", rss_idle["vm_rss_kb"]},
         {"after_warmup", rss_warm["vm_rss_kb"]},

@@ -73,6 +73,12 @@ std::map<int, long> thread_cpu_ticks(pid_t pid) {
   return ticks;
 }
 
+std::string thread_name(pid_t pid, int tid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  return std::getline(in, name) ? name : "?";
+}
+
 double process_tree_cpu_ms(pid_t pid) {
   const std::string text = read_text("/proc/" + std::to_string(pid) + "/stat");
   const auto paren = text.rfind(')');

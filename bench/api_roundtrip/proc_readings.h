@@ -22,6 +22,8 @@ std::map<std::string, long> proc_status(pid_t pid);
 
 // utime + stime (clock ticks) of every thread of a process, by thread id.
 std::map<int, long> thread_cpu_ticks(pid_t pid);
+// The thread's name (/proc/<pid>/task/<tid>/comm: capsuled names its long-lived threads); "?" once it is gone.
+std::string thread_name(pid_t pid, int tid);
 
 // CPU time (ms) of a process plus its reaped children: for capsuled that includes every finished sandbox.
 double process_tree_cpu_ms(pid_t pid);
