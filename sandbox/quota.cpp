@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -107,16 +108,17 @@ void format(const std::string& image, const DiskLimits& limits, std::uint32_t ow
 
 // Reads the template's data extents and writes them at the same offsets through `device` (the holes stay holes).
 void write_template_data(int template_fd, int device, const std::string& image) {
-  std::vector<char> buffer(256 << 10);
+  constexpr std::size_t kBufferBytes = 256 << 10;
+  const std::unique_ptr<char[]> buffer(new char[kBufferBytes]);  // not zeroed: every byte written is read first
   for (off_t data = lseek(template_fd, 0, SEEK_DATA); data >= 0; data = lseek(template_fd, data, SEEK_DATA)) {
     const off_t hole = lseek(template_fd, data, SEEK_HOLE);
     if (hole < 0) throw_errno("disk", image, "SEEK_HOLE in its template");
     while (data < hole) {
-      const auto want = static_cast<std::size_t>(std::min<off_t>(hole - data, static_cast<off_t>(buffer.size())));
-      const ssize_t got = pread(template_fd, buffer.data(), want, data);
+      const auto want = static_cast<std::size_t>(std::min<off_t>(hole - data, static_cast<off_t>(kBufferBytes)));
+      const ssize_t got = pread(template_fd, buffer.get(), want, data);
       if (got <= 0) throw_errno("disk", image, "read its template");
       for (ssize_t done = 0; done < got;) {
-        const ssize_t n = pwrite(device, buffer.data() + done, static_cast<std::size_t>(got - done), data + done);
+        const ssize_t n = pwrite(device, buffer.get() + done, static_cast<std::size_t>(got - done), data + done);
         if (n <= 0) throw_errno("disk", image, "write the template through the loop device");
         done += n;
       }
