@@ -37,7 +37,9 @@ struct InitConfig {
   std::vector<OverlayConfig> overlays;     // mounted after the rootfs, before the binds
   std::vector<AttachedMount> layers;       // attach before any overlay (rootfs layers, then overlays')
   std::vector<AttachedMount> binds;        // attach after the overlay, targets inside new_root
-  std::string seccomp_program_hex;         // raw BPF from compile_seccomp, hex; empty: none
+  // Bytes of raw BPF (compile_seccomp) in the message after this one, before any descriptor; 0: no filter.
+  // Apart from the JSON, which would otherwise carry (and parse) a few KiB of it per box.
+  std::uint64_t seccomp_program_bytes = 0;
   std::vector<std::string> protect;        // EnvironmentSpec::protect, globs inside the new root
   std::string protect_base = "/";
   bool session = false;                    // EnvironmentSpec::session

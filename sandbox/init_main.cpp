@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,33 +26,25 @@
 namespace capsule::sandbox {
 namespace {
 
-// The seccomp program as the launcher wrote it (a few KiB): two hex digits a byte, decoded here without a
-// strtoul per byte (that was about 60 us of every box's start).
-std::vector<std::uint8_t> decode_hex(const std::string& hex) {
-  auto nibble = [&hex](char c) -> std::uint8_t {
-    if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
-    if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
-    if (c >= 'A' && c <= 'F') return static_cast<std::uint8_t>(c - 'A' + 10);
-    throw std::invalid_argument("the seccomp program is not hex (" + std::to_string(hex.size()) + " characters)");
-  };
-  if (hex.size() % 2 != 0) throw std::invalid_argument("the seccomp program's hex has an odd length");
-  std::vector<std::uint8_t> bytes(hex.size() / 2);
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    bytes[i] = static_cast<std::uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
-  }
-  return bytes;
-}
-
 std::vector<int> receive_fds(std::size_t count) {
   std::vector<int> fds;
   for (std::size_t i = 0; i < count; ++i) fds.push_back(receive_fd(kInitControlFd));
   return fds;
 }
 
-InitConfig set_up_sandbox() {
+// Receives the config and what follows it (the seccomp program into `seccomp_program`, then descriptors), and
+// builds the box's filesystem, cgroup namespace and hostname from them.
+InitConfig set_up_sandbox(std::vector<std::uint8_t>& seccomp_program) {
   auto message = receive_message(kInitControlFd);
   if (!message) throw_error("init", "", "launcher closed the channel before sending the config");
   InitConfig config = decode_init_config(*message);
+  if (config.seccomp_program_bytes > 0) {
+    const auto program = receive_message(kInitControlFd);
+    if (!program || program->size() != config.seccomp_program_bytes) {
+      throw_error("init-config", "", "the seccomp program did not follow the config, or not at its announced size");
+    }
+    seccomp_program.assign(program->begin(), program->end());
+  }
   std::vector<int> layer_fds = receive_fds(config.layers.size());
   std::vector<int> bind_fds = receive_fds(config.binds.size());
   const int init_leaf_fd = config.join_init_leaf ? receive_fd(kInitControlFd) : -1;
@@ -95,8 +86,7 @@ int init_main() {
   InitConfig config;
   std::vector<std::uint8_t> program;
   try {
-    config = set_up_sandbox();
-    program = decode_hex(config.seccomp_program_hex);
+    config = set_up_sandbox(program);
   } catch (const SandboxError& e) {
     send_init_error(0, e.cause());
     return 1;

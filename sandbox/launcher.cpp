@@ -45,40 +45,26 @@ struct Launcher::State {
   base::UniqueFd init_exe;
   std::unique_ptr<Spawner> spawner;  // clones every box's init; needs init_exe
   std::mutex cache_mutex;
-  std::map<std::string, std::string> seccomp_cache;  // profile text -> its BPF in hex, as init's config carries it
+  std::map<std::string, std::string> seccomp_cache;  // profile text -> its raw BPF, as init receives it
   std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
   BoxReaper reaper;
   std::shared_ptr<StartGate> starts = std::make_shared<StartGate>();  // runs' and execs' starts, which the pool yields to
   std::mutex pool_mutex;
   std::unique_ptr<BoxPool> pool;  // last: it makes boxes through the members above, and goes first
 
-  const std::string& seccomp_program_hex(const std::string& profile);
+  const std::string& seccomp_program(const std::string& profile);
   base::UniqueFd writable_bind(const BindMount& bind);
   base::UniqueFd owner_mapped_layer(const std::string& layer, std::pair<std::uint32_t, std::uint32_t> owner);
   // The user namespace mapping `uid`:`gid` to sandbox root and nothing else (kept for reuse). Under cache_mutex.
   int owner_namespace_locked(std::uint32_t uid, std::uint32_t gid);
 };
 
-namespace {
-
-std::string to_hex(const std::vector<std::uint8_t>& bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(bytes.size() * 2);
-  for (auto b : bytes) {
-    hex.push_back(digits[b >> 4]);
-    hex.push_back(digits[b & 0xf]);
-  }
-  return hex;
-}
-
-}  // namespace
-
-const std::string& Launcher::State::seccomp_program_hex(const std::string& profile) {
+const std::string& Launcher::State::seccomp_program(const std::string& profile) {
   std::lock_guard lock(cache_mutex);
   auto it = seccomp_cache.find(profile);
   if (it == seccomp_cache.end()) {
-    it = seccomp_cache.emplace(profile, to_hex(compile_seccomp(parse_seccomp_profile(profile)))).first;
+    const std::vector<std::uint8_t> program = compile_seccomp(parse_seccomp_profile(profile));
+    it = seccomp_cache.emplace(profile, std::string(program.begin(), program.end())).first;
   }
   return it->second;
 }
@@ -139,7 +125,7 @@ std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, co
 }
 
 InitConfig make_init_config(const EnvironmentSpec& spec, const std::vector<OverlayMount>& overlays,
-                            const ScratchDir& scratch, const std::string& program_hex) {
+                            const ScratchDir& scratch, std::size_t program_bytes) {
   InitConfig config;
   config.hostname = spec.hostname;
   config.readonly_rootfs = spec.readonly_rootfs;
@@ -167,7 +153,7 @@ InitConfig make_init_config(const EnvironmentSpec& spec, const std::vector<Overl
   for (const auto& bind : spec.mounts) {
     config.binds.push_back(AttachedMount{scratch.new_root() + bind.target, !std::filesystem::is_directory(bind.source)});
   }
-  config.seccomp_program_hex = program_hex;
+  config.seccomp_program_bytes = program_bytes;
   return config;
 }
 
@@ -252,8 +238,8 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   box->host_id_base_ = state_->options.host_id_base;
   box->host_id_count_ = state_->options.host_id_count;
   box->starts_ = state_->starts;
-  const std::string program_hex =
-      spec.seccomp_profile.empty() ? std::string() : state_->seccomp_program_hex(spec.seccomp_profile);
+  static const std::string kNoProgram;
+  const std::string& program = spec.seccomp_profile.empty() ? kNoProgram : state_->seccomp_program(spec.seccomp_profile);
 
   const std::string id = new_sandbox_id();
   box->id_ = id;
@@ -303,7 +289,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
   confine_to_cpus(child.pid, spec.limits.cpus);
   box->listeners_ = listen_in_network_namespace(child.pid, spec.loopback_listeners);
   base::UniqueFd userns(open_user_namespace(child.pid));
-  // What init receives after its config, in order: layer mounts, bind mounts, its v2 cgroup leaf.
+  // What init receives after its config, in order: the seccomp program, layer mounts, bind mounts, its v2 leaf.
   std::vector<base::UniqueFd> passed;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     passed.push_back(layer_owners[i] ? state_->owner_mapped_layer(layers[i], *layer_owners[i])
@@ -313,7 +299,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
     passed.push_back(bind.read_only ? base::UniqueFd(make_detached_mount(bind.source, userns.get(), bind.idmap, true, true))
                                     : state_->writable_bind(bind));
   }
-  InitConfig init_config = make_init_config(spec, overlays, *box->scratch_, program_hex);
+  InitConfig init_config = make_init_config(spec, overlays, *box->scratch_, program.size());
   init_config.cgroup_views = state_->cgroup_views;
   if (const std::string leaf = box->cgroup_->init_leaf_procs_file(); !leaf.empty()) {
     passed.emplace_back(open(leaf.c_str(), O_WRONLY | O_CLOEXEC));
@@ -321,6 +307,7 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
     init_config.join_init_leaf = true;
   }
   send_message(control.get(), encode_init_config(init_config));
+  if (!program.empty()) send_message(control.get(), program);
   for (const auto& fd : passed) send_fd(control.get(), fd.get());
   passed.clear();
   if (write(go.write_end.get(), "g", 1) != 1) throw_errno("clone", "", "signalling the child");
