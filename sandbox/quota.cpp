@@ -146,6 +146,7 @@ void remove_oldest_templates(const std::string& dir) {
   std::sort(made.begin(), made.end());
   for (std::size_t i = 0; i + kMaxTemplates < made.size(); ++i) std::filesystem::remove(made[i].second, ec);
 }
+
 // Attaches `image_fd` to a free loop device that detaches itself once unmounted and no longer open.
 std::string attach_loop(int image_fd, const std::string& image, base::UniqueFd& held) {
   base::UniqueFd control(open("/dev/loop-control", O_RDWR | O_CLOEXEC));
@@ -271,6 +272,7 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
 SandboxDisk::~SandboxDisk() {
   for (auto it = binds_.rbegin(); it != binds_.rend(); ++it) umount2(it->c_str(), MNT_DETACH);
   umount2(root_.c_str(), MNT_DETACH);
+  rmdir(root_.c_str());  // the mount point it made, empty once detached
   unlink(image_.c_str());
   // The last reference: closing it shuts the filesystem down and returns the image's space (20-70 ms). On a
   // thread of its own while the host filesystem has room; here when it is short, so a caller on a full disk

@@ -51,8 +51,9 @@ class SandboxDisk {
   // what failed.
   SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_t owner, const std::string& images_dir = {},
               const std::vector<std::string>& dirs = {});
-  // Detaches the mount and any bind of it made with bind_to. The filesystem's shutdown (the loop device and
-  // the image's space) follows on a thread, or before returning when the host filesystem is short of space.
+  // Detaches the mount and any bind of it made with bind_to, and removes the mount point. The filesystem's
+  // shutdown (the loop device and the image's space) follows on a thread, or before returning when the host
+  // filesystem is short of space.
   ~SandboxDisk();
   SandboxDisk(const SandboxDisk&) = delete;
   SandboxDisk& operator=(const SandboxDisk&) = delete;

@@ -85,25 +85,22 @@ ScratchDir::ScratchDir(const std::string& root, const std::string& id, std::size
 }
 
 ScratchDir::~ScratchDir() {
-  const bool had_disk = disk_ != nullptr;
   disk_.reset();
-  if (remove_if_as_made(had_disk)) return;
+  if (remove_if_as_made()) return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
   if (!data_path_.empty()) std::filesystem::remove_all(data_path_, ec);
 }
 
-bool ScratchDir::remove_if_as_made(bool had_disk) const {
+bool ScratchDir::remove_if_as_made() const {
   if (!data_path_.empty()) return false;
   std::vector<std::string> dirs = {new_root()};
   for (std::size_t i = 0; i < layers_; ++i) dirs.push_back(lower(i));
   dirs.push_back(path_ + "/lower");
-  if (had_disk) {
-    dirs.push_back(path_ + "/disk");  // its mount point, the disk detached (upper and work were on it)
-  } else {
-    for (const std::string& dir : {work_, upper_}) {
-      if (dir.starts_with(path_ + "/")) dirs.push_back(dir);  // a kept upper is elsewhere, and stays
-    }
+  // Upper and work: in the scratch dir, or on the disk, which took them and its mount point with it (ENOENT); a
+  // kept upper is elsewhere, and stays.
+  for (const std::string& dir : {work_, upper_}) {
+    if (dir.starts_with(path_ + "/")) dirs.push_back(dir);
   }
   dirs.push_back(path_);
   for (const std::string& dir : dirs) {

@@ -44,7 +44,7 @@ class ScratchDir {
  private:
   // rmdir of each dir made here, deepest first: all that removal takes when they are empty, the usual end (the
   // disk detached, nothing left mounted or written outside it). False: something is left; remove_all does it.
-  bool remove_if_as_made(bool had_disk) const;
+  bool remove_if_as_made() const;
 
   std::string path_;
   std::size_t layers_;
