@@ -297,17 +297,22 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
 
   // The box's cgroup in each hierarchy, limited, and the exec's leaf in memory, cpuacct and freezer (as
   // cgroup_v1.cpp: in pids and cpu the exec stays in the box's group).
-  std::vector<std::string> groups;  // where the exec goes: its leaf, or the box's group
-  std::vector<std::string> boxes;
+  struct Group {
+    std::string controller;
+    std::string box;
+    std::string exec;  // the exec's leaf, or the box's group
+  };
+  std::vector<Group> groups;
   for (const std::string& parent : setup.cgroup_parents) {
-    boxes.push_back(parent + "/" + name);
-    if (mkdir(boxes.back().c_str(), 0755) != 0) fail("mkdir " + boxes.back());
-    const std::string controller = fs::path(parent).parent_path().filename().string();
-    if (controller == "memory") write_text(boxes.back() + "/memory.limit_in_bytes", "268435456");
-    if (controller == "pids") write_text(boxes.back() + "/pids.max", "64");
-    const bool leaf = controller == "memory" || controller == "cpuacct" || controller == "freezer";
-    groups.push_back(leaf ? boxes.back() + "/exec" : boxes.back());
-    if (leaf && mkdir(groups.back().c_str(), 0755) != 0) fail("mkdir exec leaf");
+    Group& group = groups.emplace_back();
+    group.controller = fs::path(parent).parent_path().filename().string();
+    group.box = parent + "/" + name;
+    if (mkdir(group.box.c_str(), 0755) != 0) fail("mkdir " + group.box);
+    if (group.controller == "memory") write_text(group.box + "/memory.limit_in_bytes", "268435456");
+    if (group.controller == "pids") write_text(group.box + "/pids.max", "64");
+    const bool leaf = group.controller == "memory" || group.controller == "cpuacct" || group.controller == "freezer";
+    group.exec = leaf ? group.box + "/exec" : group.box;
+    if (leaf && mkdir(group.exec.c_str(), 0755) != 0) fail("mkdir exec leaf");
   }
 
   const int lower_fd = detached_mount(setup.lower, setup.idmap_userns, true, false);
@@ -332,7 +337,7 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   const std::string map = "0 " + std::to_string(setup.host_root) + " 65536\n";
   write_text("/proc/" + std::to_string(pid) + "/uid_map", map);
   write_text("/proc/" + std::to_string(pid) + "/gid_map", map);
-  for (const std::string& group : groups) write_text(group + "/cgroup.procs", std::to_string(pid));
+  for (const Group& group : groups) write_text(group.exec + "/cgroup.procs", std::to_string(pid));
   if (write(gate[1], "g", 1) != 1) fail("release the box");
   close(gate[1]);
   siginfo_t info{};
@@ -344,18 +349,16 @@ void run_floor_box(const FloorSetup& setup, std::uint64_t disk_mib, int number) 
   }
 
   // What capsule reads at the end: CPU and peak memory.
-  for (std::size_t i = 0; i < boxes.size(); ++i) {
-    const std::string& group = groups[i];  // the exec's leaf, where capsule reads them
-    const std::string controller = fs::path(boxes[i]).parent_path().parent_path().filename().string();
-    if (controller == "memory") read_usage(group + "/memory.max_usage_in_bytes");
-    if (controller == "cpuacct") {
-      read_usage(group + "/cpuacct.usage_user");
-      read_usage(group + "/cpuacct.usage_sys");
+  for (const Group& group : groups) {  // from the exec's leaf, as capsule reads them
+    if (group.controller == "memory") read_usage(group.exec + "/memory.max_usage_in_bytes");
+    if (group.controller == "cpuacct") {
+      read_usage(group.exec + "/cpuacct.usage_user");
+      read_usage(group.exec + "/cpuacct.usage_sys");
     }
   }
-  for (std::size_t i = 0; i < boxes.size(); ++i) {
-    if (groups[i] != boxes[i]) remove_cgroup_dir(groups[i]);
-    remove_cgroup_dir(boxes[i]);
+  for (const Group& group : groups) {
+    if (group.exec != group.box) remove_cgroup_dir(group.exec);
+    remove_cgroup_dir(group.box);
   }
   if (disk_mib > 0 && umount2(disk.c_str(), MNT_DETACH) != 0) fail("umount " + disk);
   std::error_code ec;
