@@ -226,7 +226,7 @@ void Exec::ended(bool box_ended) {
 
 void Exec::start_termination(std::int64_t now) {
   if (kill_at_ns_ || killed_ || ended_) return;
-  cgroup_->signal_all(SIGTERM);
+  signal(SIGTERM);  // a process not yet exec'd gets it once it has, instead of only the KILL after the grace
   term_sent_ns_ = now;
   kill_at_ns_ = now + static_cast<std::int64_t>(limits_.kill_grace.count()) * kMs;
 }

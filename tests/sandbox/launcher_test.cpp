@@ -327,6 +327,20 @@ TEST(Launcher, CancelStopsARun) {
   EXPECT_EQ(r.status, Status::kCancelled) << describe(r);
 }
 
+// A cancel that comes before the command has exec'd (its process not yet in its cgroup) must still reach it
+// as TERM once it has, not wait out the grace for the KILL.
+TEST(Launcher, CancelBeforeTheCommandExecsEndsItWithTermNotTheKill) {
+  std::atomic<bool> cancel{true};
+  RunHooks hooks;
+  hooks.cancel = &cancel;
+  SandboxSpec spec = host_spec({"sleep", "100"});
+  spec.limits.kill_grace = std::chrono::seconds(30);
+  Result r = shared_launcher().run(spec, hooks);
+  EXPECT_EQ(r.status, Status::kCancelled) << describe(r);
+  EXPECT_EQ(r.termination.reason, "cancelled");
+  EXPECT_FALSE(r.termination.kill_sent) << "TERM was lost: the KILL came after the grace, " << r.wall_ms << " ms";
+}
+
 TEST(Launcher, SetupTimingsAreFilledIn) {
   Result r = shared_launcher().run(host_spec({"true"}));
   ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
