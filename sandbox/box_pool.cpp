@@ -127,6 +127,12 @@ std::size_t BoxPool::ready_count() const {
   return count;
 }
 
+bool BoxPool::has_ready(const EnvironmentSpec& spec) const {
+  std::lock_guard lock(mutex_);
+  auto it = std::find_if(wanted_.begin(), wanted_.end(), [&](const Wanted& w) { return w.environment == spec; });
+  return it != wanted_.end() && !it->ready.empty();
+}
+
 PoolStats BoxPool::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

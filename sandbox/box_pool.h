@@ -59,6 +59,8 @@ class BoxPool {
   // makes one). Asking for a poolable environment makes it wanted: boxes of it are kept ready from then on.
   std::unique_ptr<Sandbox> take(const EnvironmentSpec& spec);
   std::size_t ready_count() const;
+  // Whether a box of `spec` is waiting now: a hint for where to start a run (take() may still find none).
+  bool has_ready(const EnvironmentSpec& spec) const;
   PoolStats stats() const;
 
  private:

@@ -387,6 +387,12 @@ Result StartedSandbox::finish() {
   return result;
 }
 
+bool Launcher::has_ready_box(const SandboxSpec& spec) const {
+  const EnvironmentSpec environment = environment_of(spec);
+  std::lock_guard lock(state_->pool_mutex);
+  return state_->pool && state_->pool->has_ready(environment);
+}
+
 StartGate::Ticket Launcher::hold_starts() { return state_->starts->enter(); }
 
 Result Launcher::setup_failure(const SandboxError& error, double wall_ms) {

@@ -57,6 +57,9 @@ class Launcher {
   // for it is setup_failure(error)).
   std::unique_ptr<StartedSandbox> start(const SandboxSpec& spec, const RunHooks& hooks = {});
   static Result setup_failure(const SandboxError& error, double wall_ms = 0);
+  // Whether start(spec) would find a box made ahead waiting now, so that it costs an exec and no box: a hint
+  // (another start may take that box first).
+  bool has_ready_box(const SandboxSpec& spec) const;
   // A ticket of the start gate (start_gate.h) for work a caller waits for beyond start() and the exec, such as
   // a run's record and answer: the pool makes no box while it is held (50 ms at most each).
   StartGate::Ticket hold_starts();

@@ -42,7 +42,7 @@ struct RunManager::Run {
   std::vector<Listener> listeners;  // guarded by RunManager::mutex_
   std::atomic<bool> cancel_requested{false};
   bool started = false;             // guarded by mutex_
-  // Supervision thread only, then (after the hand-off) the finisher's:
+  // A start thread's, then (handed over under mutex_) the supervision thread's, then the finisher's:
   std::unique_ptr<sandbox::StartedSandbox> sandbox;
   std::unique_ptr<LogWriter> stdout_log;
   std::unique_ptr<LogWriter> stderr_log;
@@ -75,7 +75,8 @@ RunManager::~RunManager() {
     for (auto& [id, run] : live_) run->cancel_requested = true;
   }
   wake();
-  thread_.join();
+  thread_.join();    // once every live run, each started one handed to the loop, has finished
+  starter_.stop();
   finisher_.stop();  // every run handed off is recorded before the manager goes away
   close(wake_fd_);
 }
@@ -198,8 +199,9 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
   run->answering = launcher_.hold_starts();
   const std::int64_t started_ms = unix_ms();
   // Every run that leaves the queue goes queued -> running -> finished, a setup failure too. The running row is
-  // written once the command is on its way (off the start's path), always before its end is seen, which this
-  // thread does next. A ledger that cannot take it is logged; the finished row is written all the same.
+  // written once the command is on its way (off the start's path), always before its end is seen, which the
+  // supervision loop does only once the run is handed to it, below. A ledger that cannot take it is logged; the
+  // finished row is written all the same.
   auto mark_started = [&] {
     try {
       ledger_.mark_running(run->id, started_ms);
@@ -254,6 +256,11 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     return;
   }
   mark_started();
+  {
+    std::lock_guard lock(mutex_);
+    started_.push_back(run);
+  }
+  wake();
 }
 
 void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
@@ -394,6 +401,7 @@ void RunManager::supervise_loop() {
 bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
   std::vector<std::shared_ptr<Run>> to_start;
   std::vector<std::shared_ptr<Run>> cancelled_in_queue;
+  std::vector<std::shared_ptr<Run>> handed_over;
   {
     std::lock_guard lock(mutex_);
     if (stopping_ && live_.empty() && tearing_down_ == 0) return false;
@@ -406,12 +414,19 @@ bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
       }
     }
     start_queued_locked(to_start);
+    handed_over.swap(started_);
   }
   for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
   for (auto& run : to_start) {
-    start_run(run);
-    if (run->sandbox) active.push_back(run);
+    // A box waiting in the pool costs this thread an exec and no hop; a box to be made goes to a start thread.
+    const bool pooled = run->submission.spec.network != "proxy" && launcher_.has_ready_box(run->sandbox_spec);
+    if (pooled) {
+      start_run(run);
+    } else {
+      starter_.post([this, run] { start_run(run); });
+    }
   }
+  active.insert(active.end(), handed_over.begin(), handed_over.end());
 
   std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
   std::vector<Run*> owners{nullptr};

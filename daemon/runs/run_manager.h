@@ -1,5 +1,5 @@
-// RunManager: admits runs (bounded queue, maximum concurrency), starts them through the launcher and
-// supervises every running sandbox from ONE thread (a poll loop over all of them); finishers record results.
+// RunManager: admits runs (bounded queue, maximum concurrency), starts them on a few start threads, supervises
+// every running sandbox from ONE thread (a poll loop over all of them); finisher threads record the results.
 #pragma once
 
 #include <sys/types.h>
@@ -19,7 +19,7 @@
 #include "daemon/runs/disk_guard.h"
 #include "daemon/ledger.h"
 #include "daemon/logs/log_store.h"
-#include "daemon/runs/run_finisher.h"
+#include "daemon/runs/worker_pool.h"
 #include "daemon/runs/run_outputs.h"
 #include "daemon/runs/run_proxy.h"
 #include "daemon/resolve.h"
@@ -38,6 +38,9 @@ struct RunManagerOptions {
   ImageCatalog images;       // imported images and the Python release table
   RunProxyContext proxies;   // serves network "proxy" runs; without it they are refused
   RunOutputs* outputs = nullptr;  // keeps what finished runs wrote; null: nothing is kept
+  // Threads that start runs: a box the pool could not supply is made on one of them (cgroup, scratch, disk,
+  // clone), so several are made at once and the supervision loop never waits for one.
+  std::size_t start_threads = 4;
 };
 
 struct Peer {
@@ -60,10 +63,10 @@ struct RunStats {
 
 class RunManager {
  public:
-  // Called with one event object: "queued" on the submitting thread under the manager's lock, "started",
-  // "stdout" and "stderr" on the supervision thread, "finished" on a finisher thread once the ledger holds
-  // the final row. Output events carry the exact bytes as base64: {"event","id","data_b64"}. Must not block
-  // or call back into the manager.
+  // Called with one event object: "queued" on the submitting thread under the manager's lock, "started" on the
+  // thread that started it, "stdout" and "stderr" on the supervision thread, "finished" on a finisher thread
+  // once the ledger holds the final row. Output events carry the exact bytes as base64: {"event","id",
+  // "data_b64"}. Must not block or call back into the manager.
   using Listener = std::function<void(const nlohmann::json& event)>;
 
   RunManager(sandbox::Launcher& launcher, Ledger& ledger, LogStore& logs, RunManagerOptions options);
@@ -92,6 +95,8 @@ class RunManager {
   // One poll round over the live sandboxes; false once stopping and nothing is live.
   bool supervise_once(std::vector<std::shared_ptr<Run>>& active);
   void start_queued_locked(std::vector<std::shared_ptr<Run>>& started);
+  // Starts the run, or finishes it when it cannot start; a started one goes to started_, for the loop. On a
+  // start thread, or on the supervision thread when a box waits for it in the pool (or it was cancelled).
   void start_run(const std::shared_ptr<Run>& run);
   // Supervision thread: hands the run to a finisher; never blocks on collection or the ledger.
   void finish_run(const std::shared_ptr<Run>& run, sandbox::Result result);
@@ -115,13 +120,15 @@ class RunManager {
   std::deque<std::shared_ptr<Run>> queue_;
   std::map<std::string, std::shared_ptr<Run>> live_;  // queued or running, by id
   std::size_t running_ = 0;
+  std::vector<std::shared_ptr<Run>> started_;  // started on a start thread, not yet taken by the supervision loop
   std::size_t tearing_down_ = 0;  // finished runs whose box and run dir are still being removed (after the answer)
   bool draining_ = false;
   bool stopping_ = false;
   RunStats stats_;
 
   int wake_fd_ = -1;  // eventfd: submissions, cancels, finished runs and stop interrupt the poll
-  RunFinisher finisher_;
+  WorkerPool starter_{"run-start", options_.start_threads};
+  WorkerPool finisher_{"run-finish", 2};
   std::thread thread_;
 };
 

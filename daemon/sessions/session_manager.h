@@ -22,7 +22,7 @@
 #include "daemon/logs/log_store.h"
 #include "daemon/resolve.h"
 #include "daemon/runs/disk_guard.h"
-#include "daemon/runs/run_finisher.h"
+#include "daemon/runs/worker_pool.h"
 #include "daemon/runs/run_manager.h"
 #include "daemon/runs/run_proxy.h"
 #include "sandbox/launcher.h"
@@ -172,7 +172,7 @@ class SessionManager {
   bool stopping_ = false;
 
   int wake_fd_ = -1;
-  RunFinisher finisher_;
+  WorkerPool finisher_{"session-finish", 2};
   std::thread thread_;
 };
 

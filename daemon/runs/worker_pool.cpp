@@ -1,6 +1,6 @@
-// RunFinisher: a mutex + condition variable queue in front of a few threads; stop() drains it first so
-// no finished run is left unrecorded at shutdown.
-#include "daemon/runs/run_finisher.h"
+// WorkerPool: a mutex + condition variable queue in front of a few threads; stop() drains it first so no
+// finished run is left unrecorded and no started one unsupervised at shutdown.
+#include "daemon/runs/worker_pool.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,19 +10,19 @@
 
 namespace capsule::daemon {
 
-RunFinisher::RunFinisher(std::size_t threads) {
+WorkerPool::WorkerPool(const char* thread_name, std::size_t threads) {
   if (threads == 0) threads = 1;
   for (std::size_t i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] {
-      base::name_this_thread("run-finish");
+    threads_.emplace_back([this, thread_name] {
+      base::name_this_thread(thread_name);
       work();
     });
   }
 }
 
-RunFinisher::~RunFinisher() { stop(); }
+WorkerPool::~WorkerPool() { stop(); }
 
-void RunFinisher::post(Job job) {
+void WorkerPool::post(Job job) {
   {
     std::lock_guard lock(mutex_);
     if (!stopping_) {
@@ -34,7 +34,7 @@ void RunFinisher::post(Job job) {
   job();
 }
 
-void RunFinisher::stop() {
+void WorkerPool::stop() {
   {
     std::lock_guard lock(mutex_);
     if (stopping_ && threads_.empty()) return;
@@ -47,7 +47,7 @@ void RunFinisher::stop() {
   threads_.clear();
 }
 
-void RunFinisher::work() {
+void WorkerPool::work() {
   for (;;) {
     Job job;
     {
@@ -60,9 +60,9 @@ void RunFinisher::work() {
     try {
       job();
     } catch (const std::exception& e) {
-      spdlog::error("finisher: a finishing job failed: {}", e.what());
+      spdlog::error("worker: a job failed: {}", e.what());
     } catch (...) {
-      spdlog::error("finisher: a finishing job failed with an unknown exception");
+      spdlog::error("worker: a job failed with an unknown exception");
     }
   }
 }
