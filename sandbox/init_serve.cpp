@@ -1,13 +1,17 @@
 // The exec server inside every sandbox: one poll over the control channel and a signalfd. Each request forks
 // a child that joins the exec's cgroup, drops everything and execs (command.cpp); init keeps only what that needs.
 // A prepared exec's child was forked ahead and joined its cgroup then (a cgroup move waits for an RCU grace
-// period, milliseconds): the request only hands it its command and descriptors.
+// period, milliseconds) and, where the profile allows, installed its seccomp filter: the request only hands it
+// its command and descriptors.
 #include "sandbox/init_serve.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +31,7 @@
 #include "sandbox/command.h"
 #include "sandbox/error.h"
 #include "sandbox/exec_request.h"
+#include "sandbox/seccomp.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -116,10 +121,44 @@ bool standby_is_quiet(pid_t pid) {
   return true;
 }
 
-// The standby child: joins its cgroup, says so ("J"), and waits for its request: the ExecRequest, then
-// stdin, stdout, stderr and the report pipe's write end. Never returns.
+// What a standby calls from its "J" to the command's execve, the failure path included (strace of a standby, and
+// glibc's variants of the same calls): receiving the request, stdio, limits, ids, the cwd, the executable's
+// lookup, the report, execve. A filter that allows all of them whatever their arguments goes on before the
+// request comes; installing it (~250 us: the kernel converts, JITs and precomputes it) is then off the exec's path.
+const std::vector<ExpectedCall>& standby_calls_under_filter() {
+  static const std::vector<ExpectedCall> calls = [] {
+    std::vector<ExpectedCall> any;
+    for (long nr : {SYS_sendto, SYS_recvfrom, SYS_recvmsg, SYS_dup3, SYS_close, SYS_rt_sigprocmask, SYS_setsid,
+                    SYS_prlimit64, SYS_setgroups, SYS_setresgid, SYS_setresuid, SYS_capget, SYS_capset, SYS_chdir,
+                    SYS_faccessat, SYS_faccessat2, SYS_statx, SYS_close_range, SYS_write, SYS_execve,
+                    SYS_exit_group, SYS_brk, SYS_mmap, SYS_munmap, SYS_mremap, SYS_fstat,
+#ifdef SYS_dup2
+                    SYS_dup2,
+#endif
+#ifdef SYS_access
+                    SYS_access,
+#endif
+#ifdef SYS_newfstatat
+                    SYS_newfstatat,
+#endif
+#ifdef SYS_stat
+                    SYS_stat,
+#endif
+                   }) {
+      any.push_back(ExpectedCall{nr, {}});
+    }
+    // Two with arguments known now: a pty exec's controlling terminal, and no_new_privs set again.
+    any.push_back(ExpectedCall{SYS_ioctl, {0, TIOCSCTTY, 0}});
+    any.push_back(ExpectedCall{SYS_prctl, {PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0}});
+    return any;
+  }();
+  return calls;
+}
+
+// The standby child: joins its cgroup, with `filter_ahead` installs the seccomp program, says so ("J"), and waits
+// for its request: the ExecRequest, then stdin, stdout, stderr and the report pipe's write end. Never returns.
 [[noreturn]] void wait_as_standby(int channel, const std::vector<int>& cgroup_fds,
-                                  const std::vector<std::uint8_t>& program) {
+                                  const std::vector<std::uint8_t>& program, bool filter_ahead) {
   // Init's blocked signals unblocked: a signal sent to it while it waits (a `kill -TERM -1` in the box) ends it
   // now, and its exec forks anew, instead of killing that exec once it unblocks them.
   sigset_t none;
@@ -134,6 +173,14 @@ bool standby_is_quiet(pid_t pid) {
   } catch (const SandboxError&) {
     _exit(1);  // its exec forks anew, and drops them there
   }
+  if (filter_ahead) {
+    try {
+      set_no_new_privs();
+    } catch (const SandboxError&) {
+      _exit(1);
+    }
+    if (install_seccomp_program(program) != 0) _exit(1);  // its exec forks anew, and installs it there
+  }
   (void)!send(channel, "J", 1, MSG_NOSIGNAL);
   try {
     const std::optional<std::string> message = receive_message(channel);
@@ -145,7 +192,8 @@ bool standby_is_quiet(pid_t pid) {
       if (dup2(fds[target], target) < 0) _exit(127);
     }
     close(channel);
-    run_command(request, program, fds[3], {}, CapabilityBounds::kDropped);
+    static const std::vector<std::uint8_t> kInstalled;  // an empty program: nothing left to install
+    run_command(request, filter_ahead ? kInstalled : program, fds[3], {}, CapabilityBounds::kDropped);
   } catch (const SandboxError&) {
     _exit(127);
   }
@@ -154,7 +202,8 @@ bool standby_is_quiet(pid_t pid) {
 class ExecServer {
  public:
   ExecServer(const InitConfig& config, const std::vector<std::uint8_t>& program, int signal_fd)
-      : config_(config), program_(program), signal_fd_(signal_fd) {}
+      : config_(config), program_(program), signal_fd_(signal_fd),
+        filter_ahead_(!program.empty() && allows_calls(program, standby_calls_under_filter())) {}
 
   [[noreturn]] void run() {
     for (;;) {
@@ -233,7 +282,7 @@ class ExecServer {
     const pid_t child = fork();
     if (child == 0) {
       close(pair.first);
-      wait_as_standby(pair.second, standby.cgroup_fds, program_);
+      wait_as_standby(pair.second, standby.cgroup_fds, program_, filter_ahead_);
     }
     close(pair.second);
     standby.pid = child;
@@ -422,6 +471,7 @@ class ExecServer {
   const InitConfig& config_;
   const std::vector<std::uint8_t>& program_;
   int signal_fd_;
+  const bool filter_ahead_;  // the standbys install the program before their request (standby_calls_under_filter)
   bool control_open_ = true;
   std::map<pid_t, LiveExec> execs_;
   std::map<std::uint64_t, Standby> standby_;  // by exec id

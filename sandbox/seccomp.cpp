@@ -2,17 +2,20 @@
 // without capabilities), compilation to raw BPF with libseccomp, and installation of the compiled program.
 #include "sandbox/seccomp.h"
 
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <stddef.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -430,6 +433,83 @@ int install_seccomp_program(const std::vector<std::uint8_t>& program) {
   fprog.filter = reinterpret_cast<sock_filter*>(const_cast<std::uint8_t*>(program.data()));
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) != 0) return errno;
   return 0;
+}
+
+namespace {
+
+#if defined(__x86_64__)
+constexpr std::uint32_t kNativeAuditArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+constexpr std::uint32_t kNativeAuditArch = AUDIT_ARCH_AARCH64;
+#else
+constexpr std::uint32_t kNativeAuditArch = 0;
+#endif
+
+// The 32-bit word of seccomp_data at `offset` for `call`, when it is known.
+std::optional<std::uint32_t> word_of(const ExpectedCall& call, std::uint32_t offset) {
+  if (offset == offsetof(seccomp_data, nr)) return static_cast<std::uint32_t>(call.nr);
+  if (offset == offsetof(seccomp_data, arch)) return kNativeAuditArch;
+  const std::uint32_t args = offsetof(seccomp_data, args);
+  if (offset < args || offset >= args + call.args.size() * 8 || offset % 4 != 0) return std::nullopt;
+  const std::uint64_t value = call.args[(offset - args) / 8];
+  // Little-endian (the only arches kNativeAuditArch names): the low word first.
+  return static_cast<std::uint32_t>((offset - args) % 8 == 0 ? value : value >> 32);
+}
+
+// Follows the program for one call, as the kernel's seccomp_is_const_allow does: only loads of what is known of
+// the call, constant jumps and ANDs; anything else (the instruction pointer, unknown arguments) is "not known".
+bool allows_call(const sock_filter* program, std::size_t count, const ExpectedCall& call) {
+  std::uint32_t a = 0;
+  for (std::size_t pc = 0; pc < count; ++pc) {
+    const sock_filter& insn = program[pc];
+    std::size_t skip = 0;
+    switch (insn.code) {
+      case BPF_LD | BPF_W | BPF_ABS:
+        if (const std::optional<std::uint32_t> word = word_of(call, insn.k)) {
+          a = *word;
+        } else {
+          return false;
+        }
+        break;
+      case BPF_RET | BPF_K:
+        return insn.k == SECCOMP_RET_ALLOW;
+      case BPF_JMP | BPF_JA:
+        skip = insn.k;
+        break;
+      case BPF_JMP | BPF_JEQ | BPF_K:
+        skip = a == insn.k ? insn.jt : insn.jf;
+        break;
+      case BPF_JMP | BPF_JGE | BPF_K:
+        skip = a >= insn.k ? insn.jt : insn.jf;
+        break;
+      case BPF_JMP | BPF_JGT | BPF_K:
+        skip = a > insn.k ? insn.jt : insn.jf;
+        break;
+      case BPF_JMP | BPF_JSET | BPF_K:
+        skip = (a & insn.k) != 0 ? insn.jt : insn.jf;
+        break;
+      case BPF_ALU | BPF_AND | BPF_K:
+        a &= insn.k;
+        break;
+      default:
+        return false;
+    }
+    if (skip >= count - pc) return false;  // past the end: the kernel would not have loaded it
+    pc += skip;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool allows_calls(const std::vector<std::uint8_t>& program, const std::vector<ExpectedCall>& calls) {
+  const std::size_t count = program.size() / sizeof(sock_filter);
+  if (kNativeAuditArch == 0 || count == 0 || program.size() % sizeof(sock_filter) != 0) return false;
+  std::vector<sock_filter> insns(count);
+  std::memcpy(insns.data(), program.data(), program.size());
+  return std::all_of(calls.begin(), calls.end(), [&](const ExpectedCall& call) {
+    return call.nr >= 0 && allows_call(insns.data(), count, call);
+  });
 }
 
 }  // namespace capsule::sandbox

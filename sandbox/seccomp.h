@@ -1,5 +1,6 @@
 // Seccomp profiles in the OCI / Docker JSON format, compiled to a BPF program with libseccomp.
-// The program is compiled once in the launcher and installed in the sandbox as the last setup step.
+// The program is compiled once per profile in the launcher and installed in the sandbox as the last setup step
+// (or by a waiting standby, ahead, when it allows what the standby still calls: allows_calls).
 #pragma once
 
 #include <cstdint>
@@ -42,5 +43,17 @@ std::vector<std::uint8_t> compile_seccomp(const SeccompProfile& profile);
 // Installs a program produced by compile_seccomp on the calling thread (requires no_new_privs).
 // Returns 0 or an errno value; async-signal-safe.
 int install_seccomp_program(const std::vector<std::uint8_t>& program);
+
+// A call to be made under a program: its native number, and those of its leading arguments known in advance
+// (the others, and the registers a call with fewer leaves as they are: whatever they will be).
+struct ExpectedCall {
+  long nr = -1;
+  std::vector<std::uint64_t> args;
+};
+
+// Whether `program` allows every one of `calls`: for each, the path it takes ends in SECCOMP_RET_ALLOW and reads
+// only the number, the architecture and arguments given (the kernel's own test for its per-syscall cache, with
+// known arguments followed too). False for anything it cannot follow, and on an architecture it does not know.
+bool allows_calls(const std::vector<std::uint8_t>& program, const std::vector<ExpectedCall>& calls);
 
 }  // namespace capsule::sandbox

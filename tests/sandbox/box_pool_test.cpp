@@ -2,6 +2,7 @@
 // from inside, holds nothing of another run, and leaves no process, cgroup or scratch entry when let go.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 
 #include "sandbox/box_pool.h"
 #include "sandbox/launcher.h"
+#include "sandbox/seccomp.h"
 #include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
@@ -99,6 +101,37 @@ TEST(BoxPool, APooledBoxCannotBeToldFromAFreshOne) {
   EXPECT_NE(fresh.stdout_capture.head.find("pid 2\n"), std::string::npos) << fresh.stdout_capture.head;
   EXPECT_NE(fresh.stdout_capture.head.find("Seccomp:\t2"), std::string::npos) << fresh.stdout_capture.head;
   EXPECT_EQ(launcher->pool_stats().hits, 1u);
+}
+
+// The default profile is installed by the box's waiting standby before its run comes; a profile that inspects a
+// call the standby still makes (here setresuid's first argument) is installed by the exec, last. Either way the
+// pooled run is filtered as the fresh one is, and its own calls (ids, rlimits, chdir) still work.
+TEST(BoxPool, APooledBoxEnforcesItsProfileWhetherItsStandbyInstalledItOrNot) {
+  const std::string inspecting = R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+      {"names": ["add_key"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+      {"names": ["setresuid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13,
+       "args": [{"index": 0, "value": 4242, "op": "SCMP_CMP_EQ"}]}]})";
+  ASSERT_FALSE(allows_calls(compile_seccomp(parse_seccomp_profile(inspecting)),
+                            {ExpectedCall{static_cast<long>(SYS_setresuid), {}}}));
+  for (const std::string& profile : {testing::default_seccomp_profile(), inspecting}) {
+    PooledLauncher launcher("seccomp");
+    const std::string script = "grep -E '^(Seccomp|NoNewPrivs)' /proc/self/status; /opt/testcases/add_key; "
+                               "cd /tmp && pwd && ulimit -n";
+    SandboxSpec spec = sh(script);
+    spec.seccomp_profile = profile;
+    spec.uid = 1000;
+    spec.gid = 1000;
+    Result fresh = launcher->run(spec);
+    ASSERT_EQ(fresh.status, Status::kSucceeded) << describe(fresh);
+    ASSERT_TRUE(launcher.await_made(1));
+    Result pooled = launcher->run(spec);
+    ASSERT_EQ(pooled.status, Status::kSucceeded) << describe(pooled);
+    EXPECT_TRUE(pooled.setup.pooled);
+    EXPECT_EQ(pooled.stdout_capture.head, fresh.stdout_capture.head);
+    const std::string filtered = "NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\nadd_key: errno=EPERM\n/tmp\n";
+    EXPECT_NE(pooled.stdout_capture.head.find(filtered), std::string::npos)
+        << pooled.stdout_capture.head;
+  }
 }
 
 TEST(BoxPool, ABoxServesOneRunAndHoldsNothingOfAnother) {
