@@ -168,7 +168,8 @@ TEST_F(RunManagerTest, ManagerGoneWhileRunsStartLeavesEveryRunRecordedAndNoBoxBe
   EXPECT_TRUE(left.empty()) << "no box left behind: " << ::testing::PrintToString(left);
   if (launcher_->cgroup_version() == 1) {
     std::vector<std::string> groups;
-    for (const auto& entry : fs::directory_iterator("/sys/fs/cgroup/memory/" + testing::shared_cgroup_parent() + "-runs", ec)) {
+    const std::string parent = "/sys/fs/cgroup/memory/" + testing::shared_cgroup_parent() + "-runs";
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
       if (entry.is_directory()) groups.push_back(entry.path().filename());
     }
     EXPECT_TRUE(groups.empty()) << "no box's cgroup left behind: " << ::testing::PrintToString(groups);
