@@ -137,5 +137,6 @@ int main(int argc, char** argv) {
   std::printf("target: exec p50 <= %.1f ms (library level; the API adds its round trip) -> %s\n", kTargetExecP50Ms,
               exec_p50 <= kTargetExecP50Ms ? "MET" : "NOT MET");
   box->destroy();
+  launcher->remove_cgroup_parent();  // as sandbox_startup does: no empty capsule-bench group left behind
   return 0;
 }
