@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -505,11 +504,10 @@ bool allows_call(const sock_filter* program, std::size_t count, const ExpectedCa
 bool allows_calls(const std::vector<std::uint8_t>& program, const std::vector<ExpectedCall>& calls) {
   const std::size_t count = program.size() / sizeof(sock_filter);
   if (kNativeAuditArch == 0 || count == 0 || program.size() % sizeof(sock_filter) != 0) return false;
-  std::vector<sock_filter> insns(count);
-  std::memcpy(insns.data(), program.data(), program.size());
-  return std::all_of(calls.begin(), calls.end(), [&](const ExpectedCall& call) {
-    return call.nr >= 0 && allows_call(insns.data(), count, call);
-  });
+  // Read in place, as install_seccomp_program hands it to the kernel.
+  const auto* insns = reinterpret_cast<const sock_filter*>(program.data());
+  return std::all_of(calls.begin(), calls.end(),
+                     [&](const ExpectedCall& call) { return call.nr >= 0 && allows_call(insns, count, call); });
 }
 
 }  // namespace capsule::sandbox

@@ -27,6 +27,8 @@ namespace {
 
 const std::vector<double> kSetupBucketsMs = {5, 10, 25, 50, 100, 250, 500, 1000, 2500};
 
+bool through_proxy(const Submission& submission) { return submission.spec.network == "proxy"; }
+
 }  // namespace
 
 std::int64_t unix_ms() {
@@ -96,7 +98,7 @@ std::string RunManager::submit(const Submission& submission, const Peer& peer, L
   if (listener) run->listeners.push_back(std::move(listener));
   // The image is pinned to a digest now, so the run uses what it was accepted with even if a ref moves.
   // Unknown names are the client's error (404/400) now; what vanishes before the start fails its setup.
-  if (run->submission.spec.network == "proxy" && !options_.proxies.proxy) {
+  if (through_proxy(run->submission) && !options_.proxies.proxy) {
     throw http::ApiError("invalid_spec", "network: this capsuled has no package proxy configured");
   }
   pin_images(run->submission, options_.images);
@@ -231,7 +233,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     };
     sandbox::SandboxSpec sandbox_spec = run->sandbox_spec;
     std::optional<proxy::Cutoff> cutoff;
-    if (run->submission.spec.network == "proxy") {
+    if (through_proxy(run->submission)) {
       cutoff = proxy::parse_cutoff(run->submission.spec.as_of.value_or(""));
       if (!cutoff) throw std::runtime_error("network proxy: unusable as_of");
       add_proxy_to_sandbox(sandbox_spec, *cutoff, run->run_dir, launcher_.options().host_id_base);
@@ -419,7 +421,8 @@ bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
   for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
   for (auto& run : to_start) {
     // A box waiting in the pool costs this thread an exec and no hop; a box to be made goes to a start thread.
-    const bool pooled = run->submission.spec.network != "proxy" && launcher_.has_ready_box(run->sandbox_spec);
+    // (A proxy run's box gets its listener at the start: never one from the pool.)
+    const bool pooled = !through_proxy(run->submission) && launcher_.has_ready_box(run->sandbox_spec);
     if (pooled) {
       start_run(run);
     } else {
