@@ -80,14 +80,8 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-// The default profile: next to this source file (the build records an absolute path), else beside build/bin.
-std::string default_policy_path() {
-  const fs::path from_source = fs::path(__FILE__).parent_path().parent_path() / "policies/default.json";
-  if (fs::exists(from_source)) return from_source.string();
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return (self.parent_path() / "../../policies/default.json").lexically_normal().string();
-}
+// The default profile, from the source tree (the build names it; __FILE__ is relative under -ffile-prefix-map).
+std::string default_policy_path() { return CAPSULE_DEFAULT_POLICY; }
 
 struct Method {
   std::string name;

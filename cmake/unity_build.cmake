@@ -11,8 +11,11 @@ endfunction()
 # An anonymous-namespace type as a field of a class from a header (-Wsubobject-linkage in a unity file).
 capsule_compile_alone(daemon bundle/bundle_tar.cpp)
 capsule_compile_alone(proxy package_proxy.cpp upstream/http_client.cpp)
-# Internal names that repeat across files of one target: each file's own step name (kStep), and small helpers.
-capsule_compile_alone(sandbox output.cpp root_files.cpp seccomp.cpp tar_in_root.cpp cgroup_v1.cpp cgroup_v2.cpp)
+# Internal names that repeat across files of one target: small helpers.
+capsule_compile_alone(sandbox cgroup_v1.cpp cgroup_v2.cpp)
+# The one libarchive user of capsule_sandbox, in an object of its own: the static capsule-init links the library
+# without libarchive's dependencies, so no batch that capsule-init needs may carry it.
+capsule_compile_alone(sandbox tar_in_root.cpp)
 capsule_compile_alone(daemon logs/log_store.cpp bundle/bundle_import.cpp)
 capsule_compile_alone(proxy maven_source.cpp pypi_source.cpp maven/repository_path.cpp maven/comparable_version.cpp
                       pypi/version.cpp pypi/project_name.cpp pypi/negotiation.cpp)

@@ -24,7 +24,7 @@ namespace capsule::images {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kStep = "unpack";
+constexpr const char* kUnpackStep = "unpack";
 constexpr std::string_view kWhiteoutPrefix = ".wh.";
 constexpr std::string_view kMetaPrefix = ".wh..wh.";
 constexpr std::string_view kOpaqueMarker = ".wh..wh..opq";
@@ -39,16 +39,16 @@ std::string join(const Parts& parts, std::size_t count) {
 
 // An archive path as components: "." and empty parts dropped; absolute paths and ".." refused.
 Parts split_path(const char* raw, const std::string& what) {
-  if (raw == nullptr) throw_image_error(kStep, "", what + " path is missing or not convertible");
+  if (raw == nullptr) throw_image_error(kUnpackStep, "", what + " path is missing or not convertible");
   const std::string_view path(raw);
-  if (!path.empty() && path.front() == '/') throw_image_error(kStep, std::string(path), what + " is an absolute path");
+  if (!path.empty() && path.front() == '/') throw_image_error(kUnpackStep, std::string(path), what + " is an absolute path");
   Parts parts;
   std::size_t start = 0;
   while (start <= path.size()) {
     std::size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
     std::string_view part = path.substr(start, end - start);
-    if (part == "..") throw_image_error(kStep, std::string(path), what + " has a '..' component");
+    if (part == "..") throw_image_error(kUnpackStep, std::string(path), what + " has a '..' component");
     if (!part.empty() && part != ".") parts.emplace_back(part);
     start = end + 1;
   }
@@ -59,13 +59,13 @@ Parts split_path(const char* raw, const std::string& what) {
 void remove_tree_at(int dir_fd, const std::string& name) {
   int fd = openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) throw_image_errno(kStep, name, "replace");
+    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) throw_image_errno(kUnpackStep, name, "replace");
     return;
   }
   DIR* dir = fdopendir(fd);
   if (dir == nullptr) {
     close(fd);
-    throw_image_errno(kStep, name, "replace: open directory");
+    throw_image_errno(kUnpackStep, name, "replace: open directory");
   }
   std::unique_ptr<DIR, int (*)(DIR*)> owned(dir, closedir);
   std::vector<std::string> children;
@@ -74,7 +74,7 @@ void remove_tree_at(int dir_fd, const std::string& name) {
     if (child != "." && child != "..") children.push_back(child);
   }
   for (const auto& child : children) remove_tree_at(dirfd(dir), child);
-  if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) throw_image_errno(kStep, name, "replace: remove directory");
+  if (unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) throw_image_errno(kUnpackStep, name, "replace: remove directory");
 }
 
 bool is_overlay_xattr(std::string_view name) {
@@ -88,7 +88,7 @@ class LayerWriter {
 
   void apply(TarStream& stream, struct archive_entry* entry) {
     if (++entries_ > limits_.max_entries) {
-      throw_image_error(kStep, "", "more than " + std::to_string(limits_.max_entries) + " entries");
+      throw_image_error(kUnpackStep, "", "more than " + std::to_string(limits_.max_entries) + " entries");
     }
     const char* raw_path = archive_entry_pathname(entry);
     if (raw_path == nullptr) raw_path = archive_entry_pathname_utf8(entry);
@@ -99,7 +99,7 @@ class LayerWriter {
     if (const char* link = archive_entry_hardlink(entry)) return hard_link(parts, shown, link);
     const mode_t type = archive_entry_filetype(entry);
     if (parts.empty()) {
-      if (type != AE_IFDIR) throw_image_error(kStep, raw_path, "a non-directory entry names the layer root");
+      if (type != AE_IFDIR) throw_image_error(kUnpackStep, raw_path, "a non-directory entry names the layer root");
       return directory(root_fd_, "", parts, entry);
     }
     const std::string& name = parts.back();
@@ -114,10 +114,10 @@ class LayerWriter {
       case AE_IFDIR: return directory(parent.get(), name, parts, entry);
       case AE_IFLNK: return symlink_entry(parent.get(), name, shown, entry);
       case AE_IFCHR:
-      case AE_IFBLK: throw_image_error(kStep, shown, "device nodes are not allowed in a layer");
-      case AE_IFIFO: throw_image_error(kStep, shown, "fifos are not allowed in a layer");
-      case AE_IFSOCK: throw_image_error(kStep, shown, "sockets are not allowed in a layer");
-      default: throw_image_error(kStep, shown, "unsupported entry type " + std::to_string(type));
+      case AE_IFBLK: throw_image_error(kUnpackStep, shown, "device nodes are not allowed in a layer");
+      case AE_IFIFO: throw_image_error(kUnpackStep, shown, "fifos are not allowed in a layer");
+      case AE_IFSOCK: throw_image_error(kUnpackStep, shown, "sockets are not allowed in a layer");
+      default: throw_image_error(kUnpackStep, shown, "unsupported entry type " + std::to_string(type));
     }
   }
 
@@ -131,7 +131,7 @@ class LayerWriter {
         continue;  // a later entry replaced this directory
       }
       const struct timespec times[2] = {time, time};
-      if (futimens(dir.get(), times) != 0) throw_image_errno(kStep, join(parts, parts.size()), "set mtime");
+      if (futimens(dir.get(), times) != 0) throw_image_errno(kUnpackStep, join(parts, parts.size()), "set mtime");
     }
   }
 
@@ -140,13 +140,13 @@ class LayerWriter {
   // symlink; with `create`, missing directories are made (0755, root-owned) as tar allows.
   base::UniqueFd open_parent(const Parts& parts, std::size_t count, bool create) {
     base::UniqueFd dir(dup(root_fd_));
-    if (!dir) throw_image_errno(kStep, "", "dup");
+    if (!dir) throw_image_errno(kUnpackStep, "", "dup");
     for (std::size_t i = 0; i < count; ++i) {
       const char* name = parts[i].c_str();
       int fd = openat(dir.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd < 0 && errno == ENOENT && create) {
         if (mkdirat(dir.get(), name, 0755) != 0 && errno != EEXIST) {
-          throw_image_errno(kStep, join(parts, i + 1), "create parent directory");
+          throw_image_errno(kUnpackStep, join(parts, i + 1), "create parent directory");
         }
         fd = openat(dir.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       }
@@ -154,11 +154,11 @@ class LayerWriter {
         const int saved = errno;
         struct stat st;
         if (fstatat(dir.get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
-          throw_image_error(kStep, join(parts, parts.size()),
+          throw_image_error(kUnpackStep, join(parts, parts.size()),
                             "writes through the symlink " + join(parts, i + 1) + " (refused)");
         }
         errno = saved;
-        throw_image_errno(kStep, join(parts, i + 1), "open parent directory");
+        throw_image_errno(kUnpackStep, join(parts, i + 1), "open parent directory");
       }
       dir.reset(fd);
     }
@@ -181,10 +181,10 @@ class LayerWriter {
     std::size_t size = 0;
     archive_entry_xattr_reset(entry);
     while (archive_entry_xattr_next(entry, &name, &value, &size) == ARCHIVE_OK) {
-      if (is_overlay_xattr(name)) throw_image_error(kStep, shown, std::string("sets the overlayfs xattr ") + name);
+      if (is_overlay_xattr(name)) throw_image_error(kUnpackStep, shown, std::string("sets the overlayfs xattr ") + name);
       if (fsetxattr(fd, name, value, size, 0) != 0) {
         if (errno == ENOTSUP) continue;  // the store's filesystem has no such namespace: nothing to keep it in
-        throw_image_errno(kStep, shown, std::string("set xattr ") + name);
+        throw_image_errno(kUnpackStep, shown, std::string("set xattr ") + name);
       }
     }
   }
@@ -193,11 +193,11 @@ class LayerWriter {
     const la_int64_t uid = archive_entry_uid(entry);
     const la_int64_t gid = archive_entry_gid(entry);
     if (uid < 0 || gid < 0 || uid >= 0xffffffffLL || gid >= 0xffffffffLL) {
-      throw_image_error(kStep, shown, "invalid uid/gid " + std::to_string(uid) + ":" + std::to_string(gid));
+      throw_image_error(kUnpackStep, shown, "invalid uid/gid " + std::to_string(uid) + ":" + std::to_string(gid));
     }
     // chown before chmod: chown clears the setuid and setgid bits.
-    if (fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) throw_image_errno(kStep, shown, "chown");
-    if (fchmod(fd, archive_entry_perm(entry) & 07777) != 0) throw_image_errno(kStep, shown, "chmod");
+    if (fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) throw_image_errno(kUnpackStep, shown, "chown");
+    if (fchmod(fd, archive_entry_perm(entry) & 07777) != 0) throw_image_errno(kUnpackStep, shown, "chmod");
   }
 
   static struct timespec mtime_of(struct archive_entry* entry) {
@@ -213,13 +213,13 @@ class LayerWriter {
                     struct archive_entry* entry) {
     const la_int64_t declared = archive_entry_size_is_set(entry) ? archive_entry_size(entry) : 0;
     if (declared < 0 || static_cast<std::uint64_t>(declared) > limits_.max_file_bytes) {
-      throw_image_error(kStep, shown,
+      throw_image_error(kUnpackStep, shown,
                         "file of " + std::to_string(declared) + " bytes exceeds the per-file limit of " +
                             std::to_string(limits_.max_file_bytes));
     }
     clear_slot(parent_fd, name, false);
     int raw_fd = openat(parent_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (raw_fd < 0) throw_image_errno(kStep, shown, "create file");
+    if (raw_fd < 0) throw_image_errno(kUnpackStep, shown, "create file");
     base::UniqueFd fd(raw_fd);
     for (;;) {
       const void* data = nullptr;
@@ -229,7 +229,7 @@ class LayerWriter {
       if (status == ARCHIVE_EOF) break;
       if (status < ARCHIVE_WARN) stream.fail("data of " + shown);
       if (offset < 0 || static_cast<std::uint64_t>(offset) + size > limits_.max_file_bytes) {
-        throw_image_error(kStep, shown, "file data exceeds the per-file limit of " +
+        throw_image_error(kUnpackStep, shown, "file data exceeds the per-file limit of " +
                                             std::to_string(limits_.max_file_bytes) + " bytes");
       }
       const char* bytes = static_cast<const char*>(data);
@@ -237,19 +237,19 @@ class LayerWriter {
         ssize_t n = pwrite(fd.get(), bytes, size, offset);
         if (n < 0) {
           if (errno == EINTR) continue;
-          throw_image_errno(kStep, shown, "write");
+          throw_image_errno(kUnpackStep, shown, "write");
         }
         bytes += n;
         offset += n;
         size -= static_cast<std::size_t>(n);
       }
     }
-    if (ftruncate(fd.get(), declared) != 0) throw_image_errno(kStep, shown, "set size");
+    if (ftruncate(fd.get(), declared) != 0) throw_image_errno(kUnpackStep, shown, "set size");
     set_owner_and_mode(fd.get(), entry, shown);
     set_xattrs(fd.get(), entry, shown);
     const struct timespec time = mtime_of(entry);
     const struct timespec times[2] = {time, time};
-    if (futimens(fd.get(), times) != 0) throw_image_errno(kStep, shown, "set mtime");
+    if (futimens(fd.get(), times) != 0) throw_image_errno(kUnpackStep, shown, "set mtime");
   }
 
   void directory(int parent_fd, const std::string& name, const Parts& parts, struct archive_entry* entry) {
@@ -259,11 +259,11 @@ class LayerWriter {
       dir.reset(dup(root_fd_));
     } else {
       if (!clear_slot(parent_fd, name, true) && mkdirat(parent_fd, name.c_str(), 0700) != 0) {
-        throw_image_errno(kStep, shown, "create directory");
+        throw_image_errno(kUnpackStep, shown, "create directory");
       }
       dir.reset(openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     }
-    if (!dir) throw_image_errno(kStep, shown, "open directory");
+    if (!dir) throw_image_errno(kUnpackStep, shown, "open directory");
     set_owner_and_mode(dir.get(), entry, shown);
     set_xattrs(dir.get(), entry, shown);
     dir_times_.emplace_back(parts, mtime_of(entry));
@@ -272,62 +272,62 @@ class LayerWriter {
   void symlink_entry(int parent_fd, const std::string& name, const std::string& shown, struct archive_entry* entry) {
     const char* target = archive_entry_symlink(entry);
     if (target == nullptr) target = archive_entry_symlink_utf8(entry);
-    if (target == nullptr || *target == '\0') throw_image_error(kStep, shown, "symlink without a target");
+    if (target == nullptr || *target == '\0') throw_image_error(kUnpackStep, shown, "symlink without a target");
     clear_slot(parent_fd, name, false);
-    if (symlinkat(target, parent_fd, name.c_str()) != 0) throw_image_errno(kStep, shown, "create symlink");
+    if (symlinkat(target, parent_fd, name.c_str()) != 0) throw_image_errno(kUnpackStep, shown, "create symlink");
     const la_int64_t uid = archive_entry_uid(entry);
     const la_int64_t gid = archive_entry_gid(entry);
     if (uid < 0 || gid < 0 || uid >= 0xffffffffLL || gid >= 0xffffffffLL) {
-      throw_image_error(kStep, shown, "invalid uid/gid " + std::to_string(uid) + ":" + std::to_string(gid));
+      throw_image_error(kUnpackStep, shown, "invalid uid/gid " + std::to_string(uid) + ":" + std::to_string(gid));
     }
     if (fchownat(parent_fd, name.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid), AT_SYMLINK_NOFOLLOW) != 0) {
-      throw_image_errno(kStep, shown, "lchown");
+      throw_image_errno(kUnpackStep, shown, "lchown");
     }
     const struct timespec time = mtime_of(entry);
     const struct timespec times[2] = {time, time};
-    if (utimensat(parent_fd, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) throw_image_errno(kStep, shown, "set mtime");
+    if (utimensat(parent_fd, name.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) throw_image_errno(kUnpackStep, shown, "set mtime");
   }
 
   void hard_link(const Parts& parts, const std::string& shown, const char* link) {
     const Parts target = split_path(link, "hard link target of " + shown);
     const std::string target_shown = join(target, target.size());
-    if (parts.empty() || target.empty()) throw_image_error(kStep, shown, "hard link to or from the layer root");
-    if (parts == target) throw_image_error(kStep, shown, "hard link to itself");
+    if (parts.empty() || target.empty()) throw_image_error(kUnpackStep, shown, "hard link to or from the layer root");
+    if (parts == target) throw_image_error(kUnpackStep, shown, "hard link to itself");
     base::UniqueFd target_dir;
     try {
       target_dir = open_parent(target, target.size() - 1, false);
     } catch (const base::Error& e) {
       if (e.cause().errno_value != ENOENT) throw;
-      throw_image_error(kStep, shown, "hard link target " + target_shown + " is not in this layer");
+      throw_image_error(kUnpackStep, shown, "hard link target " + target_shown + " is not in this layer");
     }
     struct stat st;
     if (fstatat(target_dir.get(), target.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      throw_image_error(kStep, shown, "hard link target " + target_shown + " is not in this layer");
+      throw_image_error(kUnpackStep, shown, "hard link target " + target_shown + " is not in this layer");
     }
     if (!S_ISREG(st.st_mode)) {
-      throw_image_error(kStep, shown, "hard link target " + target_shown + " is not a regular file");
+      throw_image_error(kUnpackStep, shown, "hard link target " + target_shown + " is not a regular file");
     }
     base::UniqueFd parent = open_parent(parts, parts.size() - 1, true);
     const std::string& name = parts.back();
-    if (name.rfind(kWhiteoutPrefix, 0) == 0) throw_image_error(kStep, shown, "a whiteout cannot be a hard link");
+    if (name.rfind(kWhiteoutPrefix, 0) == 0) throw_image_error(kUnpackStep, shown, "a whiteout cannot be a hard link");
     clear_slot(parent.get(), name, false);
     if (linkat(target_dir.get(), target.back().c_str(), parent.get(), name.c_str(), 0) != 0) {
-      throw_image_errno(kStep, shown, "hard link to " + target_shown);
+      throw_image_errno(kUnpackStep, shown, "hard link to " + target_shown);
     }
   }
 
   static void whiteout(int parent_fd, const std::string& hidden, const std::string& shown) {
-    if (hidden.empty() || hidden == "." || hidden == "..") throw_image_error(kStep, shown, "malformed whiteout");
+    if (hidden.empty() || hidden == "." || hidden == "..") throw_image_error(kUnpackStep, shown, "malformed whiteout");
     clear_slot(parent_fd, hidden, false);
     if (mknodat(parent_fd, hidden.c_str(), S_IFCHR | 0, makedev(0, 0)) != 0) {
-      throw_image_errno(kStep, shown, "create overlayfs whiteout (0:0 character device)");
+      throw_image_errno(kUnpackStep, shown, "create overlayfs whiteout (0:0 character device)");
     }
   }
 
   static void mark_opaque(int dir_fd, const std::string& shown) {
     for (const char* name : {"trusted.overlay.opaque", "user.overlay.opaque"}) {
       if (fsetxattr(dir_fd, name, "y", 1, 0) != 0) {
-        throw_image_errno(kStep, shown.empty() ? "." : shown, std::string("mark opaque (") + name + ")");
+        throw_image_errno(kUnpackStep, shown.empty() ? "." : shown, std::string("mark opaque (") + name + ")");
       }
     }
   }
@@ -343,13 +343,13 @@ class LayerWriter {
 UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const UnpackLimits& limits,
                           const std::optional<store::Digest>& expected_diff_id) {
   struct stat st;
-  if (lstat(target.c_str(), &st) == 0) throw_image_error(kStep, target.string(), "target already exists");
+  if (lstat(target.c_str(), &st) == 0) throw_image_error(kUnpackStep, target.string(), "target already exists");
   const std::string name = target.filename().string();  // a named string: "." + a temporary trips GCC 12 -O3 -Wrestrict
-  const fs::path temp = base::make_temp_dir(target.parent_path(), "." + name + ".unpack-", kStep);
+  const fs::path temp = base::make_temp_dir(target.parent_path(), "." + name + ".unpack-", kUnpackStep);
   try {
-    if (chmod(temp.c_str(), 0755) != 0) throw_image_errno(kStep, temp.string(), "chmod");
-    base::UniqueFd root = base::open_directory(temp, kStep);
-    TarStream stream(blob, StreamLimits{limits.max_total_bytes, limits.max_ratio, limits.ratio_floor_bytes}, kStep);
+    if (chmod(temp.c_str(), 0755) != 0) throw_image_errno(kUnpackStep, temp.string(), "chmod");
+    base::UniqueFd root = base::open_directory(temp, kUnpackStep);
+    TarStream stream(blob, StreamLimits{limits.max_total_bytes, limits.max_ratio, limits.ratio_floor_bytes}, kUnpackStep);
     LayerWriter writer(root.get(), limits);
     UnpackResult result;
     for (;;) {
@@ -361,7 +361,7 @@ UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const Un
         writer.apply(stream, entry);
       } catch (const base::Error& e) {
         if (e.cause().path == blob.string()) throw;  // a stream error already names the layer
-        throw ImageError(kStep, e.cause().path, e.cause().detail + " [in layer " + blob.string() + "]", e.cause().errno_value);
+        throw ImageError(kUnpackStep, e.cause().path, e.cause().detail + " [in layer " + blob.string() + "]", e.cause().errno_value);
       }
       ++result.entries;
     }
@@ -369,12 +369,12 @@ UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const Un
     result.diff_id = stream.finish();
     result.unpacked_bytes = stream.bytes();
     if (expected_diff_id && result.diff_id != *expected_diff_id) {
-      throw_image_error(kStep, blob.string(),
+      throw_image_error(kUnpackStep, blob.string(),
                         "uncompressed content is " + result.diff_id.str() + ", the image config says " +
                             expected_diff_id->str());
     }
-    if (limits.sync && syncfs(root.get()) != 0) throw_image_errno(kStep, temp.string(), "syncfs");
-    if (rename(temp.c_str(), target.c_str()) != 0) throw_image_errno(kStep, target.string(), "rename into place");
+    if (limits.sync && syncfs(root.get()) != 0) throw_image_errno(kUnpackStep, temp.string(), "syncfs");
+    if (rename(temp.c_str(), target.c_str()) != 0) throw_image_errno(kUnpackStep, target.string(), "rename into place");
     return result;
   } catch (...) {
     std::error_code ignored;

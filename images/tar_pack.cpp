@@ -25,7 +25,7 @@ namespace capsule::images {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kStep = "pack";
+constexpr const char* kPackStep = "pack";
 
 struct WriteFree {
   void operator()(struct archive* a) const { archive_write_free(a); }
@@ -57,14 +57,14 @@ class Packer {
   PackResult run() {
     if (options_.gzip) open_gzip();
     tar_.reset(archive_write_new());
-    if (!tar_) throw_image_error(kStep, root_.string(), "libarchive: out of memory");
+    if (!tar_) throw_image_error(kPackStep, root_.string(), "libarchive: out of memory");
     check(tar_.get(), archive_write_set_format_pax_restricted(tar_.get()), "tar format");
     check(tar_.get(), archive_write_set_bytes_per_block(tar_.get(), 10240), "block size");
     check(tar_.get(), archive_write_open(tar_.get(), this, nullptr, &Packer::tar_bytes, nullptr), "open tar");
 
-    base::UniqueFd root = base::open_directory(root_, kStep);
+    base::UniqueFd root = base::open_directory(root_, kPackStep);
     struct stat st;
-    if (fstat(root.get(), &st) != 0) throw_image_errno(kStep, root_.string(), "stat");
+    if (fstat(root.get(), &st) != 0) throw_image_errno(kPackStep, root_.string(), "stat");
     root_device_ = st.st_dev;
     if (options_.max_tar_bytes != 0) {
       // First the walk alone, adding up headers and sizes without reading a byte of data: a tree past the cap
@@ -85,7 +85,7 @@ class Packer {
  private:
   void open_gzip() {
     gzip_.reset(archive_write_new());
-    if (!gzip_) throw_image_error(kStep, root_.string(), "libarchive: out of memory");
+    if (!gzip_) throw_image_error(kPackStep, root_.string(), "libarchive: out of memory");
     struct archive* gz = gzip_.get();
     check(gz, archive_write_set_format_raw(gz), "raw format");
     check(gz, archive_write_add_filter_gzip(gz), "gzip filter");
@@ -134,7 +134,7 @@ class Packer {
     if (status >= ARCHIVE_WARN) return;
     if (error_) std::rethrow_exception(error_);
     const char* text = archive_error_string(a);
-    throw_image_error(kStep, root_.string(), what + ": " + (text ? text : "libarchive error"));
+    throw_image_error(kPackStep, root_.string(), what + ": " + (text ? text : "libarchive error"));
   }
 
   static std::vector<std::string> sorted_names(int dir_fd, const std::string& shown) {
@@ -142,7 +142,7 @@ class Packer {
     DIR* dir = fd < 0 ? nullptr : fdopendir(fd);
     if (dir == nullptr) {
       if (fd >= 0) close(fd);
-      throw_image_errno(kStep, shown, "read directory");
+      throw_image_errno(kPackStep, shown, "read directory");
     }
     std::unique_ptr<DIR, int (*)(DIR*)> owned(dir, closedir);
     rewinddir(dir);
@@ -177,7 +177,7 @@ class Packer {
     if (size <= 0) return;
     std::string list(static_cast<std::size_t>(size), '\0');
     size = flistxattr(fd, list.data(), list.size());
-    if (size < 0) throw_image_errno(kStep, shown, "list xattrs");
+    if (size < 0) throw_image_errno(kPackStep, shown, "list xattrs");
     std::vector<std::string> names;
     for (std::size_t start = 0; start < static_cast<std::size_t>(size);) {
       std::string name(list.c_str() + start);
@@ -187,10 +187,10 @@ class Packer {
     std::sort(names.begin(), names.end());
     for (const auto& name : names) {
       ssize_t length = fgetxattr(fd, name.c_str(), nullptr, 0);
-      if (length < 0) throw_image_errno(kStep, shown, "read xattr " + name);
+      if (length < 0) throw_image_errno(kPackStep, shown, "read xattr " + name);
       std::string value(static_cast<std::size_t>(length), '\0');
       length = fgetxattr(fd, name.c_str(), value.data(), value.size());
-      if (length < 0) throw_image_errno(kStep, shown, "read xattr " + name);
+      if (length < 0) throw_image_errno(kPackStep, shown, "read xattr " + name);
       archive_entry_xattr_add_entry(entry, name.c_str(), value.data(), static_cast<std::size_t>(length));
     }
   }
@@ -228,20 +228,20 @@ class Packer {
     for (const auto& name : sorted_names(dir_fd, prefix.empty() ? root_.string() : prefix)) {
       const std::string path = prefix + name;
       struct stat st;
-      if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw_image_errno(kStep, path, "stat");
+      if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) throw_image_errno(kPackStep, path, "stat");
       if (options_.include && !options_.include(path, S_ISDIR(st.st_mode))) continue;
       if (S_ISDIR(st.st_mode)) {
         base::UniqueFd child(openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (!child) throw_image_errno(kStep, path, "open directory");
+        if (!child) throw_image_errno(kPackStep, path, "open directory");
         Entry entry = make_entry(path, st);
         archive_entry_set_filetype(entry.get(), AE_IFDIR);
         add_xattrs(child.get(), entry.get(), path);
         write_header(entry.get(), path);
         if (options_.overlay_upper && is_opaque(child.get())) add_marker(path + "/.wh..wh..opq", st);
         if (auto graft = options_.grafts.find(path); graft != options_.grafts.end()) {
-          base::UniqueFd grafted = base::open_directory(graft->second, kStep);
+          base::UniqueFd grafted = base::open_directory(graft->second, kPackStep);
           struct stat graft_st;
-          if (fstat(grafted.get(), &graft_st) != 0) throw_image_errno(kStep, graft->second.string(), "stat");
+          if (fstat(grafted.get(), &graft_st) != 0) throw_image_errno(kPackStep, graft->second.string(), "stat");
           add_directory(grafted.get(), path + "/", graft_st.st_dev);
         } else if (st.st_dev == device) {
           add_directory(child.get(), path + "/", device);
@@ -251,7 +251,7 @@ class Packer {
       } else if (S_ISLNK(st.st_mode)) {
         std::string target(static_cast<std::size_t>(st.st_size) + 1, '\0');
         ssize_t length = readlinkat(dir_fd, name.c_str(), target.data(), target.size());
-        if (length < 0 || static_cast<std::size_t>(length) >= target.size()) throw_image_errno(kStep, path, "readlink");
+        if (length < 0 || static_cast<std::size_t>(length) >= target.size()) throw_image_errno(kPackStep, path, "readlink");
         target.resize(static_cast<std::size_t>(length));
         Entry entry = make_entry(path, st);
         archive_entry_set_filetype(entry.get(), AE_IFLNK);
@@ -284,15 +284,15 @@ class Packer {
     }
     // O_NONBLOCK: a FIFO swapped in after the lstat must not block the open; the fstat below refuses it.
     base::UniqueFd fd(openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!fd) throw_image_errno(kStep, path, "open");
+    if (!fd) throw_image_errno(kPackStep, path, "open");
     struct stat opened;
     if (fstat(fd.get(), &opened) != 0 || opened.st_ino != st.st_ino || !S_ISREG(opened.st_mode)) {
-      throw_image_error(kStep, path, "changed while being packed");
+      throw_image_error(kPackStep, path, "changed while being packed");
     }
     // What the tar holds so far (less what libarchive still buffers), a header and the data padded to 512.
     const std::uint64_t data_bytes = (static_cast<std::uint64_t>(st.st_size) + 511) / 512 * 512;
     if (options_.max_tar_bytes != 0 && result_.tar_bytes + 512 + data_bytes > options_.max_tar_bytes) {
-      throw TarTooLarge(kStep, path, "its " + std::to_string(st.st_size) + " bytes would take the tar past " +
+      throw TarTooLarge(kPackStep, path, "its " + std::to_string(st.st_size) + " bytes would take the tar past " +
                                          std::to_string(options_.max_tar_bytes) + " bytes; not read");
     }
     archive_entry_set_size(entry.get(), st.st_size);
@@ -304,21 +304,21 @@ class Packer {
       ssize_t n = read(fd.get(), buffer.get(), 1 << 20);
       if (n < 0) {
         if (errno == EINTR) continue;
-        throw_image_errno(kStep, path, "read");
+        throw_image_errno(kPackStep, path, "read");
       }
       if (n == 0) break;
       total += static_cast<std::uint64_t>(n);
-      if (total > static_cast<std::uint64_t>(st.st_size)) throw_image_error(kStep, path, "grew while being packed");
+      if (total > static_cast<std::uint64_t>(st.st_size)) throw_image_error(kPackStep, path, "grew while being packed");
       if (archive_write_data(tar_.get(), buffer.get(), static_cast<std::size_t>(n)) < 0) check(tar_.get(), -1, path);
     }
-    if (total != static_cast<std::uint64_t>(st.st_size)) throw_image_error(kStep, path, "shrank while being packed");
+    if (total != static_cast<std::uint64_t>(st.st_size)) throw_image_error(kPackStep, path, "shrank while being packed");
   }
 
   // The measuring walk's count: at least what the tar will hold (pax records come on top).
   void measure(std::uint64_t bytes, const std::string& path) {
     measured_ += bytes;
     if (measured_ > options_.max_tar_bytes) {
-      throw TarTooLarge(kStep, path, "the files up to here add up to more than the tar's " +
+      throw TarTooLarge(kPackStep, path, "the files up to here add up to more than the tar's " +
                                          std::to_string(options_.max_tar_bytes) + " bytes; nothing was read");
     }
   }

@@ -17,7 +17,7 @@ namespace capsule::sandbox {
 
 namespace {
 
-constexpr const char* kStep = "output";
+constexpr const char* kOutputStep = "output";
 
 }  // namespace
 
@@ -25,14 +25,14 @@ OutputCapture::OutputCapture(std::uint64_t cap_bytes, std::string spill_path)
     : head_cap_(cap_bytes / 2), tail_cap_(cap_bytes - cap_bytes / 2), spill_path_(std::move(spill_path)) {
   if (spill_path_.empty()) return;
   spill_fd_ = ::open(spill_path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-  if (spill_fd_ < 0) throw_errno(kStep, spill_path_, "creating spill file");
+  if (spill_fd_ < 0) throw_errno(kOutputStep, spill_path_, "creating spill file");
   // O_CREAT's mode only applies to new files; force 0600 on a pre-existing one too.
   if (::fchmod(spill_fd_, 0600) != 0) {
     const int saved = errno;
     ::close(spill_fd_);
     spill_fd_ = -1;
     errno = saved;
-    throw_errno(kStep, spill_path_, "setting spill file mode");
+    throw_errno(kOutputStep, spill_path_, "setting spill file mode");
   }
 }
 
@@ -41,7 +41,7 @@ OutputCapture::~OutputCapture() {
 }
 
 void OutputCapture::append(std::string_view bytes) {
-  if (finished_) throw_error(kStep, spill_path_, "append after finish");
+  if (finished_) throw_error(kOutputStep, spill_path_, "append after finish");
   if (bytes.empty()) return;
 
   if (spill_fd_ >= 0) write_spill(bytes);
@@ -86,18 +86,18 @@ void OutputCapture::write_spill(std::string_view bytes) {
     const ssize_t n = ::write(spill_fd_, bytes.data(), bytes.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw_errno(kStep, spill_path_, "writing spill file");
+      throw_errno(kOutputStep, spill_path_, "writing spill file");
     }
     if (n == 0) {
       errno = EIO;
-      throw_errno(kStep, spill_path_, "writing spill file made no progress");
+      throw_errno(kOutputStep, spill_path_, "writing spill file made no progress");
     }
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
 }
 
 StreamCapture OutputCapture::finish() {
-  if (finished_) throw_error(kStep, spill_path_, "finish called twice");
+  if (finished_) throw_error(kOutputStep, spill_path_, "finish called twice");
   finished_ = true;
 
   StreamCapture capture;
@@ -105,7 +105,7 @@ StreamCapture OutputCapture::finish() {
   if (spill_fd_ >= 0) {
     const int fd = std::exchange(spill_fd_, -1);
     // Linux always releases the descriptor, even when close reports an error; never retry it.
-    if (::close(fd) != 0 && errno != EINTR) throw_errno(kStep, spill_path_, "closing spill file");
+    if (::close(fd) != 0 && errno != EINTR) throw_errno(kOutputStep, spill_path_, "closing spill file");
     capture.spill_path = spill_path_;
   }
 

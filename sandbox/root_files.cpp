@@ -27,7 +27,7 @@
 namespace capsule::sandbox {
 namespace {
 
-constexpr const char* kStep = "files";
+constexpr const char* kFilesStep = "files";
 constexpr mode_t kDirMode = 0755;
 // openat2 RESOLVE_IN_ROOT answers EAGAIN when a rename or mount anywhere raced with a ".." in a symlink.
 constexpr int kAgainRetries = 32;
@@ -85,11 +85,11 @@ std::string code_for(int error) {
 [[noreturn]] void fail(const std::string& shown_path, int error, const std::string& doing) {
   std::string detail = doing;
   if (error == ELOOP) detail += ": a symlink is in the way (a loop, a magic link, or one that may not be followed)";
-  throw base::Error(base::Cause{kStep, shown_path, error, detail}, code_for(error));
+  throw base::Error(base::Cause{kFilesStep, shown_path, error, detail}, code_for(error));
 }
 
 [[noreturn]] void fail_with(const std::string& shown_path, const std::string& code, const std::string& why) {
-  throw base::Error(base::Cause{kStep, shown_path, 0, why}, code);
+  throw base::Error(base::Cause{kFilesStep, shown_path, 0, why}, code);
 }
 
 std::vector<std::string_view> components(std::string_view relative) {
@@ -219,7 +219,7 @@ std::uint64_t write_in(const Scope& scope, const std::string& relative, const st
       fail_with(shown_path, "payload_too_large", "more than " + std::to_string(limit_bytes) + " bytes");
     }
     try {
-      base::write_all(file.get(), chunk.data(), chunk.size(), kStep, shown_path);
+      base::write_all(file.get(), chunk.data(), chunk.size(), kFilesStep, shown_path);
     } catch (const base::Error& error) {
       fail(shown_path, error.cause().errno_value, "write");
     }

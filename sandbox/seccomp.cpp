@@ -30,7 +30,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kStep = "seccomp";
+constexpr const char* kSeccompStep = "seccomp";
 constexpr std::uint64_t kMaxErrno = 4095;
 constexpr unsigned kMaxArgIndex = 5;
 
@@ -73,7 +73,7 @@ bool contains(const Range& range, std::string_view value) {
   return std::find(std::begin(range), std::end(range), value) != std::end(range);
 }
 
-[[noreturn]] void bad(const std::string& field, const std::string& detail) { throw_error(kStep, field, detail); }
+[[noreturn]] void bad(const std::string& field, const std::string& detail) { throw_error(kSeccompStep, field, detail); }
 
 std::string join(const std::string& where, const std::string& key) { return where.empty() ? key : where + "." + key; }
 
@@ -154,7 +154,7 @@ const Version& running_kernel() {
     Version v{};
     int parts = 0;
     utsname name{};
-    if (uname(&name) != 0 || read_version(name.release, v, parts) == 0) throw_errno(kStep, "", "uname");
+    if (uname(&name) != 0 || read_version(name.release, v, parts) == 0) throw_errno(kSeccompStep, "", "uname");
     return v;
   }();
   return version;
@@ -286,7 +286,7 @@ struct ReleaseFilter {
 using FilterCtx = std::unique_ptr<void, ReleaseFilter>;
 
 void check_rc(int rc, const std::string& field, const std::string& detail) {
-  if (rc < 0) throw SandboxError(base::Cause{kStep, field, -rc, detail});
+  if (rc < 0) throw SandboxError(base::Cause{kSeccompStep, field, -rc, detail});
 }
 
 std::uint32_t action_value(const std::string& action, std::uint32_t errno_ret) {
@@ -346,16 +346,16 @@ void add_rule(void* ctx, const SeccompRule& rule, std::uint32_t default_action,
 
 std::vector<std::uint8_t> export_program(void* ctx) {
   base::UniqueFd fd(memfd_create("capsule-seccomp", MFD_CLOEXEC));
-  if (!fd) throw_errno(kStep, "", "memfd_create for the BPF export");
+  if (!fd) throw_errno(kSeccompStep, "", "memfd_create for the BPF export");
   check_rc(seccomp_export_bpf(ctx, fd.get()), "", "seccomp_export_bpf");
   const off_t size = lseek(fd.get(), 0, SEEK_END);
-  if (size < 0) throw_errno(kStep, "", "sizing the BPF export");
+  if (size < 0) throw_errno(kSeccompStep, "", "sizing the BPF export");
   std::vector<std::uint8_t> program(static_cast<std::size_t>(size));
   std::size_t done = 0;
   while (done < program.size()) {
     ssize_t n = pread(fd.get(), program.data() + done, program.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw_errno(kStep, "", "reading the BPF export");
+    if (n <= 0) throw_errno(kSeccompStep, "", "reading the BPF export");
     done += static_cast<std::size_t>(n);
   }
   if (program.empty() || program.size() % sizeof(sock_filter) != 0) bad("", "libseccomp exported a malformed program");

@@ -21,7 +21,7 @@
 namespace capsule::sandbox {
 namespace {
 
-constexpr const char* kStep = "tar";
+constexpr const char* kTarStep = "tar";
 constexpr std::size_t kChunk = 64 * 1024;
 
 struct ArchiveFree {
@@ -34,11 +34,11 @@ using Archive = std::unique_ptr<struct archive, ArchiveFree>;
 using Entry = std::unique_ptr<struct archive_entry, EntryFree>;
 
 [[noreturn]] void fail_errno(const std::string& path, const std::string& doing) {
-  throw base::Error(base::Cause{kStep, path, errno, doing});
+  throw base::Error(base::Cause{kTarStep, path, errno, doing});
 }
 
 [[noreturn]] void too_large(const std::string& path, const std::string& why) {
-  throw base::Error(base::Cause{kStep, path, 0, why}, "payload_too_large");
+  throw base::Error(base::Cause{kTarStep, path, 0, why}, "payload_too_large");
 }
 
 // What libarchive's C frames cannot carry: an exception from a callback, kept and rethrown after the call.
@@ -69,7 +69,7 @@ class Packer {
     const std::string relative = normalize_sandbox_path(path);
     OpenedFile top = open_for_read(root_fd, path);
     tar_.reset(archive_write_new());
-    if (!tar_) throw base::Error(base::Cause{kStep, relative, ENOMEM, "libarchive"});
+    if (!tar_) throw base::Error(base::Cause{kTarStep, relative, ENOMEM, "libarchive"});
     check(archive_write_set_format_pax_restricted(tar_.get()), "tar format");
     check(archive_write_set_bytes_per_block(tar_.get(), kChunk), "block size");
     check(archive_write_set_bytes_in_last_block(tar_.get(), 1), "block size");
@@ -97,7 +97,7 @@ class Packer {
     if (status >= ARCHIVE_WARN) return;
     callback_error_.rethrow();
     const char* text = archive_error_string(tar_.get());
-    throw base::Error(base::Cause{kStep, what, 0, text ? text : "libarchive error"});
+    throw base::Error(base::Cause{kTarStep, what, 0, text ? text : "libarchive error"});
   }
 
   Entry make_entry(const std::string& name, const struct stat& st, unsigned type) {
@@ -225,7 +225,7 @@ class Unpacker {
   TreeCounts run(int root_fd, std::string_view dest_path) {
     const base::UniqueFd dest = make_dirs(root_fd, dest_path, owner_);
     tar_.reset(archive_read_new());
-    if (!tar_) throw base::Error(base::Cause{kStep, std::string(dest_path), ENOMEM, "libarchive"});
+    if (!tar_) throw base::Error(base::Cause{kTarStep, std::string(dest_path), ENOMEM, "libarchive"});
     check(archive_read_support_format_tar(tar_.get()), "tar format");
     check(archive_read_open(tar_.get(), this, nullptr, &Unpacker::read_block, nullptr), "open tar");
     for (;;) {
@@ -255,23 +255,23 @@ class Unpacker {
     if (status >= ARCHIVE_WARN) return;
     callback_error_.rethrow();
     const char* text = archive_error_string(tar_.get());
-    throw base::Error(base::Cause{kStep, "", 0, what + ": " + (text ? text : "libarchive error")},
+    throw base::Error(base::Cause{kTarStep, "", 0, what + ": " + (text ? text : "libarchive error")},
                       "invalid_archive");
   }
 
   // An entry or link name as a relative path under dest: never absolute, never "..".
   std::string relative_name(const char* raw) const {
     if (raw == nullptr) {
-      throw base::Error(base::Cause{kStep, "", 0, "an entry without a name"}, "invalid_archive");
+      throw base::Error(base::Cause{kTarStep, "", 0, "an entry without a name"}, "invalid_archive");
     }
     const std::string_view name(raw);
     if (name.size() > limits_.max_path_length) {
-      throw base::Error(base::Cause{kStep, std::string(name.substr(0, 256)), 0,
+      throw base::Error(base::Cause{kTarStep, std::string(name.substr(0, 256)), 0,
                                     "name longer than " + std::to_string(limits_.max_path_length) + " bytes"},
                         "invalid_path");
     }
     if (!name.empty() && name.front() == '/') {
-      throw base::Error(base::Cause{kStep, std::string(name), 0, "absolute names are not unpacked"},
+      throw base::Error(base::Cause{kTarStep, std::string(name), 0, "absolute names are not unpacked"},
                         "invalid_path");
     }
     return normalize_sandbox_path(name);
@@ -316,17 +316,17 @@ class Unpacker {
       make_dirs_beneath(dest_fd, name, owner_, archive_entry_perm(entry));
       ++counts_.dirs;
     } else if (name == ".") {
-      throw base::Error(base::Cause{kStep, ".", 0, "only a directory can name the destination itself"},
+      throw base::Error(base::Cause{kTarStep, ".", 0, "only a directory can name the destination itself"},
                         "invalid_archive");
     } else if (type == AE_IFREG) {
       add_file(dest_fd, name, entry);
     } else if (type == AE_IFLNK) {
       const char* target = archive_entry_symlink(entry);
       if (target == nullptr || *target == '\0') {
-        throw base::Error(base::Cause{kStep, name, 0, "a symlink without a target"}, "invalid_archive");
+        throw base::Error(base::Cause{kTarStep, name, 0, "a symlink without a target"}, "invalid_archive");
       }
       if (std::string_view(target).size() > limits_.max_path_length) {
-        throw base::Error(base::Cause{kStep, name, 0, "symlink target too long"}, "invalid_path");
+        throw base::Error(base::Cause{kTarStep, name, 0, "symlink target too long"}, "invalid_path");
       }
       make_symlink_beneath(dest_fd, name, target, owner_);
       ++counts_.symlinks;
@@ -335,7 +335,7 @@ class Unpacker {
                                : type == AE_IFCHR || type == AE_IFBLK ? "a device"
                                                                       : "a special file";
       throw base::Error(
-          base::Cause{kStep, name, 0, kind + ": only files, directories, symlinks and hard links are unpacked"},
+          base::Cause{kTarStep, name, 0, kind + ": only files, directories, symlinks and hard links are unpacked"},
           "invalid_archive");
     }
   }

@@ -9,7 +9,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev
   bubblewrap util-linux e2fsprogs iproute2 debootstrap patchelf git tar
   openjdk-17-jdk-headless maven python3 python3-pip python3-venv python3-pytest python3-coverage
-  hyperfine slurmctld slurmd slurm-client munge"
+  hyperfine slurmctld slurmd slurm-client munge ccache curl"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

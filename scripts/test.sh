@@ -1,86 +1,153 @@
 #!/bin/sh
-# The README's second command: install dependencies, build the default and the sanitizer (ASan+UBSan)
-# configurations, and run the whole test suite under both; then the Debian package made from the tested default
-# build, installed and run (scripts/package-check.sh), and the tests inside the toolchain recipe images, which
-# images/recipes/all.sh builds from Debian packages meanwhile (CAPSULE_RECIPES=0 skips them), with a bounded
-# libFuzzer run (scripts/fuzz-smoke.sh, clang) alongside. Exits non-zero on any failure.
+# The README's second command: install dependencies, build, and pass every test, fastest verdict first: the unit
+# lane of the default build (stops at the first red), its e2e suites, then the ASan+UBSan build's unit suites and
+# hostile-input e2e suites (ctest label asan), the fuzz smoke, the release (non-unity) build's Debian package installed and used, and the
+# tests inside the toolchain recipe images (cached by content; scripts/recipe-images.sh). Compiles go through ccache.
+# Prints a table of stages (seconds, tests, cache hits) at the end. Exits non-zero on any failure.
+# usage: scripts/test.sh [--all]   --all: the sanitizer pass runs every suite, as for a release (not CI)
 set -eu
 cd "$(dirname "$0")/.."
+all=0
+case "${1:-}" in
+  --all) all=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--all]" >&2; exit 2 ;;
+esac
 started=$(date +%s)
-stage_started=""
-# stage NAME: prints how long the previous stage took, then NAME.
-stage() {
-  now=$(date +%s)
-  [ -z "$stage_started" ] || echo "   ($((now - stage_started)) s)"
-  stage_started=$now
-  echo "== $1"
-}
-stage "dependencies"
-./scripts/install-deps.sh
-
+export CCACHE_DIR="${CCACHE_DIR:-/var/cache/capsule/ccache}"
 recipes_out=${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}
+work=$(mktemp -d "${TMPDIR:-/tmp}/capsule-test.XXXXXX")
 recipes=""
 fuzz=""
-fuzz_log=""
+
+# The stage table: one row per stage, printed at the end (and on a failure, up to the stage that failed).
+stage_name="" stage_started="" stage_tests="" stage_cache=""
+end_stage() {
+  [ -n "$stage_name" ] || return 0
+  seconds=$(( $(date +%s) - stage_started ))
+  echo "   ($seconds s)"
+  printf '| %s | %s | %s | %s |\n' "$stage_name" "$seconds" "${stage_tests:--}" "${stage_cache:--}" >> "$work/table"
+  stage_name=""
+}
+stage() {
+  end_stage
+  stage_name=$1 stage_started=$(date +%s) stage_tests="" stage_cache=""
+  echo "== $1"
+}
+print_table() {
+  echo "| stage | seconds | tests | cache hits |"
+  echo "|---|---|---|---|"
+  cat "$work/table" 2>/dev/null || true
+  echo "total: $(( $(date +%s) - started )) s"
+}
 # Background jobs run in sessions of their own, so that an early exit stops each whole (compilers, debootstrap
-# and apt included); the fuzz smoke's log goes on any exit, once shown.
-trap 'for job in $recipes $fuzz; do kill -TERM "-$job" 2>/dev/null || true; done; rm -f "$fuzz_log"' EXIT
+# and apt included).
+on_exit() {
+  rc=$?
+  for job in $recipes $fuzz; do kill -TERM "-$job" 2>/dev/null || true; done
+  if [ "$rc" != 0 ]; then end_stage; print_table; echo "test.sh: failed in the stage above (exit $rc)" >&2; fi
+  rm -rf "$work"
+}
+trap on_exit EXIT
 trap 'exit 1' INT TERM HUP
+
+# ccache's hits and misses so far: "HITS MISSES".
+ccache_counts() {
+  ccache --print-stats | awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
+                              $1 == "cache_miss" { m = $2 } END { print h + 0, m + 0 }'
+}
+# counting_cache CMD...: CMD, then its compiles' ccache hits printed and kept for the stage table.
+counting_cache() {
+  read -r hits0 misses0 <<EOF
+$(ccache_counts)
+EOF
+  "$@"
+  read -r hits1 misses1 <<EOF
+$(ccache_counts)
+EOF
+  hits=$((hits1 - hits0)) misses=$((misses1 - misses0))
+  stage_cache="$hits/$((hits + misses))"
+  echo "ccache: $hits hits, $misses misses ($CCACHE_DIR)"
+}
+# run_ctest ARGS...: ctest with the output shown and kept; the stage's tests column from its summary line.
+run_ctest() {
+  rc=0
+  { ctest "$@" -j 2 --timeout 900 || echo $? > "$work/ctest.rc"; } 2>&1 | tee "$work/ctest.log"
+  [ ! -f "$work/ctest.rc" ] || { rc=$(cat "$work/ctest.rc"); rm -f "$work/ctest.rc"; }
+  stage_tests=$(sed -n 's/.*tests passed, \([0-9]*\) tests\{0,1\} failed out of \([0-9]*\)$/\2 run, \1 failed/p' \
+    "$work/ctest.log" | tail -n1)
+  return "$rc"
+}
+
+stage "dependencies"
+./scripts/install-deps.sh
+ccache --max-size=20G >/dev/null
+
 if [ "${CAPSULE_RECIPES:-1}" != 0 ]; then
   mkdir -p "$recipes_out"
-  stage "recipe images (in the background; log: $recipes_out/all.log)"
+  stage "recipe images (in the background; log: $recipes_out/images.log)"
   # At a lower CPU priority: the compiles and tests on the 2 cores are the critical path, the images come last.
-  setsid nice -n 10 ./images/recipes/all.sh --out "$recipes_out" > "$recipes_out/all.log" 2>&1 &
+  setsid nice -n 10 ./scripts/recipe-images.sh build "$recipes_out" > "$recipes_out/images.log" 2>&1 &
   recipes=$!
 fi
 
-# The sanitizer pass leaves out the suites that start a Slurm cluster: what they add to the batch tests is slurmd,
-# munge and sbatch at work (minutes), while the capsule code they drive (submit, the worker, imports) is the same
-# the local-engine batch suites run under the sanitizers.
-for preset in default asan; do
-  stage "build ($preset)"
-  ./scripts/build.sh "$preset"
-  stage "test ($preset)"
-  if [ "$preset" = asan ]; then
-    ctest --preset "$preset" -j 2 --timeout 900 -E '^CapsuledBatch(Slurm|TwoNodes)\.'
-  else
-    ctest --preset "$preset" -j 2 --timeout 900
-  fi
-done
+stage "build (default)"
+counting_cache ./scripts/build.sh default
+stage "test (default, unit: stops at the first failure)"
+run_ctest --preset default -L '^unit$' --stop-on-failure
+stage "test (default, e2e)"
+run_ctest --preset default -L '^e2e$'
+
+stage "build (asan)"
+counting_cache ./scripts/build.sh asan
+if [ "$all" = 1 ]; then
+  stage "test (asan, every suite)"
+  run_ctest --preset asan -LE '^recipes$'
+else
+  # Every unit suite and the e2e suites that feed hostile bytes, callers or archives to the daemon (label asan;
+  # tests/CMakeLists.txt lists them); the other e2e suites drive the same daemon code through Maven, pip and pytest.
+  stage "test (asan, unit + hostile-input e2e)"
+  run_ctest --preset asan -L '^(unit|asan)$'
+fi
+
 # The tests inside the recipe images keep the 2 cores less than half busy (JVM start-ups, Maven, PostgreSQL's
-# waits): the fuzz smoke's clang build and runs go alongside them and the package check.
-fuzz_log=$(mktemp "${TMPDIR:-/tmp}/capsule-fuzz-smoke.XXXXXX")
-stage "fuzz smoke (in the background; log: $fuzz_log)"
-setsid nice -n 5 ./scripts/fuzz-smoke.sh > "$fuzz_log" 2>&1 &
+# waits): the fuzz smoke's clang build and runs go alongside them and the release build.
+stage "fuzz smoke (in the background; log: $work/fuzz.log)"
+setsid nice -n 5 ./scripts/fuzz-smoke.sh > "$work/fuzz.log" 2>&1 &
 fuzz=$!
-stage "package (from the default build: install, capsule run through the installed files, purge)"
-# The default build's programs, packaged under /usr: the release preset would compile them all again at -O3 (about
-# 5 minutes here) to test the same install layout; `scripts/package-check.sh` alone still builds that preset.
-cmake build -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
-./scripts/package-check.sh build
+# The release preset is not a unity build: a file that compiles only beside the others in its batch (a missing
+# include) fails here. Its package is installed, used through the installed files, and purged.
+stage "build (release, not unity) and its package: install, capsule run through the installed files, purge"
+counting_cache ./scripts/package-check.sh
 
 if [ -n "$recipes" ]; then
-  stage "recipe images: waiting for the build"
+  stage "recipe images: waiting for them"
   if ! wait "$recipes"; then
     recipes=""
-    tail -n 40 "$recipes_out/all.log"
-    echo "recipe image build failed (log: $recipes_out/all.log)" >&2
+    tail -n 40 "$recipes_out/images.log"
+    echo "recipe images failed (log: $recipes_out/images.log)" >&2
     exit 1
   fi
   recipes=""
+  grep '^recipe images' "$recipes_out/images.log"
   grep -h -e '^recipe ' -e '^layer ' -e '^total ' "$recipes_out"/*/build-info.txt || true
+  filter=$(./scripts/recipe-images.sh filter "$recipes_out")
   stage "test (default, inside the recipe images)"
   # One process for the suite, so each image is imported once into its shared store.
-  CAPSULE_RECIPE_DIR=$recipes_out ./build/bin/e2e_tests --gtest_filter='CapsuledRecipes*'
+  CAPSULE_RECIPE_DIR=$recipes_out ./build/bin/e2e_tests --gtest_filter="$filter" 2>&1 | tee "$work/recipes.log"
+  grep -q '^\[  PASSED  \]' "$work/recipes.log" && ! grep -q '^\[  FAILED  \]' "$work/recipes.log" ||
+    { echo "recipe-image tests failed" >&2; exit 1; }
+  stage_tests="$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1 passed/p' "$work/recipes.log")"
+  [ "$filter" != 'CapsuledRecipes*' ] || ./scripts/recipe-images.sh passed "$recipes_out"
 fi
 stage "fuzz smoke: waiting for it"
 if ! wait "$fuzz"; then
   fuzz=""
-  cat "$fuzz_log"
+  cat "$work/fuzz.log"
   echo "fuzz smoke failed" >&2
   exit 1
 fi
 fuzz=""
-grep '^fuzz-smoke: fuzz_' "$fuzz_log"
-stage "done"
-echo "total: $(( $(date +%s) - started )) s"
+grep '^fuzz-smoke: fuzz_' "$work/fuzz.log"
+end_stage
+print_table

@@ -88,9 +88,7 @@ struct Method {
   double machine_ms_per_run = 0;
 };
 
-std::string default_policy_path() {
-  return (fs::path(__FILE__).parent_path().parent_path().parent_path() / "policies/default.json").string();
-}
+std::string default_policy_path() { return CAPSULE_DEFAULT_POLICY; }
 
 }  // namespace
 

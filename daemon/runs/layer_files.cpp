@@ -14,7 +14,7 @@
 namespace capsule::daemon {
 namespace {
 
-constexpr const char* kStep = "outputs";
+constexpr const char* kOutputsStep = "outputs";
 constexpr std::size_t kChunk = 64 * 1024;
 
 struct ReadFree {
@@ -45,7 +45,7 @@ bool is_marker(const std::string& name) { return last_component(name).starts_wit
 class LayerReader {
  public:
   explicit LayerReader(const std::filesystem::path& layer) : layer_(layer.string()), archive_(archive_read_new()) {
-    if (!archive_) base::throw_error(kStep, layer_, "libarchive: out of memory");
+    if (!archive_) base::throw_error(kOutputsStep, layer_, "libarchive: out of memory");
     archive_read_support_format_tar(archive_.get());
     if (archive_read_open_filename(archive_.get(), layer_.c_str(), kChunk) != ARCHIVE_OK) fail("open");
   }
@@ -71,7 +71,7 @@ class LayerReader {
 
   [[noreturn]] void fail(const std::string& what) {
     const char* text = archive_error_string(archive_.get());
-    base::throw_error(kStep, layer_, what + ": " + (text ? text : "libarchive error"));
+    base::throw_error(kOutputsStep, layer_, what + ": " + (text ? text : "libarchive error"));
   }
 
  private:
@@ -83,7 +83,7 @@ class LayerReader {
 class TarOut {
  public:
   explicit TarOut(const LayerSink& sink) : sink_(sink), archive_(archive_write_new()) {
-    if (!archive_) base::throw_error(kStep, "", "libarchive: out of memory");
+    if (!archive_) base::throw_error(kOutputsStep, "", "libarchive: out of memory");
     archive_write_set_format_pax_restricted(archive_.get());
     archive_write_set_bytes_per_block(archive_.get(), 10240);
     check(archive_write_open(archive_.get(), this, nullptr, &TarOut::bytes, nullptr), "open");
@@ -112,7 +112,7 @@ class TarOut {
     if (status >= ARCHIVE_WARN) return;
     if (error_) std::rethrow_exception(error_);
     const char* text = archive_error_string(archive_.get());
-    base::throw_error(kStep, "", "tar " + what + ": " + (text ? text : "libarchive error"));
+    base::throw_error(kOutputsStep, "", "tar " + what + ": " + (text ? text : "libarchive error"));
   }
 
   const LayerSink& sink_;
@@ -134,7 +134,7 @@ void write_file(const std::filesystem::path& layer, const std::string& path, con
       return;
     }
   }
-  base::throw_error(kStep, path, "hard link target missing from the layer");
+  base::throw_error(kOutputsStep, path, "hard link target missing from the layer");
 }
 
 void write_directory(const std::filesystem::path& layer, const std::string& path, const LayerSink& sink) {
@@ -177,7 +177,7 @@ void write_symlink(const std::filesystem::path& layer, const std::string& path, 
     out.close();
     return;
   }
-  base::throw_error(kStep, path, "vanished from the layer");
+  base::throw_error(kOutputsStep, path, "vanished from the layer");
 }
 
 std::uint64_t entry_size(struct archive_entry* entry) {

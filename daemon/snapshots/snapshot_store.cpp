@@ -22,7 +22,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kStep = "snapshot";
+constexpr const char* kSnapshotStep = "snapshot";
 constexpr std::uint64_t kMaxMetaBytes = 1 << 20;
 constexpr const char* kUnknownBoot = "unknown";
 
@@ -61,8 +61,8 @@ const std::string& boot_id() {
   static const std::string id = [] {
     std::string text;
     try {
-      base::UniqueFd fd = base::open_regular_file("/proc/sys/kernel/random/boot_id", kStep);
-      text = base::read_fd(fd.get(), 64, kStep, "boot_id");
+      base::UniqueFd fd = base::open_regular_file("/proc/sys/kernel/random/boot_id", kSnapshotStep);
+      text = base::read_fd(fd.get(), 64, kSnapshotStep, "boot_id");
     } catch (const std::exception&) {
       return std::string(kUnknownBoot);  // trees are synced when written instead
     }
@@ -104,8 +104,8 @@ std::string checked_snapshot_digest(const std::string& text, const std::string& 
 }
 
 SnapshotStore::SnapshotStore(fs::path root, SnapshotLimits limits, StorageWatermark storage)
-    : root_((base::make_dir(root, 0700, kStep), root)), limits_(limits), storage_(storage), blobs_(root_) {
-  for (const char* sub : {"trees", "meta", "staging"}) base::make_dir(root_ / sub, 0700, kStep);
+    : root_((base::make_dir(root, 0700, kSnapshotStep), root)), limits_(limits), storage_(storage), blobs_(root_) {
+  for (const char* sub : {"trees", "meta", "staging"}) base::make_dir(root_ / sub, 0700, kSnapshotStep);
   remove_leftovers();
   date_undated_uses();
 }
@@ -137,7 +137,7 @@ void SnapshotStore::remove_leftovers() {
 fs::path SnapshotStore::meta_path(const std::string& hex) const { return root_ / "meta" / (hex + ".json"); }
 fs::path SnapshotStore::tree_path(const std::string& hex) const { return root_ / "trees" / hex; }
 
-fs::path SnapshotStore::make_staging() const { return base::make_temp_dir(root_ / "staging", "create-", kStep); }
+fs::path SnapshotStore::make_staging() const { return base::make_temp_dir(root_ / "staging", "create-", kSnapshotStep); }
 
 void SnapshotStore::write_meta(const SnapshotInfo& info) const {
   json j = info.to_json();
@@ -145,7 +145,7 @@ void SnapshotStore::write_meta(const SnapshotInfo& info) const {
   j["owners"] = info.owners;
   j["tree_boot"] = info.tree_boot;
   j["last_used"] = info.last_used;
-  base::write_file_atomic(meta_path(store::Digest::parse(info.digest).hex()), j.dump(2) + "\n", kStep, 0600);
+  base::write_file_atomic(meta_path(store::Digest::parse(info.digest).hex()), j.dump(2) + "\n", kSnapshotStep, 0600);
 }
 
 SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& source, uid_t owner) {
@@ -197,7 +197,7 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
       }
     } unbusy{this, digest};
     try {
-      if (writer.commit() != packed.diff_id) base::throw_error(kStep, digest, "the stored tar hashes differently");
+      if (writer.commit() != packed.diff_id) base::throw_error(kSnapshotStep, digest, "the stored tar hashes differently");
       unpack_tree(packed.diff_id);
       const std::string now = now_rfc3339();
       SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now, source, {owner}, boot_id(), now};
@@ -225,8 +225,8 @@ std::optional<SnapshotInfo> SnapshotStore::find(const std::string& digest) const
   std::error_code ec;
   if (!fs::exists(meta, ec)) return std::nullopt;
   try {
-    base::UniqueFd fd = base::open_regular_file(meta, kStep);
-    return info_from_json(json::parse(base::read_fd(fd.get(), kMaxMetaBytes, kStep, meta.string())));
+    base::UniqueFd fd = base::open_regular_file(meta, kSnapshotStep);
+    return info_from_json(json::parse(base::read_fd(fd.get(), kMaxMetaBytes, kSnapshotStep, meta.string())));
   } catch (const std::exception& e) {
     throw http::ApiError("internal_error", "snapshot " + digest + ": unreadable metadata (" + e.what() + ")");
   }
