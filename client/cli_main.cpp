@@ -112,13 +112,13 @@ int cli_main(int argc, char** argv) {
   runs->require_subcommand(1);
   std::string state, label, after, id;
   std::optional<int> limit;
-  bool json = false, stderr_stream = false, follow = false;
+  bool as_json = false, stderr_stream = false, follow = false;
   CLI::App* ls = runs->add_subcommand("ls", "list runs, newest first");
   ls->add_option("--state", state, "only runs in this state (queued, running, succeeded, failed, ...)");
   ls->add_option("--label", label, "only runs with this label K=V");
   ls->add_option("--limit", limit, "at most this many runs");
   ls->add_option("--after", after, "continue after this run id (paging)");
-  ls->add_flag("--json", json, "print the API's JSON instead of a table");
+  ls->add_flag("--json", as_json, "print the API's JSON instead of a table");
   CLI::App* show = runs->add_subcommand("show", "print one run object as JSON");
   show->add_option("id", id, "run id")->required();
   CLI::App* logs = runs->add_subcommand("logs", "print a run's full output (or its last lines)");
@@ -138,7 +138,7 @@ int cli_main(int argc, char** argv) {
                                                      "dependencies, files, pins, timings");
   runs_diff->add_option("a", diff_a, "run id")->required();
   runs_diff->add_option("b", diff_b, "run id")->required();
-  runs_diff->add_flag("--json", json, "print the API's JSON instead of a summary");
+  runs_diff->add_flag("--json", as_json, "print the API's JSON instead of a summary");
   BundleCommands bundle_commands;
   add_bundle_commands(*runs, bundle_commands);
   std::string cp_source, cp_destination, commit_ref;
@@ -170,7 +170,7 @@ int cli_main(int argc, char** argv) {
                      "e.g. the labels.json an images/recipes script writes");
   import->add_flag("--quiet,-q", import_options.quiet, "no progress line");
   CLI::App* images_ls = images->add_subcommand("ls", "list images");
-  images_ls->add_flag("--json", json, "print the API's JSON instead of a table");
+  images_ls->add_flag("--json", as_json, "print the API's JSON instead of a table");
   CLI::App* inspect = images->add_subcommand("inspect", "print one image as JSON");
   inspect->add_option("ref", ref, "name[:tag], name@sha256:... or sha256:...")->required();
   CLI::App* rm = images->add_subcommand("rm", "remove an image ref (blobs stay until gc)");
@@ -240,16 +240,16 @@ int cli_main(int argc, char** argv) {
       std::cerr << "capsule: unexpected arguments after --\n";
       return 2;
     }
-    if (ls->parsed()) return cmd_runs_ls(socket, state, label, limit, after, json);
+    if (ls->parsed()) return cmd_runs_ls(socket, state, label, limit, after, as_json);
     if (show->parsed()) return cmd_runs_show(socket, id);
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow, tail);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
-    if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, json);
+    if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, as_json);
     if (bundle_command_parsed(bundle_commands)) return cmd_runs_bundle(socket, bundle_commands);
     if (runs_commit->parsed()) return cmd_runs_commit(socket, id, commit_ref);
     if (import->parsed()) return cmd_images_import(socket, import_options);
-    if (images_ls->parsed()) return cmd_images_ls(socket, json);
+    if (images_ls->parsed()) return cmd_images_ls(socket, as_json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);
     if (rm->parsed()) return cmd_images_rm(socket, ref);
     if (save->parsed()) return cmd_images_save(socket, ref, out);

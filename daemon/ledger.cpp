@@ -132,7 +132,7 @@ class Transaction {
   bool committed_ = false;
 };
 
-std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string row_text(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_column(const std::string& text, const std::string& id, const char* column) {
   try {
@@ -294,9 +294,9 @@ static void upgrade_v1_rows(sqlite3* db) {
     const UpgradedRow upgraded = upgrade_v1_row(parse_column(spec, id, "spec"),
                                                 record ? parse_column(*record, id, "record") : json());
     Statement update(db, "UPDATE runs SET spec = ?, pinned = ?, record = ? WHERE id = ?", "upgrade run " + id);
-    update.bind(1, dump(upgraded.spec)).bind(2, dump(upgraded.pinned));
+    update.bind(1, row_text(upgraded.spec)).bind(2, row_text(upgraded.pinned));
     if (upgraded.outcome.is_null()) update.bind_null(3);
-    else update.bind(3, dump(upgraded.outcome));
+    else update.bind(3, row_text(upgraded.outcome));
     update.bind(4, id).run();
   }
 }
@@ -415,8 +415,8 @@ void Ledger::insert_queued(const RunRow& row, const std::string& session) {
                    "INSERT INTO runs (id, state, created_ms, labels, spec, pinned, peer_uid, peer_pid, session)"
                    " VALUES (?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
                    "insert queued run " + row.id);
-  insert.bind(1, row.id).bind(2, row.created_ms).bind(3, dump(row.labels)).bind(4, dump(row.spec));
-  insert.bind(5, dump(row.pinned));
+  insert.bind(1, row.id).bind(2, row.created_ms).bind(3, row_text(row.labels)).bind(4, row_text(row.spec));
+  insert.bind(5, row_text(row.pinned));
   insert.bind(6, static_cast<std::int64_t>(row.peer_uid)).bind(7, static_cast<std::int64_t>(row.peer_pid));
   if (session.empty()) insert.bind_null(8);
   else insert.bind(8, session);
@@ -443,7 +443,7 @@ void Ledger::mark_finished(const std::string& id, const std::string& state, cons
                      "UPDATE runs SET state = ?, record = ?, finished_ms = ?"
                      " WHERE id = ? AND state IN ('queued', 'running')",
                      "mark run " + id + " " + state);
-    update.bind(1, state).bind(2, dump(outcome)).bind(3, finished_ms).bind(4, id).run();
+    update.bind(1, state).bind(2, row_text(outcome)).bind(3, finished_ms).bind(4, id).run();
     if (sqlite3_changes(db_) == 0) throw_wrong_state(db_, id, "queued or running");
   }
   if (finished_observer_) finished_observer_(id);
@@ -463,7 +463,7 @@ std::vector<std::string> Ledger::mark_unfinished_interrupted(std::int64_t now_ms
     const json record = {{"result", {{"reason", "daemon restarted while the run was " + state}}}};
     Statement update(db_, "UPDATE runs SET state = 'interrupted', record = ?, finished_ms = ? WHERE id = ?",
                      "mark run " + id + " interrupted");
-    update.bind(1, dump(record)).bind(2, now_ms).bind(3, id).run();
+    update.bind(1, row_text(record)).bind(2, now_ms).bind(3, id).run();
     ids.push_back(id);
   }
   transaction.commit();
@@ -575,7 +575,7 @@ void Ledger::insert_session(const SessionRow& row) {
   insert.bind(1, row.id).bind(2, row.state).bind(3, row.created_ms);
   if (row.ended_ms) insert.bind(4, *row.ended_ms);
   else insert.bind_null(4);
-  insert.bind(5, row.last_used_ms).bind(6, dump(row.labels)).bind(7, dump(row.spec)).bind(8, dump(row.pinned));
+  insert.bind(5, row.last_used_ms).bind(6, row_text(row.labels)).bind(7, row_text(row.spec)).bind(8, row_text(row.pinned));
   insert.bind(9, static_cast<std::int64_t>(row.peer_uid)).bind(10, static_cast<std::int64_t>(row.peer_pid));
   insert.bind(11, row.ended_reason).run();
 }

@@ -25,7 +25,7 @@ Micros now_micros() {
       .count();
 }
 
-[[noreturn]] void offline_miss(const std::string& what) {
+[[noreturn]] void offline_pypi_miss(const std::string& what) {
   throw ProxyError("offline_miss", "pypi", what, "not in the cache, and the proxy is offline");
 }
 
@@ -68,7 +68,7 @@ std::shared_ptr<const UpstreamProject> PypiSource::refresh(const std::string& na
     if (auto cached = pages_.get(kProjectKind, name)) known = adopt(name, *cached);
   }
   if (options_.offline) {
-    if (!known) offline_miss("project " + name);
+    if (!known) offline_pypi_miss("project " + name);
     return known;
   }
   UpstreamPage answer;
@@ -119,7 +119,7 @@ std::shared_ptr<const UpstreamIndex> PypiSource::index(bool* fetched) {
     if (auto cached = pages_.get(kIndexKind, kIndexKey)) adopt_index(*cached);
   }
   if (options_.offline) {
-    if (!index_) offline_miss("the project index");
+    if (!index_) offline_pypi_miss("the project index");
     return index_;
   }
   ++upstream_requests_;
@@ -167,7 +167,7 @@ CachedBlob PypiSource::file(const UpstreamProject& project, const pypi::File& fi
     if (!expected) throw ProxyError("bad_upstream", "pypi-file", file.filename, "malformed sha256 " + hex);
     if (blobs_.has(*expected)) return CachedBlob{*expected, blobs_.size(*expected), false};
   }
-  if (options_.offline) offline_miss(file.filename + (metadata ? ".metadata" : ""));
+  if (options_.offline) offline_pypi_miss(file.filename + (metadata ? ".metadata" : ""));
   const auto url = resolve_url(project.url, file.url);
   if (!url) throw ProxyError("bad_upstream", "pypi-file", file.url, "unusable file URL on " + project.url);
   const std::string source = *url + (metadata ? ".metadata" : "");

@@ -20,7 +20,7 @@
 namespace capsule::sandbox {
 namespace {
 
-constexpr std::uint64_t kCpuPeriodUs = 100'000;
+constexpr std::uint64_t kCfsPeriodUs = 100'000;
 const std::vector<std::string> kControllers{"memory", "pids", "cpu", "cpuacct", "freezer"};
 // An exec's leaf: what is counted or killed per exec (peak memory and OOM kills, CPU time, its process tree).
 // pids and cpu stay at the box, whose pids.max and CFS quota the exec then finds in its own cgroup, where a
@@ -250,8 +250,8 @@ class CgroupV1Manager final : public CgroupManager {
     }
     if (limits.pids > 0) fs_->write(layout.file("pids", "pids.max"), std::to_string(limits.pids));
     if (limits.cpus > 0) {
-      const auto quota = std::llround(limits.cpus * kCpuPeriodUs);
-      fs_->write(layout.file("cpu", "cpu.cfs_period_us"), std::to_string(kCpuPeriodUs));
+      const auto quota = std::llround(limits.cpus * kCfsPeriodUs);
+      fs_->write(layout.file("cpu", "cpu.cfs_period_us"), std::to_string(kCfsPeriodUs));
       fs_->write(layout.file("cpu", "cpu.cfs_quota_us"), std::to_string(quota));
     }
     return group;

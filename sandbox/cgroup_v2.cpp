@@ -16,7 +16,7 @@
 namespace capsule::sandbox {
 namespace {
 
-constexpr std::uint64_t kCpuPeriodUs = 100'000;
+constexpr std::uint64_t kCpuMaxPeriodUs = 100'000;
 constexpr const char* kInitLeaf = "init";
 
 bool limited(const CgroupLimits& limits) { return limits.memory_bytes > 0 || limits.pids > 0 || limits.cpus > 0; }
@@ -36,8 +36,8 @@ void write_limits(CgroupFs& fs, const std::string& dir, const CgroupLimits& limi
   }
   if (limits.pids > 0) fs.write(join_path(dir, "pids.max"), std::to_string(limits.pids));
   if (limits.cpus > 0) {
-    const auto quota = static_cast<std::uint64_t>(std::llround(limits.cpus * kCpuPeriodUs));
-    fs.write(join_path(dir, "cpu.max"), std::to_string(quota) + " " + std::to_string(kCpuPeriodUs));
+    const auto quota = static_cast<std::uint64_t>(std::llround(limits.cpus * kCpuMaxPeriodUs));
+    fs.write(join_path(dir, "cpu.max"), std::to_string(quota) + " " + std::to_string(kCpuMaxPeriodUs));
   }
 }
 

@@ -1,9 +1,9 @@
 #!/bin/sh
 # The README's second command: install dependencies, build, and pass every test, fastest verdict first: the unit
 # lane of the default build (stops at the first red), its e2e suites, then the ASan+UBSan build's unit suites and
-# hostile-input e2e suites (ctest label asan), the fuzz smoke, the release (non-unity) build's Debian package installed and used, and the
-# tests inside the toolchain recipe images (cached by content; scripts/recipe-images.sh). Compiles go through ccache.
-# Prints a table of stages (seconds, tests, cache hits) at the end. Exits non-zero on any failure.
+# hostile-input e2e suites (ctest label asan), the fuzz smoke and the unity check, the release (non-unity) build's
+# Debian package installed and used, and the tests inside the toolchain recipe images (cached by content;
+# scripts/recipe-images.sh). Compiles go through ccache. Prints a table of the stages (seconds, tests, cache hits).
 # usage: scripts/test.sh [--all]   --all: the sanitizer pass runs every suite, as for a release (not CI)
 set -eu
 cd "$(dirname "$0")/.."
@@ -19,6 +19,7 @@ recipes_out=${CAPSULE_RECIPES_OUT:-/var/tmp/capsule-recipes}
 work=$(mktemp -d "${TMPDIR:-/tmp}/capsule-test.XXXXXX")
 recipes=""
 fuzz=""
+unity=""
 
 # The stage table: one row per stage, printed at the end (and on a failure, up to the stage that failed).
 stage_name="" stage_started="" stage_tests="" stage_cache=""
@@ -44,7 +45,7 @@ print_table() {
 # and apt included).
 on_exit() {
   rc=$?
-  for job in $recipes $fuzz; do kill -TERM "-$job" 2>/dev/null || true; done
+  for job in $recipes $fuzz $unity; do kill -TERM "-$job" 2>/dev/null || true; done
   if [ "$rc" != 0 ]; then end_stage; print_table; echo "test.sh: failed in the stage above (exit $rc)" >&2; fi
   rm -rf "$work"
 }
@@ -111,10 +112,15 @@ else
 fi
 
 # The tests inside the recipe images keep the 2 cores less than half busy (JVM start-ups, Maven, PostgreSQL's
-# waits): the fuzz smoke's clang build and runs go alongside them and the release build.
+# waits): the fuzz smoke's clang build and runs and the unity check go alongside them and the release build.
 stage "fuzz smoke (in the background; log: $work/fuzz.log)"
 setsid nice -n 5 ./scripts/fuzz-smoke.sh > "$work/fuzz.log" 2>&1 &
 fuzz=$!
+# Every target's batched files as one translation unit: a name two of them share fails here, not in whichever
+# future batch puts them together.
+stage "unity check (in the background; log: $work/unity.log)"
+setsid nice -n 5 ./scripts/unity-check.py build > "$work/unity.log" 2>&1 &
+unity=$!
 # The release preset is not a unity build: a file that compiles only beside the others in its batch (a missing
 # include) fails here. Its package is installed, used through the installed files, and purged.
 stage "build (release, not unity) and its package: install, capsule run through the installed files, purge"
@@ -149,5 +155,14 @@ if ! wait "$fuzz"; then
 fi
 fuzz=""
 grep '^fuzz-smoke: fuzz_' "$work/fuzz.log"
+stage "unity check: waiting for it"
+if ! wait "$unity"; then
+  unity=""
+  cat "$work/unity.log"
+  echo "unity check failed" >&2
+  exit 1
+fi
+unity=""
+stage_tests="$(grep -c ' OK$' "$work/unity.log") targets"
 end_stage
 print_table

@@ -127,7 +127,8 @@ json pin_toolchains(const http::HttpClient& client, json spec, const std::string
   std::string query;
   for (const auto& [name, version] : spec["toolchains"].items()) {
     if (!version.is_string()) return spec;  // the daemon's 400 names it when the spec runs
-    query += (query.empty() ? "?" : "&") + http::url_encode(name) + "=" + http::url_encode(version.get<std::string>());
+    query += query.empty() ? '?' : '&';  // appended: a const char* + string here trips GCC 12's -Wrestrict at -O3
+    query += http::url_encode(name) + "=" + http::url_encode(version.get<std::string>());
   }
   if (spec.contains("as_of") && spec["as_of"].is_string()) query += "&as_of=" + http::url_encode(spec["as_of"].get<std::string>());
   auto known = cache.toolchains.find(query);

@@ -34,7 +34,7 @@ namespace {
 
 fs::path object_path(const fs::path& root, const char* kind, const std::string& digest) {
   const auto parsed = store::Digest::try_parse(digest);
-  if (!parsed) throw std::runtime_error("'" + digest.substr(0, 80) + "' is not a sha256 digest");
+  if (!parsed) throw std::runtime_error(std::string(1, '\'').append(digest.substr(0, 80)) + "' is not a sha256 digest");
   return root / "objects" / kind / (parsed->hex() + ".tar");
 }
 

@@ -20,13 +20,13 @@ namespace capsule::daemon {
 namespace {
 
 constexpr int kGzipWindowBits = 15 + 16;  // deflate: gzip wrapper, 32 KiB window
-constexpr std::size_t kChunk = 64 * 1024;
+constexpr std::size_t kRingChunk = 64 * 1024;
 constexpr std::size_t kMaxZlibInput = 1u << 30;  // z_stream counts in uInt
 constexpr const char* kTruncationSuffix = ".truncated";
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool valid_run_id(const std::string& id) {
+bool valid_log_name(const std::string& id) {
   if (id.empty() || id.front() == '.') return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
@@ -142,10 +142,10 @@ void LogWriter::write_ring_tail() {
   const std::uint64_t dropped = appended_ - head_bytes_ - ring_filled_;
   if (dropped > 0) deflate_and_write(truncation_marker(dropped), Z_NO_FLUSH);
   const std::uint64_t start = ring_filled_ < ring_bytes_ ? 0 : ring_position_;
-  std::string piece(kChunk, '\0');
+  std::string piece(kRingChunk, '\0');
   for (std::uint64_t done = 0; done < ring_filled_;) {
     const std::uint64_t offset = (start + done) % ring_bytes_;
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>({kChunk, ring_filled_ - done, ring_bytes_ - offset}));
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>({kRingChunk, ring_filled_ - done, ring_bytes_ - offset}));
     const ssize_t n = ::pread(ring_fd_, piece.data(), want, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw LogStoreError(path_, "read the kept tail: " + (n < 0 ? errno_text() : "unexpected end"));
@@ -188,7 +188,7 @@ void LogWriter::signal() {
 }
 
 void LogWriter::deflate_and_write(std::string_view data, int flush) {
-  unsigned char out[kChunk];
+  unsigned char out[kRingChunk];
   zs_->next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));  // zlib does not write input
   zs_->avail_in = static_cast<uInt>(data.size());
   int rc = Z_OK;
@@ -220,7 +220,7 @@ LogStore::LogStore(std::string dir, LogStoreOptions options) : dir_(std::move(di
 }
 
 std::string LogStore::path(const std::string& run_id, Stream stream) const {
-  if (!valid_run_id(run_id)) throw LogStoreError("", "'" + run_id + "' is not a valid run id");
+  if (!valid_log_name(run_id)) throw LogStoreError("", "'" + run_id + "' is not a valid run id");
   return dir_ + "/" + run_id + "." + stream_name(stream) + ".z";
 }
 
@@ -283,7 +283,7 @@ std::unique_ptr<LogWatchers::Subscription> LogStore::watch(const std::string& ru
 }
 
 void LogStore::run_ended(const std::string& run_id) noexcept {
-  if (!valid_run_id(run_id)) return;
+  if (!valid_log_name(run_id)) return;
   for (Stream stream : {Stream::kStdout, Stream::kStderr}) {
     try {
       watchers_->signal(path(run_id, stream), LogEvent::kRunEnded);

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 namespace {
 
-constexpr std::int64_t kDayMs = 24ll * 60 * 60 * 1000;
+constexpr std::int64_t kKeepDayMs = 24ll * 60 * 60 * 1000;
 constexpr std::uint64_t kMaxGlobVisits = 1'000'000;  // entries one upper's globs may look at
 
 // What the globs keep of one upper: matched regular files and the directories leading to them.
@@ -132,7 +132,7 @@ json RunOutputs::keep(const std::string& run_id, const std::optional<std::vector
     outputs["reason"] = joined;
   }
   if (outputs["workspace"].is_null() && outputs["root"].is_null()) return outputs;
-  outputs["kept_until"] = finished_ms + static_cast<std::int64_t>(policy_.keep_days) * kDayMs;
+  outputs["kept_until"] = finished_ms + static_cast<std::int64_t>(policy_.keep_days) * kKeepDayMs;
   try {
     base::write_file_atomic(index_path(run_id), outputs.dump(), "outputs", 0600);
   } catch (const std::exception& e) {

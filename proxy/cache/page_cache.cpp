@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/ascii.h"
 #include "base/error.h"
 #include "base/file_util.h"
 #include "proxy/error.h"
@@ -21,8 +22,6 @@ constexpr std::size_t kMaxKeyLength = 200;
 constexpr std::size_t kMaxKindLength = 64;
 constexpr std::uint64_t kMaxFileBytes = 1ULL << 30;
 
-bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
-
 bool valid_kind(const std::string& kind) {
   if (kind.empty() || kind.size() > kMaxKindLength || kind.front() == '-') return false;
   for (char c : kind) {
@@ -32,9 +31,9 @@ bool valid_kind(const std::string& kind) {
 }
 
 bool valid_key(const std::string& key) {
-  if (key.empty() || key.size() > kMaxKeyLength || !is_alnum(key.front())) return false;
+  if (key.empty() || key.size() > kMaxKeyLength || !base::is_ascii_alnum(key.front())) return false;
   for (char c : key) {
-    if (!(is_alnum(c) || c == '.' || c == '_' || c == ':' || c == '+' || c == '-')) return false;
+    if (!(base::is_ascii_alnum(c) || c == '.' || c == '_' || c == ':' || c == '+' || c == '-')) return false;
   }
   return true;
 }

@@ -9,12 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/ascii.h"
+
 namespace capsule::proxy::maven {
 namespace {
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // A number (its digits without leading zeros; "" is zero) or a qualifier (lower case, aliases resolved).
 struct Scalar {
@@ -52,7 +50,7 @@ Scalar make_qualifier(std::string_view text, bool followed_by_digit) {
 
 ParsedVersion parse(std::string_view raw) {
   std::string version(raw.size(), '\0');
-  for (std::size_t i = 0; i < raw.size(); ++i) version[i] = to_lower(raw[i]);
+  for (std::size_t i = 0; i < raw.size(); ++i) version[i] = base::ascii_lower(raw[i]);
   const std::string_view text(version);
 
   ParsedVersion parsed;
@@ -71,7 +69,7 @@ ParsedVersion parse(std::string_view raw) {
       current().push_back(i == start ? Scalar{true, ""} : token(in_digits, text.substr(start, i - start)));
       start = i + 1;
       if (c == '-') open_sub_list();
-    } else if (is_digit(c)) {
+    } else if (base::is_ascii_digit(c)) {
       if (!in_digits && i > start) {
         // A qualifier after a '.' sorts like one after '-' ("1.0.0.X1" == "1.0.0-X1").
         if (!current().empty()) open_sub_list();
@@ -232,20 +230,20 @@ bool is_snapshot_version(std::string_view version) {
   if (version.size() >= kSnapshot.size()) {
     const std::string_view tail = version.substr(version.size() - kSnapshot.size());
     bool matches = true;
-    for (std::size_t i = 0; i < tail.size(); ++i) matches = matches && to_lower(tail[i]) == kSnapshot[i];
+    for (std::size_t i = 0; i < tail.size(); ++i) matches = matches && base::ascii_lower(tail[i]) == kSnapshot[i];
     if (matches) return true;
   }
   // <base>-yyyyMMdd.HHmmss-<build number>
   const std::size_t dash = version.rfind('-');
   if (dash == std::string_view::npos || dash + 1 == version.size()) return false;
   for (char c : version.substr(dash + 1))
-    if (!is_digit(c)) return false;
+    if (!base::is_ascii_digit(c)) return false;
   const std::string_view head = version.substr(0, dash);
   constexpr std::size_t kStampLength = 15;  // yyyyMMdd.HHmmss
   if (head.size() < kStampLength + 1 || head[head.size() - kStampLength - 1] != '-') return false;
   const std::string_view stamp = head.substr(head.size() - kStampLength);
   for (std::size_t i = 0; i < stamp.size(); ++i)
-    if (i == 8 ? stamp[i] != '.' : !is_digit(stamp[i])) return false;
+    if (i == 8 ? stamp[i] != '.' : !base::is_ascii_digit(stamp[i])) return false;
   return true;
 }
 

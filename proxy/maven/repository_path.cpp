@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "base/ascii.h"
+
 namespace capsule::proxy::maven {
 namespace {
 
@@ -15,8 +17,6 @@ constexpr std::array<std::string_view, 4> kChecksumSuffixes{"md5", "sha1", "sha2
 bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Splits on '/' and refuses what cannot name a file inside the repository.
 std::optional<std::vector<std::string_view>> split_segments(std::string_view path) {
@@ -70,10 +70,10 @@ std::optional<std::string_view> skip_build_stamp(std::string_view text) {
   constexpr std::size_t kStampLength = 15;
   if (text.size() < kStampLength + 2) return std::nullopt;
   for (std::size_t i = 0; i < kStampLength; ++i)
-    if (i == 8 ? text[i] != '.' : !is_digit(text[i])) return std::nullopt;
+    if (i == 8 ? text[i] != '.' : !base::is_ascii_digit(text[i])) return std::nullopt;
   if (text[kStampLength] != '-') return std::nullopt;
   std::size_t end = kStampLength + 1;
-  while (end < text.size() && is_digit(text[end])) ++end;
+  while (end < text.size() && base::is_ascii_digit(text[end])) ++end;
   if (end == kStampLength + 1) return std::nullopt;
   return text.substr(end);
 }

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/ascii.h"
+
 namespace capsule::proxy::pypi {
 namespace {
 
@@ -36,13 +38,6 @@ std::string_view trim(std::string_view text) {
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
   return text;
-}
-
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
 }
 
 // RFC 9110 token characters.
@@ -95,14 +90,14 @@ std::optional<Range> parse_range(std::string_view entry) {
   const std::string_view media = trim(pieces[0]);
   const std::size_t slash = media.find('/');
   if (slash == std::string_view::npos) return std::nullopt;
-  Range range{lowercase(media.substr(0, slash)), lowercase(media.substr(slash + 1))};
+  Range range{base::ascii_lowercase(media.substr(0, slash)), base::ascii_lowercase(media.substr(slash + 1))};
   if (!is_token(range.type) || !is_token(range.subtype)) return std::nullopt;
   if (range.type == "*" && range.subtype != "*") return std::nullopt;
   for (std::size_t i = 1; i < pieces.size(); ++i) {
     const std::string_view parameter = trim(pieces[i]);
     const std::size_t equals = parameter.find('=');
     if (equals == std::string_view::npos || !is_token(trim(parameter.substr(0, equals)))) return std::nullopt;
-    if (lowercase(trim(parameter.substr(0, equals))) != "q") continue;  // media type parameters don't matter here
+    if (base::ascii_lowercase(trim(parameter.substr(0, equals))) != "q") continue;  // media type parameters don't matter here
     const auto q = parse_qvalue(trim(parameter.substr(equals + 1)));
     if (!q) return std::nullopt;
     range.q = *q;
@@ -124,7 +119,7 @@ int specificity(const Range& range, const Offer& offer) {
 Negotiated answer(const Offer& offer) { return {offer.format, std::string(offer.content_type)}; }
 
 std::optional<Negotiated> from_format_query(std::string_view format_query) {
-  std::string wanted = lowercase(trim(format_query));
+  std::string wanted = base::ascii_lowercase(trim(format_query));
   for (char& c : wanted)
     if (c == ' ') c = '+';
   for (const auto& offer : kOffers)

@@ -6,24 +6,17 @@
 #include <optional>
 #include <vector>
 
+#include "base/ascii.h"
 #include "proxy/pypi/project_name.h"
 
 namespace capsule::proxy::pypi {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_lower_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z'); }
-bool is_separator(char c) { return c == '-' || c == '_' || c == '.'; }
-
-std::string lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
+bool is_lower_alnum(char c) { return base::is_ascii_digit(c) || (c >= 'a' && c <= 'z'); }
+bool is_version_separator(char c) { return c == '-' || c == '_' || c == '.'; }
 
 bool ends_with_nocase(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && lowercase(text.substr(text.size() - suffix.size())) == suffix;
+  return text.size() >= suffix.size() && base::ascii_lowercase(text.substr(text.size() - suffix.size())) == suffix;
 }
 
 std::vector<std::string_view> split(std::string_view text, char delimiter) {
@@ -41,7 +34,7 @@ std::string_view after_name(std::string_view stem, std::string_view project) {
   for (std::size_t dash = stem.find('-'); dash != std::string_view::npos; dash = stem.find('-', dash + 1))
     if (normalize_name(stem.substr(0, dash)) == wanted) return stem.substr(dash + 1);
   for (std::size_t dash = stem.find('-'); dash != std::string_view::npos; dash = stem.find('-', dash + 1))
-    if (dash + 1 < stem.size() && is_digit(stem[dash + 1])) return stem.substr(dash + 1);
+    if (dash + 1 < stem.size() && base::is_ascii_digit(stem[dash + 1])) return stem.substr(dash + 1);
   return {};
 }
 
@@ -53,13 +46,13 @@ class Reader {
   bool done() const { return pos_ == text_.size(); }
   bool peek(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
   bool peek_digit_after(char c) const {
-    return peek(c) && pos_ + 1 < text_.size() && is_digit(text_[pos_ + 1]);
+    return peek(c) && pos_ + 1 < text_.size() && base::is_ascii_digit(text_[pos_ + 1]);
   }
   std::size_t mark() const { return pos_; }
   void reset(std::size_t mark) { pos_ = mark; }
   void skip() { ++pos_; }
   void skip_separator() {
-    if (pos_ < text_.size() && is_separator(text_[pos_])) ++pos_;
+    if (pos_ < text_.size() && is_version_separator(text_[pos_])) ++pos_;
   }
   bool word(std::string_view word) {
     if (text_.substr(pos_, word.size()) != word) return false;
@@ -69,7 +62,7 @@ class Reader {
   // Digits with leading zeros dropped ("007" -> "7", "000" -> "0"); kept as text, so any length is fine.
   std::optional<std::string> number() {
     const std::size_t start = pos_;
-    while (pos_ < text_.size() && is_digit(text_[pos_])) ++pos_;
+    while (pos_ < text_.size() && base::is_ascii_digit(text_[pos_])) ++pos_;
     if (pos_ == start) return std::nullopt;
     std::string_view digits = text_.substr(start, pos_ - start);
     while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
@@ -180,7 +173,7 @@ std::optional<std::string> parse_pep440(std::string_view text) {
   return out;
 }
 
-std::string_view trim(std::string_view text) {
+std::string_view trim_blanks(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n')) text.remove_suffix(1);
   return text;
@@ -204,7 +197,7 @@ std::string version_from_filename(std::string_view filename, std::string_view pr
       return std::string(after_name(filename.substr(0, filename.size() - extension.size()), project));
   if (ends_with_nocase(filename, ".exe") || ends_with_nocase(filename, ".msi")) {
     const std::string_view rest = after_name(filename.substr(0, filename.size() - 4), project);
-    const std::string lowered = lowercase(rest);
+    const std::string lowered = base::ascii_lowercase(rest);
     std::size_t end = std::min(lowered.find(".win"), lowered.find("-win"));
     if (end == std::string::npos) end = lowered.find("-py");
     return std::string(rest.substr(0, end));
@@ -213,7 +206,7 @@ std::string version_from_filename(std::string_view filename, std::string_view pr
 }
 
 std::string canonical_version(std::string_view version) {
-  const std::string lowered = lowercase(trim(version));
+  const std::string lowered = base::ascii_lowercase(trim_blanks(version));
   if (auto canonical = parse_pep440(lowered)) return *canonical;
   return lowered;
 }

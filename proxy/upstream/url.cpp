@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "base/ascii.h"
+
 namespace capsule::proxy {
 namespace {
 
@@ -17,8 +19,7 @@ bool has_forbidden_byte(std::string_view text) {
 }
 
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_hex(char c) { return base::is_ascii_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 std::string lower(std::string_view text) {
   std::string out(text);
@@ -36,7 +37,7 @@ struct Components {
 
 bool is_scheme(std::string_view text) {
   return !text.empty() && is_alpha(text.front()) && std::all_of(text.begin(), text.end(), [](char c) {
-    return is_alpha(c) || is_digit(c) || c == '+' || c == '-' || c == '.';
+    return is_alpha(c) || base::is_ascii_digit(c) || c == '+' || c == '-' || c == '.';
   });
 }
 
@@ -102,7 +103,7 @@ std::string merge(const Components& base, std::string_view reference_path) {
 }
 
 bool parse_port(std::string_view text, unsigned short& port) {
-  if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), is_digit)) return false;
+  if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), base::is_ascii_digit)) return false;
   unsigned value = 0;
   for (char c : text) value = value * 10 + static_cast<unsigned>(c - '0');
   if (value == 0 || value > 65535) return false;
@@ -157,7 +158,7 @@ std::optional<Url> parse_url(std::string_view text) {
     has_port = colon != std::string_view::npos;
     if (has_port) port = authority.substr(colon + 1);
     const bool name_chars = std::all_of(host.begin(), host.end(), [](char c) {
-      return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+      return is_alpha(c) || base::is_ascii_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
     });
     if (!name_chars) return std::nullopt;
   }

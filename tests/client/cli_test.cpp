@@ -21,6 +21,7 @@
 #include "client/run_view.h"
 #include "http/unix_client.h"
 #include "install_layout.h"
+#include "tests/support/test_support.h"
 
 #ifndef CAPSULE_BIN_DIR
 #define CAPSULE_BIN_DIR ""
@@ -42,12 +43,7 @@ struct Outcome {
   std::string out, err;
 };
 
-std::string slurp(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
+using capsule::testing::slurp;
 
 pid_t spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err,
             const std::vector<std::string>& extra_env = {}) {

@@ -15,6 +15,7 @@
 #include "client/session_files.h"
 #include "http/unix_client.h"
 #include "tests/support/scripted_server.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::client {
 namespace {
@@ -22,10 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using capsule::testing::ScriptedServer;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using capsule::testing::slurp;
 
 // A fresh directory under /tmp, removed at the end of the test.
 class TempDirTest : public ::testing::Test {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "daemon/logs/log_store.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::daemon {
 namespace {
@@ -27,11 +28,7 @@ class LazyLogFilesTest : public ::testing::Test {
   std::string dir_;
 };
 
-std::size_t open_fds() {
-  std::size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
-  return count;
-}
+using capsule::testing::open_fds;
 
 TEST_F(LazyLogFilesTest, AWriterThatGetsNoByteLeavesNoFileAndReadsAsEmpty) {
   LogStore store(dir_, LogStoreOptions{4096});

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "daemon/logs/log_store.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::daemon {
 namespace {
@@ -32,16 +33,9 @@ std::string random_text(std::size_t size, unsigned seed) {
   return text;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using capsule::testing::slurp;
 
-std::size_t open_fds() {
-  std::size_t count = 0;
-  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
-  return count;
-}
+using capsule::testing::open_fds;
 
 TEST_F(LogReaderTest, ReadsInBoundedPiecesAndResumes) {
   LogStore store(dir_, LogStoreOptions{0});

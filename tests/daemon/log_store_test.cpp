@@ -10,6 +10,7 @@
 #include <random>
 
 #include "store/digest.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::daemon {
 namespace {
@@ -26,10 +27,7 @@ class LogStoreTest : public ::testing::Test {
   std::string dir_;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using capsule::testing::slurp;
 
 TEST_F(LogStoreTest, RoundTripsBothStreams) {
   LogStore store(dir_ + "/logs");  // created on demand

@@ -27,7 +27,7 @@ std::string read_source(const std::string& relative) {
   return text.str();
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
+std::vector<std::string> yaml_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
@@ -45,7 +45,7 @@ std::set<std::string> documented_routes(const std::string& yaml) {
   bool in_paths = false;
   std::string path;
   std::smatch match;
-  for (const std::string& line : lines_of(yaml)) {
+  for (const std::string& line : yaml_lines(yaml)) {
     if (!line.empty() && line[0] != ' ' && line[0] != '#') in_paths = line == "paths:";
     if (!in_paths) continue;
     if (std::regex_match(line, match, path_line)) path = match[1].str();
@@ -64,7 +64,7 @@ std::map<std::string, unsigned> documented_codes(const std::string& yaml) {
   std::map<std::string, unsigned> codes;
   unsigned status = 0;
   std::smatch match;
-  for (const std::string& line : lines_of(yaml)) {
+  for (const std::string& line : yaml_lines(yaml)) {
     if (std::regex_match(line, match, schema_line)) status = static_cast<unsigned>(std::stoul(match[1].str()));
     if (status == 0 || !std::regex_match(line, match, enum_line)) continue;
     const std::string list = match[1].str();

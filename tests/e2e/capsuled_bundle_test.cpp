@@ -14,8 +14,6 @@
 namespace capsule::testing {
 namespace {
 
-void sh_ok(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
-
 std::set<std::string> dependency_set(const json& run) {
   std::set<std::string> out;
   for (const auto& dependency : run["pinned"]["dependencies"]) out.insert(dependency["url"].get<std::string>() + " " + dependency["sha256"].get<std::string>());
@@ -212,29 +210,28 @@ TEST_F(CapsuledBundle, HostileBundlesAreCleanRefusals) {
 }
 
 // ---- Other users.
-std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
-const std::string kGroup = test_name("capsule-b");
+const std::string kBundleGroup = account_name("capsule-b");
 
 class CapsuledBundleUsers : public CapsuledBundle {
  protected:
   static void SetUpTestSuite() {
     try {
-      create_group(kGroup);
-      alice_ = create_user(test_name("capsule-b-alice"), kGroup, {});
-      bob_ = create_user(test_name("capsule-b-bob"), kGroup, {});
+      create_group(kBundleGroup);
+      alice_ = create_user(account_name("capsule-b-alice"), kBundleGroup, {});
+      bob_ = create_user(account_name("capsule-b-bob"), kBundleGroup, {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
-    remove_user(test_name("capsule-b-alice"));
-    remove_user(test_name("capsule-b-bob"));
-    remove_group(kGroup);
+    remove_user(account_name("capsule-b-alice"));
+    remove_user(account_name("capsule-b-bob"));
+    remove_group(kBundleGroup);
   }
   void SetUp() override {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     Capsuled::SetUp();
-    write_file(dir_ / "capsuled.json", json{{"socket_group", kGroup}}.dump());
+    write_file(dir_ / "capsuled.json", json{{"socket_group", kBundleGroup}}.dump());
     start({"--config", (dir_ / "capsuled.json").string()});
   }
   static inline TestUser alice_, bob_;

@@ -15,7 +15,7 @@
 namespace capsule::testing {
 namespace {
 
-const std::string kGroup = account_name("capsule-t-out");
+const std::string kOutputsGroup = account_name("capsule-t-out");
 
 struct TarItem {
   char type = '?';  // f, d, l, h
@@ -47,22 +47,22 @@ class CapsuledOutputs : public Capsuled {
  protected:
   static void SetUpTestSuite() {
     try {
-      create_group(kGroup);
-      other_ = create_user(account_name("capsule-t-out-bob"), kGroup, {});
+      create_group(kOutputsGroup);
+      other_ = create_user(account_name("capsule-t-out-bob"), kOutputsGroup, {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
     remove_user(account_name("capsule-t-out-bob"));
-    remove_group(kGroup);
+    remove_group(kOutputsGroup);
   }
 
   void SetUp() override {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     Capsuled::SetUp();
     const fs::path config = dir_ / "capsuled.json";
-    write_file(config, json{{"socket_group", kGroup}}.dump());
+    write_file(config, json{{"socket_group", kOutputsGroup}}.dump());
     start({"--config", config.string()});
   }
 

@@ -14,7 +14,7 @@ namespace {
 
 using Objects = std::set<std::pair<std::string, std::string>>;  // url, sha256
 
-Objects dependency_set(const json& run) {
+Objects dependency_objects(const json& run) {
   Objects out;
   for (const auto& object : run["pinned"]["dependencies"]) {
     out.insert({object["url"].get<std::string>(), object["sha256"].get<std::string>()});
@@ -69,7 +69,7 @@ TEST_F(CapsuledReplay, APipRunReplaysWithItsUpstreamStoppedFromTheSameObjects) {
   EXPECT_EQ(pinned["host_image"].get<std::string>().rfind("sha256:", 0), 0u);
   EXPECT_EQ(pinned["replayable"], false);
   EXPECT_NE(pinned["not_replayable"].dump().find("the host image is the host's /usr"), std::string::npos);
-  const Objects objects = dependency_set(original);
+  const Objects objects = dependency_objects(original);
   EXPECT_EQ(objects.size(), pinned["dependencies"].size()) << "once per URL";
   bool has_wheel = false;
   for (const auto& [url, sha256] : objects) has_wheel |= url.ends_with("/files/beta/beta-0.9-py3-none-any.whl");
@@ -81,7 +81,7 @@ TEST_F(CapsuledReplay, APipRunReplaysWithItsUpstreamStoppedFromTheSameObjects) {
   const json& replay = replays[0];
   ASSERT_EQ(replay["state"], "succeeded") << replay.dump(2);
   EXPECT_EQ(replay["result"]["stdout"]["head"], original["result"]["stdout"]["head"]);
-  EXPECT_EQ(dependency_set(replay), objects);
+  EXPECT_EQ(dependency_objects(replay), objects);
   EXPECT_EQ(replay["replay_of"], original["id"]);
   EXPECT_EQ(replay["labels"]["capsule.replay_of"], original["id"]);
   EXPECT_EQ(replay["proxy"]["frozen_from"], original["id"]);
@@ -112,8 +112,8 @@ TEST_F(CapsuledReplay, AMavenRunReplaysWithItsUpstreamStopped) {
   const json replay = replay_and_wait(original["id"])[0];
   ASSERT_EQ(replay["state"], "succeeded") << replay.dump(2);
   EXPECT_EQ(replay["result"]["stdout"]["head"], "1.1\n");
-  EXPECT_EQ(dependency_set(replay), dependency_set(original));
-  EXPECT_FALSE(dependency_set(replay).empty());
+  EXPECT_EQ(dependency_objects(replay), dependency_objects(original));
+  EXPECT_FALSE(dependency_objects(replay).empty());
 }
 
 TEST_F(CapsuledReplay, AnObjectTheOriginalNeverFetchedIsRefusedByName) {
@@ -223,29 +223,28 @@ TEST_F(CapsuledReplay, TheCliFollowsAReplayLikeARunAndReportsRepeats) {
   EXPECT_NE(bad.err.find("--vary"), std::string::npos) << bad.err;
 }
 
-std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
-const std::string kGroup = test_name("capsule-r");
+const std::string kReplayGroup = account_name("capsule-r");
 
 class CapsuledReplayUsers : public Capsuled {
  protected:
   static void SetUpTestSuite() {
     try {
-      create_group(kGroup);
-      alice_ = create_user(test_name("capsule-r-alice"), kGroup, {});
-      bob_ = create_user(test_name("capsule-r-bob"), kGroup, {});
+      create_group(kReplayGroup);
+      alice_ = create_user(account_name("capsule-r-alice"), kReplayGroup, {});
+      bob_ = create_user(account_name("capsule-r-bob"), kReplayGroup, {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
-    remove_user(test_name("capsule-r-alice"));
-    remove_user(test_name("capsule-r-bob"));
-    remove_group(kGroup);
+    remove_user(account_name("capsule-r-alice"));
+    remove_user(account_name("capsule-r-bob"));
+    remove_group(kReplayGroup);
   }
   void SetUp() override {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     Capsuled::SetUp();
-    write_file(dir_ / "capsuled.json", json{{"socket_group", kGroup}}.dump());
+    write_file(dir_ / "capsuled.json", json{{"socket_group", kReplayGroup}}.dump());
     start({"--config", (dir_ / "capsuled.json").string()});
   }
   static inline TestUser alice_, bob_;

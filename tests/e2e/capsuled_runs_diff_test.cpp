@@ -8,8 +8,7 @@
 namespace capsule::testing {
 namespace {
 
-std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
-const std::string kGroup = test_name("capsule-td");
+const std::string kDiffGroup = account_name("capsule-td");
 
 // A run that writes a JUnit report with pkg.T.flaky (failing when $FAIL is set) and pkg.T.steady, prints its
 // outcome and exits 1 when it failed.
@@ -31,22 +30,22 @@ class CapsuledRunsDiff : public Capsuled {
  protected:
   static void SetUpTestSuite() {
     try {
-      create_group(kGroup);
-      alice_ = create_user(test_name("capsule-td-alice"), kGroup, {});
-      bob_ = create_user(test_name("capsule-td-bob"), kGroup, {});
+      create_group(kDiffGroup);
+      alice_ = create_user(account_name("capsule-td-alice"), kDiffGroup, {});
+      bob_ = create_user(account_name("capsule-td-bob"), kDiffGroup, {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
-    for (const char* user : {"capsule-td-alice", "capsule-td-bob"}) remove_user(test_name(user));
-    remove_group(kGroup);
+    for (const char* user : {"capsule-td-alice", "capsule-td-bob"}) remove_user(account_name(user));
+    remove_group(kDiffGroup);
   }
   void SetUp() override {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     Capsuled::SetUp();
     const fs::path config = dir_ / "capsuled.json";
-    write_file(config, json{{"socket_group", kGroup}}.dump());
+    write_file(config, json{{"socket_group", kDiffGroup}}.dump());
     start({"--config", config.string()});
   }
 

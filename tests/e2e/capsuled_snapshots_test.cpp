@@ -14,8 +14,6 @@
 namespace capsule::testing {
 namespace {
 
-void sh_ok(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
-
 class CapsuledSnapshots : public Capsuled {
  protected:
   void SetUp() override {
@@ -317,30 +315,29 @@ TEST_F(CapsuledSnapshots, GcKeepsWhatRecordsPinOrSessionsUseAndRemovesTheRest) {
 }
 
 // ---- Other users.
-std::string test_name(const std::string& base) { return base + "-" + std::to_string(::getpid()); }
-const std::string kGroup = test_name("capsule-s");
+const std::string kSnapshotGroup = account_name("capsule-s");
 
 class CapsuledSnapshotUsers : public Capsuled {
  protected:
   static void SetUpTestSuite() {
     try {
-      create_group(kGroup);
-      alice_ = create_user(test_name("capsule-s-alice"), kGroup, {});
-      bob_ = create_user(test_name("capsule-s-bob"), kGroup, {});
+      create_group(kSnapshotGroup);
+      alice_ = create_user(account_name("capsule-s-alice"), kSnapshotGroup, {});
+      bob_ = create_user(account_name("capsule-s-bob"), kSnapshotGroup, {});
     } catch (const std::exception& e) {
       setup_error_ = e.what();
     }
   }
   static void TearDownTestSuite() {
-    remove_user(test_name("capsule-s-alice"));
-    remove_user(test_name("capsule-s-bob"));
-    remove_group(kGroup);
+    remove_user(account_name("capsule-s-alice"));
+    remove_user(account_name("capsule-s-bob"));
+    remove_group(kSnapshotGroup);
   }
   void SetUp() override {
     ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     Capsuled::SetUp();
     const fs::path config = dir_ / "capsuled.json";
-    write_file(config, json{{"socket_group", kGroup}}.dump());
+    write_file(config, json{{"socket_group", kSnapshotGroup}}.dump());
     start({"--config", config.string()});
   }
   UserCall as(const TestUser& user, const std::string& method, const std::string& target, const json& body = nullptr) const {

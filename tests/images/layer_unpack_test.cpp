@@ -20,7 +20,7 @@ using testing::make_tar;
 using testing::TarEntry;
 using testing::TempDir;
 
-struct stat lstat_of(const fs::path& path) {
+struct stat entry_stat(const fs::path& path) {
   struct stat st {};
   EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
   return st;
@@ -75,27 +75,27 @@ TEST_F(LayerUnpack, ContentOwnersModesTimesAndLinks) {
   });
   EXPECT_EQ(result.entries, 11u);
   EXPECT_EQ(testing::read_file(layer() / "etc/root-file"), "root");
-  EXPECT_EQ(lstat_of(layer() / "etc/root-file").st_uid, 0u);
-  EXPECT_EQ(lstat_of(layer() / "etc/root-file").st_mode & 07777, 0600u);
-  const struct stat owned = lstat_of(layer() / "home/user/owned");
+  EXPECT_EQ(entry_stat(layer() / "etc/root-file").st_uid, 0u);
+  EXPECT_EQ(entry_stat(layer() / "etc/root-file").st_mode & 07777, 0600u);
+  const struct stat owned = entry_stat(layer() / "home/user/owned");
   EXPECT_EQ(owned.st_uid, 1000u);
   EXPECT_EQ(owned.st_gid, 1000u);
   EXPECT_EQ(owned.st_mode & 07777, 0640u);
   EXPECT_EQ(owned.st_mtim.tv_sec, 1500000000);
-  EXPECT_EQ(lstat_of(layer() / "home").st_mode & 07777, 0755u);  // implied parent
-  EXPECT_EQ(lstat_of(layer() / "usr/bin/su").st_mode & 07777, 04755u);
-  EXPECT_EQ(lstat_of(layer() / "usr/bin/wall").st_mode & 07777, 02755u);
-  EXPECT_EQ(lstat_of(layer() / "usr/bin/wall").st_gid, 5u);
-  EXPECT_EQ(lstat_of(layer() / "tmp").st_mode & 07777, 01777u);
-  const struct stat etc = lstat_of(layer() / "etc");
+  EXPECT_EQ(entry_stat(layer() / "home").st_mode & 07777, 0755u);  // implied parent
+  EXPECT_EQ(entry_stat(layer() / "usr/bin/su").st_mode & 07777, 04755u);
+  EXPECT_EQ(entry_stat(layer() / "usr/bin/wall").st_mode & 07777, 02755u);
+  EXPECT_EQ(entry_stat(layer() / "usr/bin/wall").st_gid, 5u);
+  EXPECT_EQ(entry_stat(layer() / "tmp").st_mode & 07777, 01777u);
+  const struct stat etc = entry_stat(layer() / "etc");
   EXPECT_EQ(etc.st_mode & 07777, 0750u);
   EXPECT_EQ(etc.st_gid, 4u);
   EXPECT_EQ(etc.st_mtim.tv_sec, 1600000000);  // kept although files were created in it afterwards
-  EXPECT_TRUE(S_ISLNK(lstat_of(layer() / "bin").st_mode));
+  EXPECT_TRUE(S_ISLNK(entry_stat(layer() / "bin").st_mode));
   EXPECT_EQ(fs::read_symlink(layer() / "bin"), "usr/bin");
-  EXPECT_EQ(lstat_of(layer() / "bin").st_uid, 1000u);
+  EXPECT_EQ(entry_stat(layer() / "bin").st_uid, 1000u);
   EXPECT_EQ(fs::read_symlink(layer() / "etc/absolute-link"), "/etc/shadow");
-  EXPECT_EQ(lstat_of(layer() / "usr/bin/su-again").st_ino, lstat_of(layer() / "usr/bin/su").st_ino);
+  EXPECT_EQ(entry_stat(layer() / "usr/bin/su-again").st_ino, entry_stat(layer() / "usr/bin/su").st_ino);
   EXPECT_EQ(xattr_of(layer() / "etc/caps", "user.capsule.test"), "value");
 }
 
@@ -110,7 +110,7 @@ TEST_F(LayerUnpack, WhiteoutsBecomeOverlayfsWhiteouts) {
       {.path = ".wh..wh.plnk/123", .data = "aufs bookkeeping"},
   });
   for (const char* name : {"gone-file", "dir/gone-dir"}) {
-    const struct stat st = lstat_of(layer() / name);
+    const struct stat st = entry_stat(layer() / name);
     EXPECT_TRUE(S_ISCHR(st.st_mode)) << name;
     EXPECT_EQ(st.st_rdev, makedev(0, 0)) << name;
   }

@@ -20,7 +20,7 @@ using testing::LoopbackServer;
 using testing::TestRequest;
 using testing::TestResponse;
 
-void write_file(const std::filesystem::path& path, const std::string& content) {
+void write_text(const std::filesystem::path& path, const std::string& content) {
   std::filesystem::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
 }
@@ -42,13 +42,13 @@ class LocalPypiMirrorTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
     base_ = pattern;
     root_ = base_ / "mirror";
-    write_file(root_ / "simple" / "demo" / "index.json", kDemoPage);
-    write_file(root_ / "simple" / "other" / "index.json", R"({"name":"other","files":[]})");
+    write_text(root_ / "simple" / "demo" / "index.json", kDemoPage);
+    write_text(root_ / "simple" / "other" / "index.json", R"({"name":"other","files":[]})");
     std::filesystem::create_directories(root_ / "simple" / "empty-dir");
     std::filesystem::create_directories(root_ / "simple" / ".hidden");
-    write_file(root_ / "simple" / ".hidden" / "index.json", "{}");
-    write_file(root_ / "files" / "demo-1.0+local-py3-none-any.whl", "wheel bytes");
-    write_file(base_ / "secret.txt", "outside the mirror");
+    write_text(root_ / "simple" / ".hidden" / "index.json", "{}");
+    write_text(root_ / "files" / "demo-1.0+local-py3-none-any.whl", "wheel bytes");
+    write_text(base_ / "secret.txt", "outside the mirror");
   }
   void TearDown() override { std::filesystem::remove_all(base_); }
 
@@ -75,7 +75,7 @@ TEST_F(LocalPypiMirrorTest, ProjectPageWithEtagAnd304) {
   EXPECT_EQ(mirror->project_page("demo", "*").status, 304u);
   EXPECT_EQ(mirror->project_page("demo", "\"stale\"").status, 200u);
 
-  write_file(root_ / "simple" / "demo" / "index.json", std::string(kDemoPage) + " ");
+  write_text(root_ / "simple" / "demo" / "index.json", std::string(kDemoPage) + " ");
   const UpstreamPage changed = mirror->project_page("demo", page.etag);
   EXPECT_EQ(changed.status, 200u);
   EXPECT_NE(changed.etag, page.etag);
@@ -98,12 +98,12 @@ TEST_F(LocalPypiMirrorTest, RootIndexListsProjectDirectories) {
   EXPECT_EQ(index.body, R"({"meta":{"api-version":"1.0"},"projects":[{"name":"demo"},{"name":"other"}]})");
   EXPECT_EQ(mirror->index_page(index.etag).status, 304u);
 
-  write_file(root_ / "simple" / "third" / "index.json", "{}");
+  write_text(root_ / "simple" / "third" / "index.json", "{}");
   const UpstreamPage grown = mirror->index_page(index.etag);
   EXPECT_EQ(grown.status, 200u);
   EXPECT_NE(grown.body.find("third"), std::string::npos);
 
-  write_file(root_ / "simple" / "index.json", R"({"projects":[]})");
+  write_text(root_ / "simple" / "index.json", R"({"projects":[]})");
   EXPECT_EQ(mirror->index_page("").body, R"({"projects":[]})");
 }
 
@@ -152,7 +152,7 @@ TEST_F(LocalPypiMirrorTest, MissingRootFailsAtConstruction) {
 
 // ---- HTTP index against a loopback server ----
 
-HttpClientOptions one_attempt() {
+HttpClientOptions single_attempt() {
   HttpClientOptions options;
   options.max_attempts = 1;
   options.connect_timeout = std::chrono::milliseconds(5000);
@@ -183,7 +183,7 @@ TestResponse pypi_like(const TestRequest& request) {
 
 TEST(HttpPypiUpstream, ProjectPageSendsAcceptAndCapturesValidators) {
   LoopbackServer server(pypi_like);
-  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(one_attempt()), server.url("/simple/"));
+  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(single_attempt()), server.url("/simple/"));
   const UpstreamPage page = upstream->project_page("demo", "");
   EXPECT_EQ(page.status, 200u);
   EXPECT_EQ(page.body, kDemoPage);
@@ -200,7 +200,7 @@ TEST(HttpPypiUpstream, ProjectPageSendsAcceptAndCapturesValidators) {
 
 TEST(HttpPypiUpstream, IfNoneMatchGives304) {
   LoopbackServer server(pypi_like);
-  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(one_attempt()), server.url("/simple/"));
+  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(single_attempt()), server.url("/simple/"));
   const UpstreamPage page = upstream->project_page("demo", "\"v1\"");
   EXPECT_EQ(page.status, 304u);
   EXPECT_TRUE(page.body.empty());
@@ -211,7 +211,7 @@ TEST(HttpPypiUpstream, IfNoneMatchGives304) {
 
 TEST(HttpPypiUpstream, StatusesAndFinalUrl) {
   LoopbackServer server(pypi_like);
-  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(one_attempt()), server.url("/simple/"));
+  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(single_attempt()), server.url("/simple/"));
   EXPECT_EQ(upstream->project_page("absent", "").status, 404u);
   EXPECT_EQ(upstream->index_page("").body, R"({"projects":[]})");
   EXPECT_EQ(upstream->project_page("moved", "").url, server.url("/elsewhere/moved/"));
@@ -229,7 +229,7 @@ TEST(HttpPypiUpstream, StatusesAndFinalUrl) {
 
 TEST(HttpPypiUpstream, FetchFileStreamsAndMapsStatuses) {
   LoopbackServer server(pypi_like);
-  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(one_attempt()), server.url("/simple/"));
+  auto upstream = make_http_pypi_upstream(std::make_shared<HttpClient>(single_attempt()), server.url("/simple/"));
   EXPECT_EQ(fetch(*upstream, server.url("/files/demo.whl")), "wheel bytes");
   EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*upstream, server.url("/files/absent.whl")); }).code()), 404u);
   EXPECT_EQ(capsule::http::status_for(error_of([&] { fetch(*upstream, server.url("/files/forbidden.whl")); }).code()), 502u);

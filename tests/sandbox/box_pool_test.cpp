@@ -59,10 +59,7 @@ class PooledLauncher {
   std::unique_ptr<Launcher> launcher_;
 };
 
-std::string describe(const Result& r) {
-  return std::string(status_name(r.status)) + " reason=" + r.reason + " stdout=" + r.stdout_capture.head +
-         " stderr=" + r.stderr_capture.head;
-}
+using capsule::testing::describe;
 
 SandboxSpec sh(const std::string& script) {
   SandboxSpec spec = testing::host_spec({"/bin/sh", "-c", script});

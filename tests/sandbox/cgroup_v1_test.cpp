@@ -18,20 +18,16 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/cgroup_fs.h"
 #include "sandbox/error.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using capsule::testing::kMiB;
 const std::vector<std::string> kHierarchies{"memory", "pids", "cpu", "cpuacct", "freezer"};
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using capsule::testing::slurp;
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 

@@ -15,6 +15,7 @@
 #include "sandbox/cgroup_fs.h"
 #include "sandbox/error.h"
 #include "tests/sandbox/fake_cgroupfs.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -24,7 +25,7 @@ using capsule::testing::FakeKernel;
 using namespace std::chrono_literals;
 
 constexpr const char* kRoot = "/fake/cgroup";
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using capsule::testing::kMiB;
 
 template <class Fn>
 base::Cause error_of(Fn&& fn) {

@@ -18,19 +18,16 @@ namespace {
 using capsule::testing::host_spec;
 using capsule::testing::shared_launcher;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using capsule::testing::kMiB;
 
-Result run_sh(const std::string& script, std::uint64_t memory_bytes, double cpus) {
+Result run_sh_limited(const std::string& script, std::uint64_t memory_bytes, double cpus) {
   SandboxSpec spec = host_spec({"/bin/sh", "-c", script});
   spec.limits.memory_bytes = memory_bytes;
   spec.limits.cpus = cpus;
   return shared_launcher().run(spec);
 }
 
-std::string describe(const Result& r) {
-  return std::string(status_name(r.status)) + " exit=" + std::to_string(r.exit_code) +
-         " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
-}
+using capsule::testing::describe;
 
 int usable_cpus() {
   cpu_set_t set;
@@ -43,7 +40,7 @@ bool has_java() { return ::access("/usr/bin/java", X_OK) == 0; }
 TEST(CgroupView, TheBoxSeesItsOwnMemoryLimitAtTheRootOfItsView) {
   const std::string file = shared_launcher().cgroup_version() == 1 ? "/sys/fs/cgroup/memory/memory.limit_in_bytes"
                                                                    : "/sys/fs/cgroup/memory.max";
-  Result r = run_sh("cat " + file, 256 * kMiB, 0);
+  Result r = run_sh_limited("cat " + file, 256 * kMiB, 0);
   ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
   EXPECT_EQ(r.stdout_capture.head, std::to_string(256 * kMiB) + "\n");
 }
@@ -52,7 +49,7 @@ TEST(CgroupView, ItShowsNoHostPathAndIsReadOnly) {
   const std::string limit = shared_launcher().cgroup_version() == 1 ? "/sys/fs/cgroup/memory/memory.limit_in_bytes"
                                                                     : "/sys/fs/cgroup/memory.max";
   // /proc/self/cgroup is relative to the box: the exec's own leaf, never the daemon's "capsule/<id>" path.
-  Result r = run_sh("grep -c capsule /proc/self/cgroup; echo 1 > " + limit + " 2>&1 && echo wrote;"
+  Result r = run_sh_limited("grep -c capsule /proc/self/cgroup; echo 1 > " + limit + " 2>&1 && echo wrote;"
                     " mkdir /sys/fs/cgroup/x 2>&1 && echo made; true",
                     128 * kMiB, 0);
   ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
@@ -84,20 +81,20 @@ TEST(CgroupView, AnExecFindsTheBoxsPidsAndCpuLimitsInItsOwnCgroup) {
 
 TEST(CgroupView, NprocAndPythonAgreeWithTheCpuLimit) {
   if (usable_cpus() < 2) GTEST_SKIP() << "needs at least two CPUs to tell a one-CPU box apart";
-  Result one = run_sh("nproc; python3 -c 'import os; print(len(os.sched_getaffinity(0)))'", 0, 1);
+  Result one = run_sh_limited("nproc; python3 -c 'import os; print(len(os.sched_getaffinity(0)))'", 0, 1);
   ASSERT_EQ(one.status, Status::kSucceeded) << describe(one);
   EXPECT_EQ(one.stdout_capture.head, "1\n1\n");
   // A fraction rounds up; no limit leaves every CPU the launcher has.
-  Result half = run_sh("nproc", 0, 0.5);
+  Result half = run_sh_limited("nproc", 0, 0.5);
   EXPECT_EQ(half.stdout_capture.head, "1\n") << describe(half);
-  Result all = run_sh("nproc", 0, 0);
+  Result all = run_sh_limited("nproc", 0, 0);
   EXPECT_EQ(all.stdout_capture.head, std::to_string(usable_cpus()) + "\n") << describe(all);
 }
 
 TEST(CgroupView, TheJvmReportsTheBoxsMemoryLimitAndCpuCount) {
   if (!has_java()) GTEST_SKIP() << "no java on this host";
   if (usable_cpus() < 2) GTEST_SKIP() << "needs at least two CPUs";
-  Result r = run_sh("java -XshowSettings:system -version 2>&1", 256 * kMiB, 1);
+  Result r = run_sh_limited("java -XshowSettings:system -version 2>&1", 256 * kMiB, 1);
   ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
   const std::string& text = r.stdout_capture.head;
   EXPECT_NE(text.find("Memory Limit: 256.00M"), std::string::npos) << text;
@@ -108,7 +105,7 @@ TEST(CgroupView, TheJvmSizesItsDefaultHeapFromTheBoxsMemoryLimit) {
   if (!has_java()) GTEST_SKIP() << "no java on this host";
   // The default MaxHeapSize is a quarter of the memory the JVM sees: 128 MiB in a 512 MiB box, not a quarter
   // of the host's RAM (which gets a growing build OOM-killed).
-  Result r = run_sh("java -XX:+PrintFlagsFinal -version 2>/dev/null | awk '$2 == \"MaxHeapSize\" {print $4}'",
+  Result r = run_sh_limited("java -XX:+PrintFlagsFinal -version 2>/dev/null | awk '$2 == \"MaxHeapSize\" {print $4}'",
                     512 * kMiB, 0);
   ASSERT_EQ(r.status, Status::kSucceeded) << describe(r);
   EXPECT_EQ(r.stdout_capture.head, std::to_string(128 * kMiB) + "\n") << describe(r);

@@ -47,18 +47,8 @@ constexpr key_t kShmKeyBase = 0x43500000;                            // SysV key
 constexpr key_t kShmKeyEnd = 0x43600000;
 constexpr const char* kMarkerText = "capsule hostile-test marker: the host's own file\n";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::string describe(const Result& r) {
-  return std::string(status_name(r.status)) + " reason=" + r.reason + " exit=" + std::to_string(r.exit_code) +
-         " signal=" + std::to_string(r.signal) + "\nstdout: " + r.stdout_capture.head +
-         "\nstderr: " + r.stderr_capture.head;
-}
+using capsule::testing::describe;
+using capsule::testing::slurp;
 
 int listen_nonblocking(int domain, const sockaddr* address, socklen_t length) {
   int fd = socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -282,7 +272,7 @@ class HostileTest : public ::testing::Test {
     EXPECT_EQ(st.st_size, marker_before_.st_size);
     EXPECT_EQ(st.st_mtim.tv_sec, marker_before_.st_mtim.tv_sec);
     EXPECT_EQ(st.st_mtim.tv_nsec, marker_before_.st_mtim.tv_nsec);
-    EXPECT_EQ(read_file(bait_->marker), kMarkerText);
+    EXPECT_EQ(slurp(bait_->marker), kMarkerText);
     EXPECT_EQ(listing(bait_->dir), listing_before_);
     expect_no_connection(bait_->tcp_fd, "host TCP listener");
     expect_no_connection(bait_->abstract_fd, "host abstract Unix listener");

@@ -27,10 +27,7 @@ Result run_sh(const std::string& script, const std::function<void(SandboxSpec&)>
 
 std::string out(const Result& r) { return r.stdout_capture.head; }
 
-std::string describe(const Result& r) {
-  return std::string(status_name(r.status)) + " reason=" + r.reason + " exit=" + std::to_string(r.exit_code) +
-         " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
-}
+using capsule::testing::describe;
 
 TEST(Launcher, ExitCodesAreReported) {
   Result ok = run_sh("exit 0");

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "sandbox/error.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -54,10 +55,7 @@ std::string reference(std::size_t size, std::uint64_t offset = 0) {
   return s;
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using capsule::testing::slurp;
 
 // Checks a capture of `stream` against the documented contract for `cap`.
 void expect_capture(const StreamCapture& got, const std::string& stream, std::uint64_t cap) {
@@ -223,7 +221,7 @@ TEST(OutputCapture, SpillFileReceivesEveryByteWithMode0600) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0600u);
-  EXPECT_EQ(read_file(path), stream);
+  EXPECT_EQ(slurp(path), stream);
 }
 
 TEST(OutputCapture, SpillWithCapZeroStillWritesEverything) {
@@ -237,7 +235,7 @@ TEST(OutputCapture, SpillWithCapZeroStillWritesEverything) {
   EXPECT_TRUE(got.head.empty());
   EXPECT_TRUE(got.tail.empty());
   EXPECT_EQ(got.spill_path, path);
-  EXPECT_EQ(read_file(path), stream);
+  EXPECT_EQ(slurp(path), stream);
 }
 
 TEST(OutputCapture, SpillTruncatesExistingFileAndForcesMode0600) {
@@ -249,7 +247,7 @@ TEST(OutputCapture, SpillTruncatesExistingFileAndForcesMode0600) {
   OutputCapture capture(1024, path.string());
   capture.append("new");
   EXPECT_EQ(capture.finish().spill_path, path.string());
-  EXPECT_EQ(read_file(path), "new");
+  EXPECT_EQ(slurp(path), "new");
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -284,7 +282,7 @@ TEST(OutputCapture, DestructorWithoutFinishKeepsWrittenBytes) {
     OutputCapture capture(8, path);
     capture.append("partial output");
   }
-  EXPECT_EQ(read_file(path), "partial output");
+  EXPECT_EQ(slurp(path), "partial output");
 }
 
 TEST(OutputCapture, HundredMegabytesInChunksIsLinear) {

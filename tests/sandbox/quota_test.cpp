@@ -20,10 +20,7 @@ namespace {
 using capsule::testing::host_spec;
 using capsule::testing::shared_launcher;
 
-std::string describe(const Result& r) {
-  return std::string(status_name(r.status)) + " reason=" + r.reason + " exit=" + std::to_string(r.exit_code) +
-         " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
-}
+using capsule::testing::describe;
 
 // Loop devices whose backing file lies below `dir`.
 std::vector<std::string> loops_backed_by(const std::string& dir) {

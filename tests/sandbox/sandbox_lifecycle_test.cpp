@@ -19,10 +19,7 @@ namespace {
 using capsule::testing::host_spec;
 using capsule::testing::shared_launcher;
 
-std::string describe(const Result& r) {
-  return std::string(status_name(r.status)) + " reason=" + r.reason + " exit=" + std::to_string(r.exit_code) +
-         " stdout=" + r.stdout_capture.head + " stderr=" + r.stderr_capture.head;
-}
+using capsule::testing::describe;
 
 // Drives a box and one exec until the exec finishes (what a daemon's poll loop does for many).
 Result await(Sandbox& box, Exec& exec) {

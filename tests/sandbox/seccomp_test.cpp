@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "sandbox/error.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::sandbox {
 namespace {
@@ -45,12 +46,7 @@ namespace {
 #define COMPAT_SCMP_ARCHES "SCMP_ARCH_ARM"
 #endif
 
-std::string slurp(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
+using capsule::testing::slurp;
 
 std::string default_profile_text() { return slurp(std::string(CAPSULE_SOURCE_DIR) + "/policies/default.json"); }
 

@@ -10,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string error_of(const std::function<void()>& parse) {
+std::string error_of_parse(const std::function<void()>& parse) {
   try {
     parse();
   } catch (const http::ApiError& e) {
@@ -43,7 +43,7 @@ TEST(SessionSpec, RoundTripsWithDefaultsFilled) {
 
 TEST(SessionSpec, RefusesRunOnlyAndUnknownFieldsAndBadValues) {
   const LimitPolicy policy = default_limit_policy();
-  auto parse = [&](const json& body) { return error_of([&] { parse_session_spec(body, policy); }); };
+  auto parse = [&](const json& body) { return error_of_parse([&] { parse_session_spec(body, policy); }); };
   EXPECT_EQ(parse({{"argv", {"true"}}}), "invalid_spec: argv: unknown field");
   EXPECT_EQ(parse({{"ttl", "soon"}}).rfind("invalid_spec: ttl: ", 0), 0u) << parse({{"ttl", "soon"}});
   EXPECT_EQ(parse({{"on_expiry", "explode"}}), "invalid_spec: on_expiry: must be \"destroy\" or \"freeze\"");
@@ -71,7 +71,7 @@ TEST(ExecSpec, RoundTripsAndDecodesStdin) {
 }
 
 TEST(ExecSpec, RefusesAmbiguousOrBadFields) {
-  auto parse = [&](const json& body) { return error_of([&] { parse_exec_spec(body); }); };
+  auto parse = [&](const json& body) { return error_of_parse([&] { parse_exec_spec(body); }); };
   EXPECT_EQ(parse(json::object()), "invalid_spec: argv: give either argv or script");
   EXPECT_EQ(parse({{"argv", {"ls"}}, {"script", "ls"}}), "invalid_spec: argv: give either argv or script");
   EXPECT_EQ(parse({{"argv", {"ls"}}, {"stdin", "a"}, {"stdin_b64", "YQ=="}}),

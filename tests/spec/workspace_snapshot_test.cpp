@@ -14,7 +14,7 @@ using nlohmann::json;
 
 const std::string kDigest = "sha256:" + std::string(64, 'a');
 
-std::string error_of(const json& body) {
+std::string snapshot_error_of(const json& body) {
   try {
     parse_run_spec(body, default_limit_policy());
   } catch (const http::ApiError& e) {
@@ -37,12 +37,12 @@ TEST(WorkspaceSnapshot, ParsesAndPrintsBack) {
 }
 
 TEST(WorkspaceSnapshot, RefusesWhatIsNotOneSnapshotDigest) {
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", {{"snapshot", "sha256:12"}}}}).find("workspace.snapshot"),
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"workspace", {{"snapshot", "sha256:12"}}}}).find("workspace.snapshot"),
             std::string::npos);
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", {{"snapshot", kDigest}, {"path", "/x"}}}}).find("workspace"),
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"workspace", {{"snapshot", kDigest}, {"path", "/x"}}}}).find("workspace"),
             std::string::npos);
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", {{"mode", "cow"}}}}).find("path or snapshot"), std::string::npos);
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", {{"snapshot", kDigest}, {"mode", "rw"}}}}).find("always cow"),
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"workspace", {{"mode", "cow"}}}}).find("path or snapshot"), std::string::npos);
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"workspace", {{"snapshot", kDigest}, {"mode", "rw"}}}}).find("always cow"),
             std::string::npos);
 }
 
@@ -53,11 +53,11 @@ TEST(Reproducible, NeedsACopyOnWriteWorkspaceAndRoundTrips) {
   const json printed = to_json(spec);
   EXPECT_EQ(printed["reproducible"], true);
   EXPECT_TRUE(parse_run_spec(printed, default_limit_policy()).reproducible);
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"reproducible", true}}).find("reproducible"), std::string::npos);
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", {{"path", "/p"}, {"mode", "ro"}}}, {"reproducible", true}})
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"reproducible", true}}).find("reproducible"), std::string::npos);
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"workspace", {{"path", "/p"}, {"mode", "ro"}}}, {"reproducible", true}})
                 .find("reproducible"),
             std::string::npos);
-  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", "/p"}, {"reproducible", "yes"}}).find("reproducible"),
+  EXPECT_NE(snapshot_error_of(json{{"argv", {"x"}}, {"workspace", "/p"}, {"reproducible", "yes"}}).find("reproducible"),
             std::string::npos);
 }
 

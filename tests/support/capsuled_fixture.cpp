@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -60,13 +61,6 @@ int wait_exit(pid_t pid, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-std::string slurp(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 void write_file(const fs::path& path, const std::string& content) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   file << content;
@@ -86,6 +80,8 @@ std::map<std::string, std::string> snapshot_tree(const fs::path& root) {
   }
   return files;
 }
+
+void sh_ok(const std::string& command) { ASSERT_EQ(std::system(command.c_str()), 0) << command; }
 
 std::string shell_quoted(const std::string& arg) {
   std::string out = "'";

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "http/unix_client.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::testing {
 
@@ -26,7 +27,6 @@ using http::HttpResponse;
 using nlohmann::json;
 
 // ---- Files.
-std::string slurp(const fs::path& path);
 void write_file(const fs::path& path, const std::string& content);
 // Relative path -> mode, owner and content of everything below `root`: equal snapshots, untouched tree.
 std::map<std::string, std::string> snapshot_tree(const fs::path& root);
@@ -37,6 +37,8 @@ struct Cli {
   int code = -1;
   std::string out, err;
 };
+// Runs `command` with sh; a test failure unless it exits 0.
+void sh_ok(const std::string& command);
 // arg in single quotes for sh.
 std::string shell_quoted(const std::string& arg);
 // Runs `env ENV... <build>/bin/capsule ARGS...` through sh, stdin from stdin_file, stdout and stderr captured in

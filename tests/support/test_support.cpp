@@ -98,6 +98,25 @@ std::string read_proc_file(const std::string& path) {
   }
 }
 
+std::size_t open_fds() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++count;
+  return count;
+}
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string describe(const sandbox::Result& result) {
+  return std::string(sandbox::status_name(result.status)) + " reason=" + result.reason +
+         " exit=" + std::to_string(result.exit_code) + " signal=" + std::to_string(result.signal) +
+         "\nstdout: " + result.stdout_capture.head + "\nstderr: " + result.stderr_capture.head;
+}
+
 std::vector<pid_t> processes_running(const std::vector<std::string>& argv) {
   std::string wanted;
   for (const auto& arg : argv) wanted += arg + std::string(1, '\0');

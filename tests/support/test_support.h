@@ -1,9 +1,12 @@
-// Shared fixtures for sandbox tests: one Launcher per test binary and a ready-to-run spec on the host image.
-// Hostile programs from sandbox/testcases are bind-mounted read-only at /opt/testcases.
+// Shared helpers of the test suites: one Launcher per test binary, a ready-to-run spec on the host image (hostile
+// programs from sandbox/testcases bind-mounted read-only at /opt/testcases), and small file and /proc helpers.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,17 @@ bool host_loopback_accepts(int port);
 // The whole of a /proc file (at most 1 MiB), or "" when it cannot be read. A process that exits while its file
 // is read makes the read fail with ESRCH (an istreambuf_iterator throws then), so scans of /proc use this.
 std::string read_proc_file(const std::string& path);
+
+inline constexpr std::uint64_t kMiB = 1024 * 1024;
+
+// How many descriptors this process has open (/proc/self/fd): a leak shows as a count that grows.
+std::size_t open_fds();
+
+// The whole of a file ("" when it cannot be opened): what a test reads back.
+std::string slurp(const std::filesystem::path& path);
+
+// A sandbox Result for a failed assertion's message: status, reason, exit code, signal and the output heads.
+std::string describe(const sandbox::Result& result);
 
 // Pids of the live processes whose command line is exactly argv (zombies have none, so never match).
 std::vector<pid_t> processes_running(const std::vector<std::string>& argv);
