@@ -80,9 +80,6 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-// The default profile, from the source tree (the build names it; __FILE__ is relative under -ffile-prefix-map).
-std::string default_policy_path() { return CAPSULE_DEFAULT_POLICY; }
-
 struct Method {
   std::string name;
   std::function<void()> once;  // one complete launch, checked

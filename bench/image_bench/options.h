@@ -4,9 +4,7 @@
 
 #include <string>
 
-#ifndef CAPSULE_DEFAULT_POLICY
-#define CAPSULE_DEFAULT_POLICY "policies/default.json"
-#endif
+#include "support/files.h"
 
 namespace capsule::bench::image_bench {
 
@@ -17,7 +15,7 @@ struct Options {
   int import_rounds = 5;      // throughput rounds per method
   int import_layers = 5;
   int layer_mb = 40;          // file bytes per throughput layer (MB, uncompressed)
-  std::string policy = CAPSULE_DEFAULT_POLICY;
+  std::string policy = default_policy_path();
   std::string tmp_parent = "/tmp";
   bool keep_tmp = false;
   bool skip_startup = false;

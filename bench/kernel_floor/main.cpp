@@ -88,8 +88,6 @@ struct Method {
   double machine_ms_per_run = 0;
 };
 
-std::string default_policy_path() { return CAPSULE_DEFAULT_POLICY; }
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
     else if (arg == "--warmup" && i + 1 < argc) warmup = parse_count(argv[++i]);
     else die("usage: session_exec [--runs N] [--warmup N]");
   }
-  const std::string profile = read_file(std::string(CAPSULE_DEFAULT_POLICY));
+  const std::string profile = read_file(default_policy_path());
   capsule::images::HostImage image;
   std::unique_ptr<sb::Launcher> launcher;
   try {

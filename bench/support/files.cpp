@@ -9,6 +9,8 @@
 
 namespace capsule::bench {
 
+std::string default_policy_path() { return CAPSULE_DEFAULT_POLICY; }
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) die("cannot read " + path.string());

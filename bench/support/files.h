@@ -7,6 +7,9 @@
 
 namespace capsule::bench {
 
+// policies/default.json of the source tree (the build names it, in this file's object alone).
+std::string default_policy_path();
+
 // The bytes of a file; dies if it cannot be opened.
 std::string read_file(const std::filesystem::path& path);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "http/error_status.h"
+#include "tests/support/test_support.h"
 
 namespace capsule {
 namespace {

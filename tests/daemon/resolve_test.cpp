@@ -10,6 +10,7 @@
 #include "http/response.h"
 #include "daemon/resolve.h"
 #include "store/digest.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::daemon {
 namespace {

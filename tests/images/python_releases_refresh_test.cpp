@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "images/toolchain_select.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::images {
 namespace {

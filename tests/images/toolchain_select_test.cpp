@@ -1,5 +1,6 @@
 // Tests for images/toolchain_select: the Python release table, the as_of date rule and toolchain matching.
 #include "images/toolchain_select.h"
+#include "tests/support/test_support.h"
 
 #include <gtest/gtest.h>
 

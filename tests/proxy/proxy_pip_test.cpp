@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/proxy/proxy_test_support.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::proxy {
 namespace {

@@ -1,5 +1,6 @@
 // Test support for the proxy service tests: fixture child process lifecycle and the in-process served proxy.
 #include "tests/proxy/proxy_test_support.h"
+#include "tests/support/test_support.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

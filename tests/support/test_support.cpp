@@ -19,6 +19,10 @@
 
 namespace capsule::testing {
 
+std::string source_dir() { return CAPSULE_TREE_SOURCE_DIR; }
+std::string bin_dir() { return CAPSULE_TREE_BIN_DIR; }
+std::string testcases_dir() { return CAPSULE_TREE_TESTCASES_DIR; }
+
 std::string shared_cgroup_parent() { return "capsule-test-" + std::to_string(::getpid()); }
 
 namespace {

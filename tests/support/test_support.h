@@ -15,6 +15,12 @@
 
 namespace capsule::testing {
 
+// The source tree, the build's bin/ and its testcases/ (what CAPSULE_SOURCE_DIR, CAPSULE_BIN_DIR and
+// CAPSULE_TESTCASES_DIR name in the suites).
+std::string source_dir();
+std::string bin_dir();
+std::string testcases_dir();
+
 // A process-wide Launcher using a scratch dir under /tmp and the shared_cgroup_parent(), both this process's own
 // and removed at its exit.
 sandbox::Launcher& shared_launcher();
