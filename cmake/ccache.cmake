@@ -7,10 +7,10 @@ if(CAPSULE_CCACHE)
   if(NOT CAPSULE_CCACHE_DIR)
     set(CAPSULE_CCACHE_DIR /var/cache/capsule/ccache)
   endif()
-  set(launcher env CCACHE_DIR=${CAPSULE_CCACHE_DIR} CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} CCACHE_NOHASHDIR=true
-      ${CAPSULE_CCACHE_PROGRAM})
-  set(CMAKE_C_COMPILER_LAUNCHER ${launcher})
-  set(CMAKE_CXX_COMPILER_LAUNCHER ${launcher})
+  set(CAPSULE_CCACHE_LAUNCHER env CCACHE_DIR=${CAPSULE_CCACHE_DIR} CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}
+      CCACHE_NOHASHDIR=true ${CAPSULE_CCACHE_PROGRAM})
+  set(CMAKE_C_COMPILER_LAUNCHER ${CAPSULE_CCACHE_LAUNCHER})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CAPSULE_CCACHE_LAUNCHER})
 endif()
 # Objects name their sources relative to the tree (debug info, __FILE__ in assertions), so they do not depend on
 # where the clone is: reports read ./daemon/..., and another clone's objects are byte-identical.
