@@ -26,7 +26,6 @@ namespace capsule::images {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::uint64_t kMaxStoredDocument = 8ull << 20;  // manifests, configs, indexes
 constexpr int kMaxIndexDepth = 4;
 
 // A name:tag ref for imports (a digest cannot be pointed anywhere).
@@ -148,10 +147,10 @@ store::Digest ImageStore::import_layout_locked(const fs::path& dir, const std::s
     return staging.blobs.path(descriptor.digest);
   };
   auto document = [&](const Descriptor& descriptor) {
-    if (descriptor.size > kMaxStoredDocument) throw_image_error("import", descriptor.digest.str(), "document too large");
+    if (descriptor.size > kMaxImageDocument) throw_image_error("import", descriptor.digest.str(), "document too large");
     stage(descriptor);
     const store::BlobStore& holder = blobs_.has(descriptor.digest) ? blobs_ : staging.blobs;
-    return holder.read(descriptor.digest, kMaxStoredDocument);
+    return holder.read(descriptor.digest, kMaxImageDocument);
   };
 
   // The host platform's manifest: platform-tagged entries must match; untagged ones are checked by config.
@@ -248,8 +247,8 @@ store::Digest ImageStore::commit_layer(const std::vector<store::Digest>& bases, 
   manifest.media_type = std::string(media_type::kOciManifest);
   ImageConfig config;
   for (std::size_t i = 0; i < bases.size(); ++i) {
-    const ImageManifest below = parse_manifest(blobs_.read(bases[i], kMaxStoredDocument), bases[i].str());
-    const ImageConfig below_config = parse_config(blobs_.read(below.config.digest, kMaxStoredDocument), below.config.digest.str());
+    const ImageManifest below = parse_manifest(blobs_.read(bases[i], kMaxImageDocument), bases[i].str());
+    const ImageConfig below_config = parse_config(blobs_.read(below.config.digest, kMaxImageDocument), below.config.digest.str());
     check_layers_match(below, below_config, bases[i].str());
     config = i == 0 ? below_config : merge_configs(config, below_config);
     manifest.layers.insert(manifest.layers.end(), below.layers.begin(), below.layers.end());
@@ -306,7 +305,7 @@ store::Digest ImageStore::resolve(const std::string& text) const {
   const ImageRef ref = ImageRef::parse(text);
   if (ref.by_digest()) {
     if (!blobs_.has(*ref.digest)) throw_image_error("resolve", text, "no image with this manifest digest");
-    parse_manifest(blobs_.read(*ref.digest, kMaxStoredDocument), ref.digest->str());  // is it a manifest at all?
+    parse_manifest(blobs_.read(*ref.digest, kMaxImageDocument), ref.digest->str());  // is it a manifest at all?
     return *ref.digest;
   }
   const RefTable refs = load_refs(root_ / "refs.json");
@@ -318,8 +317,8 @@ store::Digest ImageStore::resolve(const std::string& text) const {
 ImageInfo ImageStore::describe(const store::Digest& manifest_digest) const {
   ImageInfo info;
   info.manifest_digest = manifest_digest;
-  const ImageManifest manifest = parse_manifest(blobs_.read(manifest_digest, kMaxStoredDocument), manifest_digest.str());
-  info.config = parse_config(blobs_.read(manifest.config.digest, kMaxStoredDocument), manifest.config.digest.str());
+  const ImageManifest manifest = parse_manifest(blobs_.read(manifest_digest, kMaxImageDocument), manifest_digest.str());
+  info.config = parse_config(blobs_.read(manifest.config.digest, kMaxImageDocument), manifest.config.digest.str());
   check_layers_match(manifest, info.config, manifest_digest.str());
   info.size = blobs_.size(manifest_digest) + manifest.config.size;
   for (const auto& layer : manifest.layers) {
@@ -357,7 +356,7 @@ ImageInfo ImageStore::inspect(const std::string& ref) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   const store::Digest digest = resolve(ref);
   ImageInfo info = describe(digest);
-  const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxStoredDocument), digest.str());
+  const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
   ensure_layers(manifest, info.config);
   return info;
 }
@@ -376,8 +375,8 @@ std::vector<ImageInfo> ImageStore::list() const {
 void ImageStore::save(const std::string& ref, const fs::path& out) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   const store::Digest digest = resolve(ref);
-  const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxStoredDocument), digest.str());
-  const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxStoredDocument), manifest.config.digest.str());
+  const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
+  const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxImageDocument), manifest.config.digest.str());
 
   Descriptor entry{manifest.media_type.empty() ? std::string(media_type::kOciManifest) : manifest.media_type, digest,
                    blobs_.size(digest), {}, {}};
@@ -454,8 +453,8 @@ GcResult ImageStore::gc() {
   std::set<std::string> keep_layers;
   for (const auto& [name, digest] : load_refs(root_ / "refs.json")) {
     // A referenced image that cannot be read stops gc: better keep garbage than delete a live layer.
-    const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxStoredDocument), digest.str());
-    const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxStoredDocument), manifest.config.digest.str());
+    const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
+    const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxImageDocument), manifest.config.digest.str());
     keep_blobs.insert(digest);
     keep_blobs.insert(manifest.config.digest);
     for (const auto& layer : manifest.layers) keep_blobs.insert(layer.digest);

@@ -13,6 +13,9 @@
 
 namespace capsule::images {
 
+// The largest image document (index, manifest, config) read from a store or a layout.
+inline constexpr std::uint64_t kMaxImageDocument = 8ull << 20;
+
 namespace media_type {
 inline constexpr std::string_view kOciIndex = "application/vnd.oci.image.index.v1+json";
 inline constexpr std::string_view kOciManifest = "application/vnd.oci.image.manifest.v1+json";

@@ -14,11 +14,6 @@
 
 namespace capsule::images {
 namespace fs = std::filesystem;
-namespace {
-
-constexpr std::uint64_t kMaxDocument = 8ull << 20;
-
-}  // namespace
 
 OciLayoutReader::OciLayoutReader(const fs::path& dir) : dir_(dir), fd_(base::open_directory(dir, "layout")) {
   struct stat st;
@@ -43,7 +38,7 @@ ImageIndex OciLayoutReader::index() const {
   const std::string shown = (dir_ / "index.json").string();
   base::UniqueFd fd = base::open_beneath(fd_.get(), "index.json", O_RDONLY, "layout", shown);
   base::require_regular_file(fd.get(), "layout", shown);
-  return parse_index(base::read_fd(fd.get(), kMaxDocument, "layout", shown), shown);
+  return parse_index(base::read_fd(fd.get(), kMaxImageDocument, "layout", shown), shown);
 }
 
 base::UniqueFd OciLayoutReader::open_blob(const store::Digest& digest) const {

@@ -101,10 +101,6 @@ std::string default_init_binary() {
   return ec ? std::string("capsule-init") : (self.parent_path() / "capsule-init").string();
 }
 
-double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
-  return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
-}
-
 // With a disk limit, each copy-on-write view's upper and work dirs are the ones ScratchDir made on the sandbox's
 // disk, and its upper is bind-mounted where the caller asked for it (it must be empty: nothing there would be seen).
 std::vector<OverlayMount> place_overlays_on_disk(const EnvironmentSpec& spec, const ScratchDir& scratch) {

@@ -21,6 +21,11 @@ struct StreamCapture {
   std::string spill_path;  // where the full stream went, if requested
 };
 
+// Milliseconds from one steady-clock reading in ns to a later one (0 when they are out of order): setup timings.
+inline double ms_between(std::int64_t from_ns, std::int64_t to_ns) {
+  return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
+}
+
 struct SetupTimings {  // milliseconds, measured by the launcher
   double prepare_ms = 0;  // spec checks, scratch dirs, cgroup, seccomp program (cached per profile)
   double clone_ms = 0;    // clone3 + exec of the sandbox init

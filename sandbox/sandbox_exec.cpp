@@ -33,10 +33,6 @@ constexpr std::int64_t kDrainLimitNs = 5000 * kMs;  // after the exec ended, its
 constexpr std::int64_t kWatchdogMarginNs = 1000 * kMs;
 constexpr std::size_t kMaxPendingStdin = 16u << 20;  // bytes written to stdin that the process has not read
 
-double exec_ms_between(std::int64_t from_ns, std::int64_t to_ns) {
-  return to_ns > from_ns ? static_cast<double>(to_ns - from_ns) / 1e6 : 0.0;
-}
-
 }  // namespace
 
 // The box's own devpts instance: opened beneath its root without following any link a process of the box may
@@ -461,7 +457,7 @@ Termination Exec::termination() const {
   else if (outcome_.idle_timeout) out.reason = "idle_timeout";
   else if (outcome_.cpu_timeout) out.reason = "cpu_time";
   out.kill_sent = kill_sent_ns_ != 0;
-  if (out.kill_sent) out.kill_after_ms = exec_ms_between(term_sent_ns_, kill_sent_ns_);
+  if (out.kill_sent) out.kill_after_ms = ms_between(term_sent_ns_, kill_sent_ns_);
   return out;
 }
 
@@ -488,16 +484,16 @@ Result Exec::finish() {
   }
   result.termination = termination();
   if (outcome_.setup_error && outcome_.setup_error->step == "exec") result.exit_code = 127;
-  result.wall_ms = exec_ms_between(start_ns_, outcome_.end_ns);
+  result.wall_ms = ms_between(start_ns_, outcome_.end_ns);
   result.cpu_user_ms = static_cast<double>(usage.cpu_user_ns) / 1e6;
   result.cpu_sys_ms = static_cast<double>(usage.cpu_sys_ns) / 1e6;
   result.peak_memory_bytes = usage.peak_memory_bytes;
   result.oom_kills = oom_kills;
   result.stdout_capture = out_->finish();
   result.stderr_capture = err_->finish();
-  result.setup.prepare_ms = exec_ms_between(start_ns_, sent_ns_);
-  if (outcome_.seccomp_ns && outcome_.exec_ns) result.setup.exec_ms = exec_ms_between(*outcome_.seccomp_ns, *outcome_.exec_ns);
-  if (outcome_.exec_ns) result.setup.total_ms = exec_ms_between(start_ns_, *outcome_.exec_ns);
+  result.setup.prepare_ms = ms_between(start_ns_, sent_ns_);
+  if (outcome_.seccomp_ns && outcome_.exec_ns) result.setup.exec_ms = ms_between(*outcome_.seccomp_ns, *outcome_.exec_ns);
+  if (outcome_.exec_ns) result.setup.total_ms = ms_between(start_ns_, *outcome_.exec_ns);
   // Its cgroup, already emptied when its first process ended, is removed with the Exec, after the answer.
   return result;
 }

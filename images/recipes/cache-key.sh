@@ -15,7 +15,7 @@ echo "recipes $(cd "$here" && find . -type f -not -name '*.pyc' -print0 | LC_ALL
 suites=$( { host_suite; grep -ho 'RECIPE_SUITE=[a-z]*' "$here"/*.sh | cut -d= -f2; } | grep . | LC_ALL=C sort -u)
 for suite in $suites; do
   mirror=$(CAPSULE_DEBIAN_SUITE=$suite debian_mirror)
-  date=$(curl -fsS --max-time 20 "$mirror/dists/$suite/Release" 2>/dev/null | sed -n 's/^Date: *//p' | head -n1) ||
+  date=$(curl -fsS --max-time 20 --max-filesize 16000000 "$mirror/dists/$suite/Release" 2>/dev/null | sed -n 's/^Date: *//p' | head -n1) ||
     true
   echo "release $suite ${date:-unreachable}"
 done
