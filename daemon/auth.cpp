@@ -3,6 +3,7 @@
 #include "daemon/auth.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -77,12 +78,27 @@ int reopen(int pinned, int flags) {
   return fd < 0 ? -errno : fd;
 }
 
+// The first open of a caller's path: /proc magic links are refused anywhere on the way (RESOLVE_NO_MAGICLINKS,
+// ELOOP), since one names what some process holds open and skips the search rights of every directory above
+// it. Returns the descriptor, or -1 with errno set. Async-signal-safe.
+int open_refusing_magic_links(const char* path, int flags, mode_t mode) {
+  open_how how{};
+  how.flags = static_cast<std::uint64_t>(flags);
+  how.mode = (flags & O_CREAT) != 0 ? mode : 0;
+  how.resolve = RESOLVE_NO_MAGICLINKS;
+  long fd;
+  do {
+    fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  } while (fd < 0 && errno == EINTR);
+  return static_cast<int>(fd);
+}
+
 // Opens as whoever this process is; -errno (or -kNotRegular) on failure. Async-signal-safe: it runs in the
 // forked helper. The object is first pinned with O_PATH, checked, then reopened through /proc/self/fd, so the
 // access decision and the descriptor are about the same inode, and no device or fifo is ever opened for I/O.
 int open_for(const char* path, HostAccess access, bool* created) {
   if (access == HostAccess::kCreateFile) {
-    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    const int fd = open_refusing_magic_links(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
     if (fd >= 0) {
       *created = true;
       return fd;
@@ -90,7 +106,7 @@ int open_for(const char* path, HostAccess access, bool* created) {
     if (errno != EEXIST) return -errno;
   }
   const int flags = access == HostAccess::kCreateFile ? O_PATH | O_NOFOLLOW | O_CLOEXEC : O_PATH | O_CLOEXEC;
-  const int pinned = open(path, flags);
+  const int pinned = open_refusing_magic_links(path, flags, 0);
   if (pinned < 0) return -errno;
   struct stat st;
   const bool wants_file = access == HostAccess::kReadFile || access == HostAccess::kCreateFile;
@@ -132,12 +148,16 @@ struct HelperAnswer {
                              const char* path, HostAccess access) {
   HelperAnswer answer;
   int fd = -1;
+  // It starts from nothing: every descriptor the daemon held (another user's workspace, a session's upper, the
+  // ledger) is closed before a path is touched, so no path can name one. Failing that, it opens nothing.
+  const bool closed = (channel == 0 || syscall(SYS_close_range, 0U, static_cast<unsigned>(channel - 1), 0U) == 0) &&
+                      syscall(SYS_close_range, static_cast<unsigned>(channel + 1), ~0U, 0U) == 0;
   // The helper holds a copy of the daemon's memory and descriptors: once it runs as the caller, the caller
   // must not be able to ptrace it or read its /proc entries, whatever fs.suid_dumpable says. Changing ids
   // resets both settings (to suid_dumpable, and no death signal), so they are set again after.
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   umask(022);
-  if (syscall(SYS_setgroups, group_count, groups) != 0 || syscall(SYS_setresgid, caller.gid, caller.gid, caller.gid) != 0 ||
+  if (!closed || syscall(SYS_setgroups, group_count, groups) != 0 || syscall(SYS_setresgid, caller.gid, caller.gid, caller.gid) != 0 ||
       syscall(SYS_setresuid, 0, caller.uid, 0) != 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 ||
       prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     answer.error = errno;
@@ -253,7 +273,10 @@ OpenedHostPath open_as_caller(const Caller& caller, const std::string& path, Hos
     }
     if (error == kNotRegular) throw http::ApiError(bad_field_code, field + ": '" + path + "' is not a regular file");
     if (error == ENOTDIR) throw http::ApiError(bad_field_code, field + ": '" + path + "' is not a directory on the host");
-    if (error == ELOOP) throw http::ApiError(bad_field_code, field + ": '" + path + "' is a symbolic link (" + cause + ")");
+    if (error == ELOOP) {
+      throw http::ApiError(bad_field_code, field + ": '" + path + "' is a symbolic link, or passes through a /proc "
+                                           "magic link such as /proc/self/fd/N, which is never followed (" + cause + ")");
+    }
     if (error == ENOENT) throw http::ApiError(bad_field_code, field + ": '" + path + "' does not exist on the host");
     throw http::ApiError(bad_field_code, field + ": cannot open '" + path + "' (" + cause + ")");
   }

@@ -208,6 +208,11 @@ int serve(daemon::DaemonConfig config) {
   } catch (const std::exception& e) {
     spdlog::warn("retention at start: {}", e.what());
   }
+  daemon::AccessPolicy access;  // who sees every run and image
+  if (!config.admin_group.empty()) {
+    access.admin_gid = group_id(config.admin_group);
+    if (!access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");
+  }
   capsule::images::ImageStore store(state + "/store");
   daemon::RunOutputs outputs(state + "/outputs", config.outputs, &store);
   daemon::sweep_outputs(outputs, ledger, daemon::unix_ms());
@@ -225,7 +230,7 @@ int serve(daemon::DaemonConfig config) {
   run_options.images_dir = state + "/images";
   run_options.policies_dir = config.policies_dir;
   const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
-  run_options.images = {&store, &python_releases};
+  run_options.images = {&store, &python_releases, access};
   boost::asio::io_context io;
   capsule::proxy::PackageProxy package_proxy(capsule::proxy::parse_proxy_options(config.proxy, state + "/proxy-cache"));
   run_options.proxies = {&io, &package_proxy};
@@ -252,12 +257,9 @@ int serve(daemon::DaemonConfig config) {
   daemon::BundleStores bundles(store, proxy_blobs, state + "/bundle-staging");
   context.bundles = &bundles;
   context.stacks = &stacks;
-  if (!config.admin_group.empty()) {
-    context.access.admin_gid = group_id(config.admin_group);
-    if (!context.access.admin_gid) throw std::runtime_error("admin_group: no group named '" + config.admin_group + "'");
-  }
+  context.access = access;
   daemon::register_api(router, context);
-  daemon::register_images_api(router, store, image_jobs);
+  daemon::register_images_api(router, store, image_jobs, context.access);
   capsule::http::HttpServer server(io, router);
   server.listen_unix(config.socket_path, 0660, group_id(config.socket_group));
   spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {}, {} concurrent)", daemon::kCapsuleVersion,

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon/image_access.h"
 #include "daemon/runs/replay_vary.h"
 #include "http/response.h"
 #include "images/host_image.h"
@@ -41,13 +42,14 @@ void pin_from_names(Submission& run, const ImageCatalog& catalog) {
   pinned.toolchains.clear();
   if (spec.toolchains.empty() && spec.image == "host") return;  // parse_run_spec refuses layers on host
   if (catalog.store == nullptr) throw http::ApiError("image_not_found", "image: this capsuled has no image store");
+  const images::RefViewer viewer = ref_viewer(run.caller, catalog.access);
   try {
     if (!spec.toolchains.empty()) {
       images::ToolchainRequest request;
       request.toolchains = spec.toolchains;
       if (spec.as_of) request.as_of = base::parse_date(*spec.as_of);
       const images::ToolchainChoice choice = images::select_toolchain_image(
-          images::toolchain_candidates(catalog.store->list()), request, catalog.python_releases);
+          images::toolchain_candidates(catalog.store->list(viewer)), request, catalog.python_releases);
       const images::ImageCandidate& picked = choice.image;
       json stacked = json::array();
       if (!picked.base_digest.empty()) {
@@ -64,7 +66,7 @@ void pin_from_names(Submission& run, const ImageCatalog& catalog) {
                                               {"reason", choice.python_auto->reason}};
       }
     } else {
-      pinned.image_digests.push_back(catalog.store->resolve(spec.image).str());
+      pinned.image_digests.push_back(catalog.store->resolve(spec.image, viewer).str());
     }
   } catch (const images::ToolchainError& e) {
     if (e.code() == "no_matching_image") throw http::ApiError("no_matching_image", std::string("toolchains: ") + e.what());
@@ -76,7 +78,7 @@ void pin_from_names(Submission& run, const ImageCatalog& catalog) {
   }
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     try {
-      pinned.image_digests.push_back(catalog.store->resolve(spec.layers[i]).str());
+      pinned.image_digests.push_back(catalog.store->resolve(spec.layers[i], viewer).str());
     } catch (const base::Error& e) {
       throw http::ApiError("image_not_found", "layers[" + std::to_string(i) + "]: '" + spec.layers[i] +
                                                  "' is not installed (" + e.what() + ")");
@@ -132,6 +134,16 @@ void pin_images(Submission& run, const ImageCatalog& catalog) {
   check_given_pins(run);
   if (run.pinned.cutoff != cutoff) {
     invalid("pinned.cutoff", "must be the spec's as_of for a network \"proxy\" run, and absent otherwise");
+  }
+  if (catalog.store == nullptr) return;  // resolve_run says the images are not installed
+  const images::RefViewer viewer = ref_viewer(run.caller, catalog.access);
+  for (std::size_t i = 0; i < run.pinned.image_digests.size(); ++i) {
+    try {
+      catalog.store->resolve(run.pinned.image_digests[i], viewer);
+    } catch (const base::Error& e) {
+      throw http::ApiError("image_not_found", "pinned.image_digests[" + std::to_string(i) + "]: " +
+                                                  run.pinned.image_digests[i] + " is not installed (" + e.what() + ")");
+    }
   }
 }
 

@@ -39,16 +39,19 @@ struct Submission {
 // Throws 400 invalid_spec naming the field.
 Submission parse_submission(const nlohmann::json& body, const spec::LimitPolicy& policy);
 
-// Where images come from: the OCI store and the Python release table for "auto" toolchains.
+// Where images come from: the OCI store and the Python release table for "auto" toolchains; `access` says who
+// sees every image (image_access.h), everyone else picks among the refs visible to it.
 struct ImageCatalog {
   const images::ImageStore* store = nullptr;
   const images::PythonReleases* python_releases = nullptr;
+  AccessPolicy access;
 };
 
 // Pins spec.image or spec.toolchains, and spec.layers, to pinned.image_digests (base first), image_choice and
 // toolchains; a network "proxy" run's cutoff is its as_of. A toolchain matched by a layer image (label
-// org.capsule.layer.base) gives its base first and the layer next. With pins_given, checks instead that every
-// pinned image is installed and the cutoff is the spec's. Throws ApiError 404 (image_not_found naming image or
+// org.capsule.layer.base) gives its base first and the layer next. Names, toolchains and pins resolve only to
+// images run.caller may use (an image it may not use is as unknown as one never imported). With pins_given,
+// checks instead that every pinned image is installed and usable and the cutoff is the spec's. Throws ApiError 404 (image_not_found naming image or
 // layers[i], no_matching_image) or 400 naming the field.
 void pin_images(Submission& run, const ImageCatalog& catalog);
 

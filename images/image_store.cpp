@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "images/error.h"
@@ -122,13 +123,27 @@ fs::path ImageStore::layer_dir(const store::Digest& diff_id) const { return root
 
 // ---- imports ----
 
-store::Digest ImageStore::import_layout(const fs::path& dir, const std::string& ref) {
-  const std::string name = tag_ref(ref);
-  StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
-  return import_layout_locked(dir, name);
+namespace {
+
+// Refuses (step "ref_owner") pointing `ref` when it is someone else's and `write` may not replace it. Imports
+// ask before the work and again under the refs lock, where the answer counts.
+void require_ref_writable(const RefTable& refs, const std::string& ref, const RefWrite& write) {
+  const auto it = refs.find(ref);
+  if (it == refs.end() || write.replaces_others || it->second.access.owner == write.access.owner) return;
+  throw_image_error("ref_owner", ref, "belongs to uid " + std::to_string(it->second.access.owner) +
+                                          "; only its owner or root may point it elsewhere");
 }
 
-store::Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& ref) {
+}  // namespace
+
+store::Digest ImageStore::import_layout(const fs::path& dir, const std::string& ref, const RefWrite& write) {
+  const std::string name = tag_ref(ref);
+  require_ref_writable(load_refs(root_ / "refs.json"), name, write);
+  StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
+  return import_layout_locked(dir, name, write);
+}
+
+store::Digest ImageStore::import_layout_locked(const fs::path& dir, const std::string& ref, const RefWrite& write) {
   const OciLayoutReader layout(dir);
   Staging staging(root_ / "tmp");
 
@@ -191,20 +206,23 @@ store::Digest ImageStore::import_layout_locked(const fs::path& dir, const std::s
   const ImageConfig config = parse_config(document(manifest.config), manifest.config.digest.str());
   check_layers_match(manifest, config, chosen->digest.str());
   for (const auto& layer : manifest.layers) stage(layer);
-  return commit(staging, chosen->digest, manifest, config, ref);
+  return commit(staging, chosen->digest, manifest, config, ref, write);
 }
 
-store::Digest ImageStore::import_archive(const fs::path& archive, const std::string& ref) {
+store::Digest ImageStore::import_archive(const fs::path& archive, const std::string& ref, const RefWrite& write) {
   const std::string name = tag_ref(ref);
+  require_ref_writable(load_refs(root_ / "refs.json"), name, write);
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   Staging extracted(root_ / "tmp");
   const fs::path layout = extracted.dir / "layout";
   unpack_layer(archive, layout, limits_);
-  return import_layout_locked(layout, name);
+  return import_layout_locked(layout, name, write);
 }
 
-store::Digest ImageStore::import_rootfs(const fs::path& source, const std::string& ref, const RootfsOptions& options) {
+store::Digest ImageStore::import_rootfs(const fs::path& source, const std::string& ref, const RootfsOptions& options,
+                                        const RefWrite& write) {
   const std::string name = tag_ref(ref);
+  require_ref_writable(load_refs(root_ / "refs.json"), name, write);
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   Staging staging(root_ / "tmp");
   fs::path tree = source;
@@ -233,13 +251,14 @@ store::Digest ImageStore::import_rootfs(const fs::path& source, const std::strin
                                        layer, staging.blobs.size(layer), {}, {}});
   const std::string manifest_text = manifest_json(manifest);
   const store::Digest manifest_digest = staging.blobs.put_bytes(manifest_text);
-  return commit(staging, manifest_digest, manifest, config, name);
+  return commit(staging, manifest_digest, manifest, config, name, write);
 }
 
 store::Digest ImageStore::commit_layer(const std::vector<store::Digest>& bases, const store::BlobStore& from,
                                        const store::Digest& layer, const std::map<std::string, std::string>& labels,
-                                       const std::string& ref, std::int64_t epoch) {
+                                       const std::string& ref, std::int64_t epoch, const RefWrite& write) {
   const std::string name = tag_ref(ref);
+  require_ref_writable(load_refs(root_ / "refs.json"), name, write);
   if (bases.empty()) throw_image_error("commit", name, "a committed layer needs at least one image below it");
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   Staging staging(root_ / "tmp");
@@ -267,12 +286,12 @@ store::Digest ImageStore::commit_layer(const std::vector<store::Digest>& bases, 
   manifest.config = Descriptor{std::string(media_type::kOciConfig), config_digest, config_text.size(), {}, {}};
   const std::string manifest_text = manifest_json(manifest);
   const store::Digest manifest_digest = staging.blobs.put_bytes(manifest_text);
-  return commit(staging, manifest_digest, manifest, config, name);
+  return commit(staging, manifest_digest, manifest, config, name, write);
 }
 
 // Unpacks missing layers into staging (checking diff_ids), then moves blobs, layers and finally the ref in.
 store::Digest ImageStore::commit(Staging& staging, const store::Digest& manifest_digest, const ImageManifest& manifest,
-                          const ImageConfig& config, const std::string& ref) {
+                          const ImageConfig& config, const std::string& ref, const RefWrite& write) {
   auto blob_path = [&](const store::Digest& digest) {
     return blobs_.has(digest) ? blobs_.path(digest) : staging.blobs.path(digest);
   };
@@ -291,9 +310,11 @@ store::Digest ImageStore::commit(Staging& staging, const store::Digest& manifest
 
   StoreLock refs_lock(root_ / "refs.lock", StoreLock::Mode::kExclusive);
   RefTable refs = load_refs(root_ / "refs.json");
+  require_ref_writable(refs, ref, write);
   auto it = refs.find(ref);
-  if (it == refs.end() || it->second != manifest_digest) {
-    refs[ref] = manifest_digest;
+  if (it == refs.end() || it->second.digest != manifest_digest || it->second.access.owner != write.access.owner ||
+      it->second.access.is_public != write.access.is_public || it->second.access.group != write.access.group) {
+    refs[ref] = RefEntry{manifest_digest, write.access};
     save_refs(root_ / "refs.json", refs);
   }
   return manifest_digest;
@@ -301,20 +322,26 @@ store::Digest ImageStore::commit(Staging& staging, const store::Digest& manifest
 
 // ---- reading ----
 
-store::Digest ImageStore::resolve(const std::string& text) const {
+// A digest is as visible as the refs pointing at it: a caller who sees none of them is told what it would be
+// told of a digest never imported.
+store::Digest ImageStore::resolve(const std::string& text, const RefViewer& viewer) const {
   const ImageRef ref = ImageRef::parse(text);
   if (ref.by_digest()) {
-    if (!blobs_.has(*ref.digest)) throw_image_error("resolve", text, "no image with this manifest digest");
+    const RefTable refs = viewer.sees_all ? RefTable{} : load_refs(root_ / "refs.json");
+    const bool visible = viewer.sees_all || std::any_of(refs.begin(), refs.end(), [&](const auto& row) {
+                           return row.second.digest == *ref.digest && viewer.may_see(row.second.access);
+                         });
+    if (!visible || !blobs_.has(*ref.digest)) throw_image_error("resolve", text, "no image with this manifest digest");
     parse_manifest(blobs_.read(*ref.digest, kMaxImageDocument), ref.digest->str());  // is it a manifest at all?
     return *ref.digest;
   }
   const RefTable refs = load_refs(root_ / "refs.json");
   auto it = refs.find(ref.str());
-  if (it == refs.end()) throw_image_error("resolve", text, "no such image");
-  return it->second;
+  if (it == refs.end() || !viewer.may_see(it->second.access)) throw_image_error("resolve", text, "no such image");
+  return it->second.digest;
 }
 
-ImageInfo ImageStore::describe(const store::Digest& manifest_digest) const {
+ImageInfo ImageStore::describe(const store::Digest& manifest_digest, const RefViewer& viewer) const {
   ImageInfo info;
   info.manifest_digest = manifest_digest;
   const ImageManifest manifest = parse_manifest(blobs_.read(manifest_digest, kMaxImageDocument), manifest_digest.str());
@@ -328,8 +355,10 @@ ImageInfo ImageStore::describe(const store::Digest& manifest_digest) const {
   for (auto it = info.config.diff_ids.rbegin(); it != info.config.diff_ids.rend(); ++it) {
     info.layer_dirs.push_back(layer_dir(*it).string());
   }
-  for (const auto& [name, digest] : load_refs(root_ / "refs.json")) {
-    if (digest == manifest_digest) info.refs.push_back(name);
+  for (const auto& [name, entry] : load_refs(root_ / "refs.json")) {
+    if (entry.digest != manifest_digest || !viewer.may_see(entry.access)) continue;
+    info.refs.push_back(name);
+    info.ref_access[name] = entry.access;
   }
   return info;
 }
@@ -352,29 +381,31 @@ void ImageStore::ensure_layers(const ImageManifest& manifest, const ImageConfig&
   }
 }
 
-ImageInfo ImageStore::inspect(const std::string& ref) const {
+ImageInfo ImageStore::inspect(const std::string& ref, const RefViewer& viewer) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
-  const store::Digest digest = resolve(ref);
-  ImageInfo info = describe(digest);
+  const store::Digest digest = resolve(ref, viewer);
+  ImageInfo info = describe(digest, viewer);
   const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
   ensure_layers(manifest, info.config);
   return info;
 }
 
-std::vector<ImageInfo> ImageStore::list() const {
+std::vector<ImageInfo> ImageStore::list(const RefViewer& viewer) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   std::set<store::Digest> digests;
-  for (const auto& [name, digest] : load_refs(root_ / "refs.json")) digests.insert(digest);
+  for (const auto& [name, entry] : load_refs(root_ / "refs.json")) {
+    if (viewer.may_see(entry.access)) digests.insert(entry.digest);
+  }
   std::vector<ImageInfo> images;
-  for (const auto& digest : digests) images.push_back(describe(digest));
+  for (const auto& digest : digests) images.push_back(describe(digest, viewer));
   std::sort(images.begin(), images.end(),
             [](const ImageInfo& a, const ImageInfo& b) { return a.refs < b.refs; });
   return images;
 }
 
-void ImageStore::save(const std::string& ref, const fs::path& out) const {
+void ImageStore::save(const std::string& ref, const fs::path& out, const RefViewer& viewer) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
-  const store::Digest digest = resolve(ref);
+  const store::Digest digest = resolve(ref, viewer);
   const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
   const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxImageDocument), manifest.config.digest.str());
 
@@ -428,30 +459,56 @@ void ImageStore::save(const std::string& ref, const fs::path& out) const {
 
 // ---- removal ----
 
-std::vector<std::string> ImageStore::remove(const std::string& text) {
+// Refs the viewer cannot see are not there for it; one it sees but does not own is refused, and removing a
+// digest removes only the viewer's own refs to it.
+std::vector<std::string> ImageStore::remove(const std::string& text, const RefViewer& viewer) {
   const ImageRef ref = ImageRef::parse(text);
   StoreLock refs_lock(root_ / "refs.lock", StoreLock::Mode::kExclusive);
   RefTable refs = load_refs(root_ / "refs.json");
   std::vector<std::string> removed;
+  std::optional<std::pair<std::string, uid_t>> refused;  // a ref the viewer sees but does not own
   for (auto it = refs.begin(); it != refs.end();) {
-    const bool match = ref.by_digest() ? it->second == *ref.digest : it->first == ref.str();
-    if (match) {
+    const bool match = ref.by_digest() ? it->second.digest == *ref.digest : it->first == ref.str();
+    if (match && viewer.may_change(it->second.access)) {
       removed.push_back(it->first);
       it = refs.erase(it);
-    } else {
-      ++it;
+      continue;
     }
+    if (match && viewer.may_see(it->second.access) && !refused) refused.emplace(it->first, it->second.access.owner);
+    ++it;
+  }
+  if (removed.empty() && refused) {
+    throw_image_error("ref_owner", refused->first, "belongs to uid " + std::to_string(refused->second) +
+                                                       "; only its owner or root may remove it");
   }
   if (removed.empty()) throw_image_error("remove", text, "no such image ref");
   save_refs(root_ / "refs.json", refs);
   return removed;
 }
 
+RefAccess ImageStore::share(const std::string& text, const RefAccess& access, const RefViewer& viewer) {
+  const ImageRef ref = ImageRef::parse(text);
+  if (ref.by_digest()) throw_image_error("ref", text, "sharing names a name:tag ref, not a digest");
+  StoreLock refs_lock(root_ / "refs.lock", StoreLock::Mode::kExclusive);
+  RefTable refs = load_refs(root_ / "refs.json");
+  const auto it = refs.find(ref.str());
+  if (it == refs.end() || !viewer.may_see(it->second.access)) throw_image_error("resolve", text, "no such image");
+  if (!viewer.may_change(it->second.access)) {
+    throw_image_error("ref_owner", ref.str(), "belongs to uid " + std::to_string(it->second.access.owner) +
+                                                  "; only its owner or root may share it");
+  }
+  it->second.access.is_public = access.is_public;
+  it->second.access.group = access.group;
+  save_refs(root_ / "refs.json", refs);
+  return it->second.access;
+}
+
 GcResult ImageStore::gc() {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kExclusive);
   std::set<store::Digest> keep_blobs;
   std::set<std::string> keep_layers;
-  for (const auto& [name, digest] : load_refs(root_ / "refs.json")) {
+  for (const auto& [name, entry] : load_refs(root_ / "refs.json")) {
+    const store::Digest& digest = entry.digest;
     // A referenced image that cannot be read stops gc: better keep garbage than delete a live layer.
     const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
     const ImageConfig config = parse_config(blobs_.read(manifest.config.digest, kMaxImageDocument), manifest.config.digest.str());

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "daemon/auth.h"
+#include "daemon/image_access.h"
 #include "images/error.h"
 #include "images/image_ref.h"
 #include "images/image_stack.h"
@@ -27,6 +28,7 @@ std::string image_error_code(const base::Error& e) {
   if (dynamic_cast<const http::ApiError*>(&e)) return e.code();
   if (e.cause().step == "resolve" || e.cause().step == "remove") return "image_not_found";
   if (e.cause().step == "ref") return "invalid_ref";
+  if (e.cause().step == "ref_owner") return "forbidden";
   return "invalid_image";
 }
 
@@ -37,13 +39,15 @@ struct ImportRequest {
   std::string format;  // layout | archive | rootfs
   std::string ref;
   images::RootfsOptions rootfs;
+  json sharing = json::object();  // "public", "group" (image_access.h)
 };
 
 ImportRequest parse_import(const std::string& text) {
   const json body = json::parse(text, nullptr, false);
   if (body.is_discarded()) throw http::ApiError("invalid_json", "the request body is not valid JSON");
   if (!body.is_object()) throw http::ApiError("invalid_request", "body: must be a JSON object");
-  static const std::set<std::string> known = {"source", "format", "ref", "labels", "env", "working_dir", "user"};
+  static const std::set<std::string> known = {"source", "format", "ref", "labels", "env",
+                                            "working_dir", "user", "public", "group"};
   for (const auto& [key, value] : body.items()) {
     if (!known.count(key)) throw http::ApiError("invalid_request", key + ": unknown field");
   }
@@ -98,6 +102,9 @@ ImportRequest parse_import(const std::string& text) {
   }
   request.rootfs.working_dir = text_field("working_dir", false);
   request.rootfs.user = text_field("user", false);
+  for (const char* key : {"public", "group"}) {
+    if (body.contains(key)) request.sharing[key] = body[key];
+  }
   return request;
 }
 
@@ -112,10 +119,11 @@ bool is_regular_for(const Caller& caller, const std::string& path) {
 }
 
 // `source` is the path the store reads: the caller's path for root, the opened object for anyone else.
-store::Digest run_import(images::ImageStore& store, const ImportRequest& request, const std::string& source) {
-  if (request.format == "layout") return store.import_layout(source, request.ref);
-  if (request.format == "archive") return store.import_archive(source, request.ref);
-  return store.import_rootfs(source, request.ref, request.rootfs);
+store::Digest run_import(images::ImageStore& store, const ImportRequest& request, const std::string& source,
+                         const images::RefWrite& write) {
+  if (request.format == "layout") return store.import_layout(source, request.ref, write);
+  if (request.format == "archive") return store.import_archive(source, request.ref, write);
+  return store.import_rootfs(source, request.ref, request.rootfs, write);
 }
 
 // A non-root caller's import source, opened with its credentials: an archive (or a rootfs tarball) is one
@@ -140,20 +148,24 @@ bool wants_ndjson(const http::Request& request) {
 
 // POST /v1/images: 201 with the image, or (Accept: application/x-ndjson) events "importing", then "imported"
 // with the image or "error" with {"code", "message"}.
-void import_image(images::ImageStore& store, ImageJobs& jobs, const http::Request& request, http::Responder responder) {
+void import_image(images::ImageStore& store, ImageJobs& jobs, const AccessPolicy& policy, const http::Request& request,
+                  http::Responder responder) {
   ImportRequest import = parse_import(request.body);
-  const std::shared_ptr<const OpenedHostPath> source = open_import_source(caller_of(request.peer), import);
+  const Caller caller = caller_of(request.peer);
+  const images::RefWrite write = ref_write(caller, policy, RefOrigin::kImport, import.sharing);
+  const images::RefViewer viewer = ref_viewer(caller, policy);
+  const std::shared_ptr<const OpenedHostPath> source = open_import_source(caller, import);
   std::shared_ptr<http::StreamWriter> stream;
   if (wants_ndjson(request)) {
     stream = responder.start_stream(200, "application/x-ndjson");
     stream->write(dump_line({{"event", "importing"}, {"source", import.source}, {"format", import.format}, {"ref", import.ref}}));
   }
-  jobs.post([&store, import = std::move(import), source, responder, stream] {
+  jobs.post([&store, import = std::move(import), source, write, viewer, responder, stream] {
     http::Response answer;
     json event;
     try {
       const std::string path = source ? source->proc_path() : import.source;
-      const json image = image_to_json(store.inspect(run_import(store, import, path).str()));
+      const json image = image_to_json(store.inspect(run_import(store, import, path, write).str(), viewer));
       answer = http::json_response(201, image);
       event = {{"event", "imported"}, {"image", image}};
     } catch (const base::Error& e) {
@@ -174,7 +186,7 @@ void import_image(images::ImageStore& store, ImageJobs& jobs, const http::Reques
 
 // Saves for a non-root caller: the archive is written privately by the store, then copied into the file the
 // caller opened (created by it, so owned by it); the old content is replaced only once the archive is whole.
-void save_into(images::ImageStore& store, const std::string& ref, OpenedHostPath& target) {
+void save_into(images::ImageStore& store, const std::string& ref, const images::RefViewer& viewer, OpenedHostPath& target) {
   namespace fs = std::filesystem;
   std::string staging_name = (store.root().parent_path() / ".save-XXXXXX").string();
   if (mkdtemp(staging_name.data()) == nullptr) {
@@ -189,7 +201,7 @@ void save_into(images::ImageStore& store, const std::string& ref, OpenedHostPath
     }
   } cleanup{staging};
   const fs::path archive = staging / "image.tar";
-  store.save(ref, archive);
+  store.save(ref, archive, viewer);
   base::UniqueFd in(open(archive.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (!in || fstat(in.get(), &st) != 0) throw http::ApiError("internal_error", "save: reading the staged archive: " + std::string(std::strerror(errno)));
@@ -208,7 +220,8 @@ void save_into(images::ImageStore& store, const std::string& ref, OpenedHostPath
 }
 
 // POST /v1/images/{ref}/save {"path": "/out.tar" | "/out-dir"}.
-void save_image(images::ImageStore& store, ImageJobs& jobs, const http::Request& request, http::Responder responder) {
+void save_image(images::ImageStore& store, ImageJobs& jobs, const AccessPolicy& policy, const http::Request& request,
+                http::Responder responder) {
   const json body = json::parse(request.body, nullptr, false);
   if (!body.is_object() || !body.contains("path") || !body["path"].is_string() || body.size() != 1 ||
       body["path"].get<std::string>().empty() || body["path"].get<std::string>().front() != '/') {
@@ -216,8 +229,9 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const http::Request&
   }
   const std::string ref = request.params.at("ref");
   const std::string path = body["path"].get<std::string>();
-  store.resolve(ref);  // unknown refs are a 404 now, not a failed job
   const Caller caller = caller_of(request.peer);
+  const images::RefViewer viewer = ref_viewer(caller, policy);
+  store.resolve(ref, viewer);  // unknown refs are a 404 now, not a failed job
   std::shared_ptr<OpenedHostPath> target;
   if (!caller.is_root()) {
     if (std::filesystem::path(path).extension() != ".tar") {
@@ -226,10 +240,10 @@ void save_image(images::ImageStore& store, ImageJobs& jobs, const http::Request&
     }
     target = std::make_shared<OpenedHostPath>(open_as_caller(caller, path, HostAccess::kCreateFile, "path", "invalid_request"));
   }
-  jobs.post([&store, ref, path, target, responder] {
+  jobs.post([&store, ref, path, target, viewer, responder] {
     try {
-      if (target) save_into(store, ref, *target);
-      else store.save(ref, path);
+      if (target) save_into(store, ref, viewer, *target);
+      else store.save(ref, path, viewer);
       responder.respond(http::json_response(200, {{"ref", ref}, {"path", path}}));
     } catch (const base::Error& e) {
       responder.respond(http::error_response(image_error_code(e), e.what()));
@@ -286,12 +300,15 @@ void ImageJobs::post(std::function<void()> job) {
 json image_to_json(const images::ImageInfo& image) {
   json layers = json::array();
   for (const auto& digest : image.layer_digests) layers.push_back(digest.str());
+  json access = json::object();
+  for (const auto& [ref, entry] : image.ref_access) access[ref] = ref_access_json(entry);
   json toolchains = json::object();
   for (const auto& [key, value] : image.config.labels) {
     if (key.rfind(images::kToolchainLabelPrefix, 0) == 0) toolchains[key.substr(images::kToolchainLabelPrefix.size())] = value;
   }
   return {{"digest", image.manifest_digest.str()},
           {"refs", image.refs},
+          {"ref_access", access},
           {"size", image.size},
           {"layers", layers},
           {"config",
@@ -302,30 +319,57 @@ json image_to_json(const images::ImageInfo& image) {
           {"toolchains", toolchains}};
 }
 
-void register_images_api(http::Router& router, images::ImageStore& store, ImageJobs& jobs) {
-  router.add("GET", "/v1/images", [&store](const http::Request&) {
+void register_images_api(http::Router& router, images::ImageStore& store, ImageJobs& jobs, const AccessPolicy& policy) {
+  auto viewer_of = [&policy](const http::Request& request) { return ref_viewer(caller_of(request.peer), policy); };
+  router.add("GET", "/v1/images", [&store, viewer_of](const http::Request& request) {
     return with_store_errors([&] {
       json list = json::array();
-      for (const auto& image : store.list()) list.push_back(image_to_json(image));
+      for (const auto& image : store.list(viewer_of(request))) list.push_back(image_to_json(image));
       return http::json_response(200, {{"images", list}});
     });
   });
-  router.add("POST", "/v1/images", [&store, &jobs](const http::Request& request, http::Responder responder) {
-    import_image(store, jobs, request, std::move(responder));
+  router.add("POST", "/v1/images", [&store, &jobs, &policy](const http::Request& request, http::Responder responder) {
+    import_image(store, jobs, policy, request, std::move(responder));
   });
-  router.add("GET", "/v1/images/{ref}", [&store](const http::Request& request) {
-    return with_store_errors([&] { return http::json_response(200, image_to_json(store.inspect(request.params.at("ref")))); });
+  router.add("GET", "/v1/images/{ref}", [&store, viewer_of](const http::Request& request) {
+    return with_store_errors(
+        [&] { return http::json_response(200, image_to_json(store.inspect(request.params.at("ref"), viewer_of(request)))); });
   });
-  router.add("DELETE", "/v1/images/{ref}", [&store](const http::Request& request) {
-    return with_store_errors([&] { return http::json_response(200, {{"removed", store.remove(request.params.at("ref"))}}); });
+  // {"public": bool, "group": name | gid | null}: who besides the owner may use the ref.
+  router.add("PATCH", "/v1/images/{ref}", [&store, viewer_of](const http::Request& request) {
+    return with_store_errors([&] {
+      const json body = json::parse(request.body, nullptr, false);
+      if (body.is_discarded()) throw http::ApiError("invalid_json", "the request body is not valid JSON");
+      if (!body.is_object()) throw http::ApiError("invalid_request", "body: must be {\"public\": bool, \"group\": name}");
+      for (const auto& item : body.items()) {
+        if (item.key() != "public" && item.key() != "group") throw http::ApiError("invalid_request", item.key() + ": unknown field");
+      }
+      const std::string& ref = request.params.at("ref");
+      const images::RefViewer viewer = viewer_of(request);
+      const images::ImageInfo before = store.inspect(ref, viewer);
+      const std::string name = images::ImageRef::parse(ref).str();
+      const auto found = before.ref_access.find(name);
+      const images::RefAccess wanted = shared_access(caller_of(request.peer),
+                                                     found == before.ref_access.end() ? images::RefAccess{} : found->second, body);
+      store.share(ref, wanted, viewer);
+      return http::json_response(200, image_to_json(store.inspect(ref, viewer)));
+    });
   });
-  router.add("POST", "/v1/images/{ref}/save", [&store, &jobs](const http::Request& request, http::Responder responder) {
+  router.add("DELETE", "/v1/images/{ref}", [&store, viewer_of](const http::Request& request) {
+    return with_store_errors(
+        [&] { return http::json_response(200, {{"removed", store.remove(request.params.at("ref"), viewer_of(request))}}); });
+  });
+  router.add("POST", "/v1/images/{ref}/save", [&store, &jobs, &policy](const http::Request& request, http::Responder responder) {
     with_store_errors([&] {
-      save_image(store, jobs, request, std::move(responder));
+      save_image(store, jobs, policy, request, std::move(responder));
       return 0;
     });
   });
-  router.add("POST", "/v1/images/gc", [&store](const http::Request&) {
+  // Blobs no ref reaches are everyone's garbage: only root or the admin group collects them.
+  router.add("POST", "/v1/images/gc", [&store, &policy](const http::Request& request) {
+    if (!sees_all_runs(caller_of(request.peer), policy)) {
+      throw http::ApiError("forbidden", caller_of(request.peer).describe() + " may not collect the image store's garbage; root does");
+    }
     return with_store_errors([&] {
       const images::GcResult result = store.gc();
       json blobs = json::array();

@@ -1,5 +1,5 @@
-// The /v1/images routes: import (OCI layout, oci-archive, plain rootfs), list, inspect, remove, save and gc
-// on the daemon's ImageStore. Imports and saves run on the importer's own thread, never on an io thread.
+// The /v1/images routes: import (OCI layout, oci-archive, plain rootfs), list, inspect, share, remove, save
+// and gc on the daemon's ImageStore, each as the caller sees it (daemon/image_access.h). Imports and saves run on the importer's own thread, never on an io thread.
 #pragma once
 
 #include <condition_variable>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "daemon/auth.h"
 #include "http/router.h"
 #include "images/image_store.h"
 
@@ -32,10 +33,10 @@ class ImageJobs {
   std::thread thread_;
 };
 
-// The API's view of an image: {"digest", "refs", "size", "layers", "config": {"env", "working_dir", "user",
+// The API's view of an image: {"digest", "refs", "ref_access": {ref: {"owner", "public", "group"}}, "size", "layers", "config": {"env", "working_dir", "user",
 // "labels"}, "toolchains": {name: version}}.
 nlohmann::json image_to_json(const images::ImageInfo& image);
 
-void register_images_api(http::Router& router, images::ImageStore& store, ImageJobs& jobs);
+void register_images_api(http::Router& router, images::ImageStore& store, ImageJobs& jobs, const AccessPolicy& policy);
 
 }  // namespace capsule::daemon

@@ -7,6 +7,7 @@
 #include "daemon/api/api.h"
 #include "daemon/api/images_api.h"
 #include "daemon/api/stream_sink.h"
+#include "daemon/image_access.h"
 #include "daemon/runs/layer_files.h"
 #include "http/response.h"
 #include "images/toolchain_select.h"
@@ -89,24 +90,36 @@ std::vector<std::string> pinned_images(const json& pinned) {
   return bases;
 }
 
-std::string commit_ref(const http::Request& request) {
+// {"ref": "name:tag"[, "public": bool][, "group": name]}: the image is the committer's, private unless shared.
+struct CommitRequest {
+  std::string ref;
+  images::RefWrite write;
+};
+
+CommitRequest commit_request(const ApiContext& ctx, const http::Request& request) {
   const json body = parse_body(request);
   if (!body.is_object() || !body.contains("ref") || !body["ref"].is_string()) {
-    throw http::ApiError("invalid_request", "a commit is {\"ref\": \"name:tag\"}");
+    throw http::ApiError("invalid_request", "a commit is {\"ref\": \"name:tag\"[, \"public\": bool][, \"group\": name]}");
   }
-  return body["ref"].get<std::string>();
+  json sharing = json::object();
+  for (const auto& [key, value] : body.items()) {
+    if (key == "public" || key == "group") sharing[key] = value;
+    else if (key != "ref") throw http::ApiError("invalid_request", key + ": unknown field");
+  }
+  return {body["ref"].get<std::string>(), ref_write(caller_of(request.peer), ctx.access, RefOrigin::kCommit, sharing)};
 }
 
 // A commit's store failure as an answer: a ref the store refuses is the caller's, anything else capsule's.
 [[noreturn]] void answer_commit_failure(const base::Error& e, const std::string& what) {
-  const bool bad_ref = e.cause().step == "ref";
-  throw http::ApiError(bad_ref ? "invalid_ref" : "internal_error", "committing " + what + ": " + e.what());
+  const std::string& step = e.cause().step;
+  throw http::ApiError(step == "ref" ? "invalid_ref" : step == "ref_owner" ? "forbidden" : "internal_error",
+                       "committing " + what + ": " + e.what());
 }
 
 void commit(ApiContext& ctx, const http::Request& request, http::Responder responder) {
   const std::string& id = request.params.at("id");
   const RunRow row = require_visible_run(ctx, request, id);
-  const std::string ref = commit_ref(request);
+  const CommitRequest wanted = commit_request(ctx, request);
   require_finished(row);
   const std::vector<std::string> bases = pinned_images(row.pinned);
   if (bases.empty()) {
@@ -116,16 +129,17 @@ void commit(ApiContext& ctx, const http::Request& request, http::Responder respo
   }
   if (ctx.images.store == nullptr) throw http::ApiError("not_committable", "this capsuled has no image store");
   RunOutputs& outputs = outputs_of(ctx);
-  answer_later(ctx.transfers, request.peer.uid, responder, [&ctx, &outputs, id, bases, ref](const http::Responder& answer) {
+  const images::RefViewer viewer = ref_viewer(caller_of(request.peer), ctx.access);
+  answer_later(ctx.transfers, request.peer.uid, responder, [&ctx, &outputs, id, bases, wanted, viewer](const http::Responder& answer) {
     store::Digest digest;
     try {
-      digest = outputs.commit(id, bases, ref);
+      digest = outputs.commit(id, bases, wanted.ref, wanted.write);
     } catch (const http::ApiError&) {
       throw;
     } catch (const base::Error& e) {
       answer_commit_failure(e, "run " + id);
     }
-    answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str()))));
+    answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str(), viewer))));
   });
 }
 
@@ -133,7 +147,7 @@ void commit(ApiContext& ctx, const http::Request& request, http::Responder respo
 void commit_session(ApiContext& ctx, const http::Request& request, http::Responder responder) {
   const std::string& id = request.params.at("id");
   require_visible_session(ctx, request, id);
-  const std::string ref = commit_ref(request);
+  const CommitRequest wanted = commit_request(ctx, request);
   const auto row = ctx.ledger.get_session(id);
   const std::vector<std::string> bases = row ? pinned_images(row->pinned) : std::vector<std::string>{};
   if (bases.empty()) {
@@ -142,21 +156,23 @@ void commit_session(ApiContext& ctx, const http::Request& request, http::Respond
   }
   if (ctx.images.store == nullptr) throw http::ApiError("not_committable", "this capsuled has no image store");
   RunOutputs& outputs = outputs_of(ctx);
-  answer_later(ctx.session_calls, request.peer.uid, responder, [&ctx, &outputs, id, bases, ref](const http::Responder& answer) {
+  const images::RefViewer viewer = ref_viewer(caller_of(request.peer), ctx.access);
+  answer_later(ctx.session_calls, request.peer.uid, responder, [&ctx, &outputs, id, bases, wanted, viewer](const http::Responder& answer) {
     store::Digest digest;
     try {
       ctx.sessions.with_frozen_box(id, [&](const SessionBox& box) {
         RunUppers uppers;
         uppers.root = box.sandbox.rootfs_upper();
         uppers.id_base = box.sandbox.host_id_base();
-        digest = outputs.commit_upper(uppers, bases, ref, {{std::string(images::kCommittedFromSessionLabel), id}});
+        digest = outputs.commit_upper(uppers, bases, wanted.ref, {{std::string(images::kCommittedFromSessionLabel), id}},
+                                      wanted.write);
       });
     } catch (const http::ApiError&) {
       throw;
     } catch (const base::Error& e) {
       answer_commit_failure(e, "session " + id);
     }
-    answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str()))));
+    answer.respond(http::json_response(201, image_to_json(ctx.images.store->inspect(digest.str(), viewer))));
   });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "daemon/api/api.h"
+#include "daemon/image_access.h"
 #include "images/image_stack.h"
 #include "spec/json_fields.h"
 
@@ -23,9 +24,9 @@ const images::ImageStore& require_store(const ApiContext& ctx) {
 
 // GET /v1/toolchains: {"toolchains": {name: [{version, ref, digest, base?, unusable?}, ...newest first]}}. A
 // toolchain layer is listed with the base it stacks on, as selection sees it (its labels merged over the base's).
-json installed_toolchains(const ApiContext& ctx) {
+json installed_toolchains(const ApiContext& ctx, const Caller& caller) {
   std::map<std::string, std::vector<std::pair<std::string, json>>> by_name;  // name -> (version, entry)
-  for (const images::ImageCandidate& image : images::toolchain_candidates(require_store(ctx).list())) {
+  for (const images::ImageCandidate& image : images::toolchain_candidates(require_store(ctx).list(ref_viewer(caller, ctx.access)))) {
     for (const auto& [key, version] : image.labels) {
       if (!key.starts_with(images::kToolchainLabelPrefix) || !images::is_valid_version(version)) continue;
       json entry = {{"version", version}, {"ref", image.ref}, {"digest", image.digest}};
@@ -71,6 +72,7 @@ json resolve_toolchains(const ApiContext& ctx, const http::Request& request) {
                                           "?python=auto&as_of=2025-01-01, ?java=17");
   }
   Submission run;
+  run.caller = caller_of(request.peer);
   try {
     const images::ToolchainRequest parsed = images::parse_toolchain_request(toolchains, as_of);
     run.spec.toolchains = parsed.toolchains;
@@ -97,7 +99,9 @@ json resolve_toolchains(const ApiContext& ctx, const http::Request& request) {
 
 void register_toolchains_api(http::Router& router, ApiContext& ctx) {
   router.add("GET", "/v1/toolchains",
-             [&ctx](const http::Request&) { return http::json_response(200, installed_toolchains(ctx)); });
+             [&ctx](const http::Request& request) {
+               return http::json_response(200, installed_toolchains(ctx, caller_of(request.peer)));
+             });
   router.add("GET", "/v1/toolchains/resolve", [&ctx](const http::Request& request) {
     return http::json_response(200, resolve_toolchains(ctx, request));
   });

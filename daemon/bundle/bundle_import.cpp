@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "daemon/image_access.h"
 #include "daemon/record/run_record.h"
 #include "daemon/resolve.h"
 #include "daemon/runs/run_manager.h"
@@ -274,7 +275,8 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
     const std::string ref = "bundle:" + id + "-" + std::to_string(i);
     store::Digest digest;
     try {
-      digest = stores.images.import_archive(image_files[i]->file, ref);
+      // The bundle's images are the importer's, private as its run is (image_access.h).
+      digest = stores.images.import_archive(image_files[i]->file, ref, ref_write(request.importer, {}, RefOrigin::kBundle));
     } catch (const http::ApiError&) {
       throw;
     } catch (const base::Error& e) {

@@ -181,17 +181,18 @@ std::vector<store::Digest> digests_of(const std::vector<std::string>& bases) {
 }  // namespace
 
 store::Digest RunOutputs::commit(const std::string& run_id, const std::vector<std::string>& bases,
-                                 const std::string& ref) {
+                                 const std::string& ref, const images::RefWrite& write) {
   check_commit_ref(images_, ref);
   std::shared_lock lock(sweeping_);  // the layer stays until the image has its copy
   const KeptLayer root = layer(run_id, "root");
   // `created` is the epoch, not the time of the call: the same layer on the same images is the same image.
   return images_->commit_layer(digests_of(bases), blobs_, root.digest, {{std::string(images::kCommittedFromRunLabel), run_id}},
-                               ref, 0);
+                               ref, 0, write);
 }
 
 store::Digest RunOutputs::commit_upper(const RunUppers& uppers, const std::vector<std::string>& bases,
-                                       const std::string& ref, const std::map<std::string, std::string>& labels) {
+                                       const std::string& ref, const std::map<std::string, std::string>& labels,
+                                       const images::RefWrite& write) {
   check_commit_ref(images_, ref);
   std::shared_lock lock(sweeping_);
   images::UpperLayerOptions options;
@@ -200,7 +201,7 @@ store::Digest RunOutputs::commit_upper(const RunUppers& uppers, const std::vecto
   options.epoch = now_ms() / 1000;
   const auto layer = images::pack_upper_layer(uppers.root, blobs_, options);
   if (!layer) throw http::ApiError("outputs_not_kept", "nothing was written to the root filesystem to commit");
-  return images_->commit_layer(digests_of(bases), blobs_, layer->digest, labels, ref, options.epoch);
+  return images_->commit_layer(digests_of(bases), blobs_, layer->digest, labels, ref, options.epoch, write);
 }
 
 OutputsSweep RunOutputs::sweep(const std::function<bool(const std::string& id)>& run_exists, std::int64_t now) {

@@ -65,14 +65,15 @@ class RunOutputs {
   KeptLayer layer(const std::string& run_id, std::string_view which) const;
 
   // Commits the run's root layer onto `bases` (its pinned image digests, base first) as image `ref`, labelled
-  // org.capsule.committed.from_run. Throws ApiError (outputs_not_kept, invalid_ref, not_committable) or
-  // images::ImageError.
-  store::Digest commit(const std::string& run_id, const std::vector<std::string>& bases, const std::string& ref);
+  // org.capsule.committed.from_run, the ref pointed with `write` (the committer's, daemon/image_access.h).
+  // Throws ApiError (outputs_not_kept, invalid_ref, not_committable) or images::ImageError.
+  store::Digest commit(const std::string& run_id, const std::vector<std::string>& bases, const std::string& ref,
+                       const images::RefWrite& write);
   // Commits a live upper (a session's root filesystem, its box frozen) likewise: packed as keep() packs, with no
   // cap, labelled with `labels`. Its blob here is indexed by no run: the next sweep removes it (the image keeps a copy).
   // Throws ApiError (invalid_ref, outputs_not_kept: nothing written) or images::ImageError.
   store::Digest commit_upper(const RunUppers& uppers, const std::vector<std::string>& bases, const std::string& ref,
-                             const std::map<std::string, std::string>& labels);
+                             const std::map<std::string, std::string>& labels, const images::RefWrite& write);
 
   // Drops the index of every run `run_exists` denies or whose kept_until passed, then the oldest while the
   // kept layers exceed max_total_bytes, then every blob no remaining index names.

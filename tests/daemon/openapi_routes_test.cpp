@@ -101,7 +101,7 @@ TEST(OpenApi, PathsAndMethodsAreExactlyTheRegisteredRoutes) {
     ImageJobs jobs;
     http::Router router;
     register_api(router, context);
-    register_images_api(router, store, jobs);
+    register_images_api(router, store, jobs, AccessPolicy{});
 
     std::set<std::string> registered;
     for (const auto& [method, pattern] : router.routes()) registered.insert(method + " " + pattern);

@@ -97,7 +97,7 @@ class RunSpecLayers : public ::testing::Test {
 
   sandbox::SandboxSpec resolve(const json& body) {
     Submission run = submission(body);
-    pin_images(run, ImageCatalog{store_.get(), nullptr});
+    pin_images(run, ImageCatalog{store_.get(), nullptr, {}});
     pinned_ = run.pinned;
     return resolve_run(
         run, ResolveContext{dir_ + "/images", std::string(CAPSULE_SOURCE_DIR) + "/policies", dir_ + "/run", store_.get()});
