@@ -24,6 +24,8 @@ void check_image_ref(const std::string& ref, const std::string& field) {
   }
 }
 
+}  // namespace
+
 Workspace parse_workspace(const json& ws) {
   Workspace out;
   if (ws.is_string()) {
@@ -49,6 +51,8 @@ Workspace parse_workspace(const json& ws) {
   if (out.snapshot.empty() && !is_absolute_clean(out.path)) invalid("workspace.path", "must be an absolute host path");
   return out;
 }
+
+namespace {
 
 // collect: {"junit", "classfiles", "coverage": [relative globs], "outputs": [globs], "tail_lines": count}.
 void parse_collect(const json& collect, RunSpec& spec) {

@@ -58,6 +58,10 @@ constexpr std::size_t kMaxTailLines = 10000;
 // Limits a request leaves out (or gives as 0) get the policy's defaults; all are clamped to its maxima.
 RunSpec parse_run_spec(const nlohmann::json& body, const LimitPolicy& policy);
 
+// A spec's "workspace" (a path, {"path", "mode"} or {"snapshot"}), as parse_run_spec reads it, for requests that
+// name one of their own (a replay's). Same errors.
+Workspace parse_workspace(const nlohmann::json& body);
+
 // Every field, defaults filled: parse_run_spec(to_json(spec), policy) == spec under the same policy.
 nlohmann::json to_json(const RunSpec& spec);
 

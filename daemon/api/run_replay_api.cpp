@@ -3,6 +3,7 @@
 // One replay can be followed as POST /v1/runs is (Accept: application/x-ndjson).
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "daemon/api/api.h"
 #include "daemon/api/event_lines.h"
@@ -20,6 +21,7 @@ struct ReplayRequest {
   int repeat = 1;
   ReplayVary vary;
   bool wait = false;
+  std::optional<spec::Workspace> workspace;  // the replaying caller's own, instead of the original's
 };
 
 ReplayRequest parse_replay_request(const http::Request& request) {
@@ -36,11 +38,13 @@ ReplayRequest parse_replay_request(const http::Request& request) {
       out.repeat = value.get<int>();
     } else if (key == "vary") {
       out.vary = parse_replay_vary(value);
+    } else if (key == "workspace") {
+      out.workspace = spec::parse_workspace(value);
     } else if (key == "wait") {
       if (!value.is_boolean()) throw http::ApiError("invalid_request", "wait: must be true or false");
       out.wait = out.wait || value.get<bool>();
     } else {
-      throw http::ApiError("invalid_request", key + ": unknown; expected repeat, vary or wait");
+      throw http::ApiError("invalid_request", key + ": unknown; expected repeat, vary, wait or workspace");
     }
   }
   return out;
@@ -67,6 +71,28 @@ Submission replay_submission(ApiContext& ctx, const RunRow& original) {
   return run;
 }
 
+// The workspace a replay mounts. A caller-named one replaces the original's (its pin no longer applies). A run
+// imported from a bundle is input from another machine: its spec's host path is never opened here, so it
+// replays from its own snapshot (pinned.workspace_digest) or from what the caller names, and is refused else.
+void choose_replay_workspace(Submission& run, const RunRow& original, const ReplayRequest& asked) {
+  if (asked.workspace) {
+    run.spec.workspace = asked.workspace;
+    run.pinned.workspace_digest.reset();
+    return;
+  }
+  const bool imported = original.outcome && original.outcome->contains("imported");
+  if (!imported || !run.spec.workspace || !run.spec.workspace->snapshot.empty()) return;
+  if (run.pinned.workspace_digest) {
+    run.spec.workspace = spec::Workspace{"", *run.pinned.workspace_digest, spec::WorkspaceMode::kCow};
+    run.spec.reproducible = false;
+    return;
+  }
+  throw http::ApiError("invalid_request", "run " + original.id + " was imported from another machine, where its "
+                                          "workspace was the host path '" + run.spec.workspace->path +
+                                          "', and its bundle holds no snapshot of it: name the workspace to replay "
+                                          "it with ({\"workspace\": {\"path\": ...} or {\"snapshot\": ...}})");
+}
+
 // Answers once every replay has finished, in the order submitted; nothing if the submission failed part way.
 struct Waiting {
   explicit Waiting(http::Responder r, std::size_t count) : responder(std::move(r)), runs(count), remaining(count) {}
@@ -89,6 +115,7 @@ void replay_run(ApiContext& ctx, const http::Request& request, http::Responder r
   const ReplayRequest asked = parse_replay_request(request);
   if (!original.outcome) throw http::ApiError("run_active", "run " + id + " has not finished; replay it once it has");
   Submission base = replay_submission(ctx, original);
+  choose_replay_workspace(base, original, asked);
   const std::uint64_t peak = original.outcome->contains("result")
                                  ? (*original.outcome)["result"].value("peak_memory_bytes", std::uint64_t{0})
                                  : 0;

@@ -111,6 +111,42 @@ TEST_F(CapsuledBundle, ImageAndSnapshotRunReplaysAfterTheStateIsWiped) {
   expect_error(call("GET", "/v1/runs/" + id + "/bundle"), 409, "bundle_incomplete", image);
 }
 
+// A bundle comes from another machine: the host path its spec names as the workspace is never opened by a
+// replay here (it could be anyone's home); the auditor names the workspace, or the bundle carries a snapshot.
+TEST_F(CapsuledBundle, AnImportedRunNeverReplaysOnAHostPathFromItsBundle) {
+  start();
+  const fs::path root = make_dir("rootfs");
+  for (const char* binary : {"/bin/sh", "/bin/cat"}) copy_with_libraries(binary, root);
+  ASSERT_EQ(call("POST", "/v1/images", {{"source", root.string()}, {"format", "rootfs"}, {"ref", "t/bundle:1"}}).status, 201);
+  const fs::path victim = make_dir("victim");
+  write_file(victim / "input.txt", "what the original read\n");
+  json spec = sh("cat /workspace/input.txt");
+  spec["image"] = "t/bundle:1";
+  spec["workspace"] = {{"path", victim.string()}};
+  const json original = run_and_wait(spec);
+  ASSERT_EQ(original["state"], "succeeded") << original.dump(2);
+  const std::string id = original["id"];
+  ASSERT_EQ(capsule({"runs", "export", id, "-o", (dir_ / "path.tar").string()}).code, 0);
+
+  wipe_and_start();
+  write_file(victim / "input.txt", "someone else's secret\n");  // what that path holds on this machine
+  ASSERT_EQ(call("POST", "/v1/runs/import", {{"path", (dir_ / "path.tar").string()}}).status, 201);
+  const HttpResponse refused = call("POST", "/v1/runs/" + id + "/replay?wait=true");
+  expect_error(refused, 400, "invalid_request", "imported from another machine");
+  EXPECT_EQ(refused.body.find("secret"), std::string::npos);
+
+  const fs::path mine = make_dir("mine");
+  write_file(mine / "input.txt", "the auditor's copy\n");
+  const HttpResponse named = call("POST", "/v1/runs/" + id + "/replay?wait=true", {{"workspace", {{"path", mine.string()}}}});
+  ASSERT_EQ(named.status, 200) << named.body;
+  const json replayed = body_json(named)["runs"][0];
+  EXPECT_EQ(replayed["result"]["stdout"]["head"], "the auditor's copy\n") << replayed.dump(2);
+  EXPECT_EQ(replayed["spec"]["workspace"]["path"], mine.string());
+  expect_error(call("POST", "/v1/runs/" + id + "/replay", {{"workspace", {{"path", "relative"}}}}), 400, "invalid_spec",
+               "workspace.path");
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
+}
+
 // A run on an image committed from an earlier run: the bundle carries the base's layers and the committed one, and
 // `capsule replay` on a wiped daemon runs it on the very same image.
 TEST_F(CapsuledBundle, ARunOnACommittedImageTravelsWithItsLayersAndReplaysFromTheCli) {
