@@ -112,7 +112,21 @@ json build_import_body(const ImageImportOptions& options) {
     labels[key] = value;
   }
   if (!labels.empty()) body["labels"] = labels;
+  add_sharing_fields(options.sharing, body);
   return body;
+}
+
+void add_sharing_flags(CLI::App& command, ImageSharing& sharing) {
+  CLI::Option* make_public = command.add_flag("--public", sharing.make_public, "everyone may use it");
+  command.add_flag("--private", sharing.make_private, "only its owner (and root) may use it")->excludes(make_public);
+  CLI::Option* group = command.add_option("--group", sharing.group, "the members of this group may use it");
+  command.add_flag("--no-group", sharing.no_group, "shared with no group")->excludes(group);
+}
+
+void add_sharing_fields(const ImageSharing& sharing, json& body) {
+  if (sharing.make_public || sharing.make_private) body["public"] = sharing.make_public;
+  if (!sharing.group.empty()) body["group"] = sharing.group;
+  if (sharing.no_group) body["group"] = nullptr;
 }
 
 std::string format_images_table(const json& images) {
@@ -167,6 +181,15 @@ int cmd_images_ls(const std::string& socket, bool json_output) {
 
 int cmd_images_inspect(const std::string& socket, const std::string& ref) {
   std::cout << http::request_json(http::HttpClient(socket), "GET", image_path(ref)).dump(2) << "\n";
+  return 0;
+}
+
+int cmd_images_share(const std::string& socket, const std::string& ref, const ImageSharing& sharing) {
+  json body = json::object();
+  add_sharing_fields(sharing, body);
+  if (body.empty()) throw std::invalid_argument("images share: give --public, --private, --group G or --no-group");
+  const json image = http::request_json(http::HttpClient(socket), "PATCH", image_path(ref), body);
+  std::cout << image.value("ref_access", json::object()).dump() << "\n";
   return 0;
 }
 

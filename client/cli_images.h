@@ -1,4 +1,4 @@
-// `capsule images import|ls|inspect|rm|save|gc`: the image subcommands over capsuled's /v1/images routes,
+// `capsule images import|ls|inspect|share|rm|save|gc`: the image subcommands over capsuled's /v1/images routes,
 // and the table the ls subcommand prints.
 #pragma once
 
@@ -11,6 +11,17 @@
 
 namespace capsule::client {
 
+// Who besides its owner may use a ref (docs/security.md, Images): --public / --private, --group G / --no-group.
+struct ImageSharing {
+  bool make_public = false;
+  bool make_private = false;
+  std::string group;
+  bool no_group = false;
+};
+// Adds these flags to `command`, and their "public"/"group" fields to `body` (none given: nothing added).
+void add_sharing_flags(CLI::App& command, ImageSharing& sharing);
+void add_sharing_fields(const ImageSharing& sharing, nlohmann::json& body);
+
 struct ImageImportOptions {
   std::string source;   // host path (made absolute)
   std::string format;   // layout | archive | rootfs; empty: guessed from the source
@@ -18,6 +29,7 @@ struct ImageImportOptions {
   std::vector<std::string> labels;  // K=V, rootfs only; win over the labels file's
   std::string labels_file;          // a JSON object of string labels (the labels.json the recipes write)
   bool quiet = false;   // no progress line
+  ImageSharing sharing;
 };
 
 // "layout" for a directory holding an oci-layout file, "rootfs" for other directories; for files, "archive"
@@ -38,5 +50,7 @@ int cmd_images_inspect(const std::string& socket, const std::string& ref);
 int cmd_images_rm(const std::string& socket, const std::string& ref);
 int cmd_images_save(const std::string& socket, const std::string& ref, const std::string& out);
 int cmd_images_gc(const std::string& socket);
+// PATCH /v1/images/{ref} with the sharing flags; prints who may use the ref now.
+int cmd_images_share(const std::string& socket, const std::string& ref, const ImageSharing& sharing);
 
 }  // namespace capsule::client

@@ -106,6 +106,8 @@ int cli_main(int argc, char** argv) {
   replay->add_option("--repeat", replay_options.repeat, "replay N times (1 to 50) and report flip rates");
   replay->add_option("--vary", replay_options.vary, "on every other replay: cpus,memory,order (any of them)");
   replay->add_flag("--json", replay_options.json, "print the run object (or the report) as JSON");
+  replay->add_option("--workspace", replay_options.workspace, "a host directory (or a snapshot sha256:...) instead "
+                     "of the original's workspace, e.g. for a run imported from another machine");
   replay->footer(kExitCodeHelp);
 
   CLI::App* runs = app.add_subcommand("runs", "list, inspect and cancel runs");
@@ -169,10 +171,15 @@ int cli_main(int argc, char** argv) {
   import->add_option("--labels-file", import_options.labels_file, "JSON object of string labels of a rootfs import, "
                      "e.g. the labels.json an images/recipes script writes");
   import->add_flag("--quiet,-q", import_options.quiet, "no progress line");
+  add_sharing_flags(*import, import_options.sharing);
   CLI::App* images_ls = images->add_subcommand("ls", "list images");
   images_ls->add_flag("--json", as_json, "print the API's JSON instead of a table");
   CLI::App* inspect = images->add_subcommand("inspect", "print one image as JSON");
   inspect->add_option("ref", ref, "name[:tag], name@sha256:... or sha256:...")->required();
+  ImageSharing sharing;
+  CLI::App* share = images->add_subcommand("share", "say who besides you may use your image ref");
+  share->add_option("ref", ref, "name[:tag]")->required();
+  add_sharing_flags(*share, sharing);
   CLI::App* rm = images->add_subcommand("rm", "remove an image ref (blobs stay until gc)");
   rm->add_option("ref", ref, "name[:tag], name@sha256:... or sha256:...")->required();
   CLI::App* save = images->add_subcommand("save", "write an image as an oci-archive (.tar) or OCI layout dir");
@@ -251,6 +258,7 @@ int cli_main(int argc, char** argv) {
     if (import->parsed()) return cmd_images_import(socket, import_options);
     if (images_ls->parsed()) return cmd_images_ls(socket, as_json);
     if (inspect->parsed()) return cmd_images_inspect(socket, ref);
+    if (share->parsed()) return cmd_images_share(socket, ref, sharing);
     if (rm->parsed()) return cmd_images_rm(socket, ref);
     if (save->parsed()) return cmd_images_save(socket, ref, out);
     if (gc->parsed()) return cmd_images_gc(socket);

@@ -2,6 +2,7 @@
 // with --repeat, every replay waited for and the flakiness report of the original and its replays printed.
 #include "client/cli_replay.h"
 
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -69,6 +70,11 @@ json build_replay_body(const ReplayOptions& options) {
   }
   if (!vary.empty()) body["vary"] = vary;
   if (options.repeat) body["wait"] = true;
+  if (options.workspace.starts_with("sha256:")) {
+    body["workspace"] = {{"snapshot", options.workspace}};
+  } else if (!options.workspace.empty()) {
+    body["workspace"] = {{"path", std::filesystem::absolute(options.workspace).lexically_normal().string()}};
+  }
   return body;
 }
 

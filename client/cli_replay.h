@@ -13,6 +13,7 @@ struct ReplayOptions {
   std::optional<int> repeat;  // unset: one replay, streamed
   std::string vary;           // "cpus,memory,order" (any of them)
   bool json = false;
+  std::string workspace;      // a host path (made absolute) or a snapshot digest; empty: the original's
 };
 
 // The POST /v1/runs/{id}/replay body for these options. Throws std::invalid_argument for an unknown --vary name.

@@ -112,8 +112,10 @@ CommitRequest commit_request(const ApiContext& ctx, const http::Request& request
 // A commit's store failure as an answer: a ref the store refuses is the caller's, anything else capsule's.
 [[noreturn]] void answer_commit_failure(const base::Error& e, const std::string& what) {
   const std::string& step = e.cause().step;
-  throw http::ApiError(step == "ref" ? "invalid_ref" : step == "ref_owner" ? "forbidden" : "internal_error",
-                       "committing " + what + ": " + e.what());
+  std::string code = "internal_error";
+  if (step == "ref") code = "invalid_ref";
+  if (step == "ref_owner") code = "forbidden";
+  throw http::ApiError(code, "committing " + what + ": " + e.what());
 }
 
 void commit(ApiContext& ctx, const http::Request& request, http::Responder responder) {

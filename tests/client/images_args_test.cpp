@@ -43,6 +43,17 @@ TEST_F(ImportBody, NoLabelsNoField) {
   EXPECT_EQ(body, json({{"source", (dir_ / "rootfs.tar.gz").string()}, {"format", "rootfs"}, {"ref", "py:3.12"}}));
 }
 
+TEST_F(ImportBody, SharingFlagsBecomePublicAndGroup) {
+  ImageImportOptions options = rootfs();
+  options.sharing.make_private = true;
+  options.sharing.group = "team";
+  EXPECT_EQ(build_import_body(options)["public"], false);
+  EXPECT_EQ(build_import_body(options)["group"], "team");
+  json body = json::object();
+  add_sharing_fields(ImageSharing{true, false, "", true}, body);
+  EXPECT_EQ(body, json({{"public", true}, {"group", nullptr}}));
+}
+
 TEST_F(ImportBody, LabelsFileAndLabelsCombineTheExplicitLabelWinning) {
   ImageImportOptions options = rootfs();
   options.labels_file = write("labels.json", R"({"org.capsule.toolchain.python": "3.12.1", "base": "debian"})");

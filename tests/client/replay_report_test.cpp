@@ -10,10 +10,14 @@ namespace {
 using nlohmann::json;
 
 TEST(ReplayBody, RepeatWaitsAndVaryNamesBecomeFlags) {
-  EXPECT_EQ(build_replay_body({"r1", std::nullopt, "", false}), json::object());
-  EXPECT_EQ(build_replay_body({"r1", 3, "cpus,order", false}),
+  EXPECT_EQ(build_replay_body({"r1", std::nullopt, "", false, ""}), json::object());
+  EXPECT_EQ(build_replay_body({"r1", 3, "cpus,order", false, ""}),
             json({{"repeat", 3}, {"vary", {{"cpus", true}, {"order", true}}}, {"wait", true}}));
-  EXPECT_THROW(build_replay_body({"r1", 3, "cpus,disk", false}), std::invalid_argument);
+  EXPECT_THROW(build_replay_body({"r1", 3, "cpus,disk", false, ""}), std::invalid_argument);
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  EXPECT_EQ(build_replay_body({"r1", std::nullopt, "", false, digest}), json({{"workspace", {{"snapshot", digest}}}}));
+  EXPECT_EQ(build_replay_body({"r1", std::nullopt, "", false, "/audit/../audit/tree"}),
+            json({{"workspace", {{"path", "/audit/tree"}}}}));
 }
 
 TEST(FlakinessReport, ShowsTheVerdictEachCaseAndTheFlakyOnes) {
