@@ -342,6 +342,7 @@ int main(int argc, char** argv) {
       if (!*pool) config.pool_boxes = from_file.pool_boxes;
       config.pool_environments = from_file.pool_environments;
       config.pool_idle_ttl_s = from_file.pool_idle_ttl_s;
+      config.max_stacks = from_file.max_stacks;
       config.published_port_idle_timeout_s = from_file.published_port_idle_timeout_s;
       if (!*policies) config.policies_dir = from_file.policies_dir;
       if (!*grace) config.drain_grace_ms = from_file.drain_grace_ms;
