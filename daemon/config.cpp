@@ -66,6 +66,9 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "max_concurrent") config.max_concurrent = number("max_concurrent");
     else if (key == "max_queue") config.max_queue = number("max_queue");
     else if (key == "max_stacks") config.max_stacks = number("max_stacks");
+    else if (key == "published_port_idle_timeout_s") {
+      config.published_port_idle_timeout_s = number("published_port_idle_timeout_s");
+    }
     else if (key == "pool_boxes") config.pool_boxes = number("pool_boxes");
     else if (key == "pool_environments") config.pool_environments = number("pool_environments");
     else if (key == "pool_idle_ttl_s") config.pool_idle_ttl_s = number("pool_idle_ttl_s");
@@ -98,6 +101,9 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
   }
   if (config.pool_idle_ttl_s == 0 || config.pool_idle_ttl_s > 7 * 24 * 3600) {
     throw std::invalid_argument(path + ": pool_idle_ttl_s must be 1 to 604800 (7 days)");
+  }
+  if (config.published_port_idle_timeout_s == 0 || config.published_port_idle_timeout_s > 7 * 24 * 3600) {
+    throw std::invalid_argument(path + ": published_port_idle_timeout_s must be 1 to 604800 (7 days)");
   }
   if (config.snapshots.keep_days > SnapshotRetention::kMaxKeepDays) {
     throw std::invalid_argument(path + ": snapshots_keep_days must be at most " +

@@ -26,6 +26,7 @@ struct DaemonConfig {
   std::size_t max_concurrent = 8;
   std::size_t max_queue = 256;
   std::size_t max_stacks = 16;            // live stacks at once (daemon/stacks/); a non-root user a quarter
+  std::uint64_t published_port_idle_timeout_s = 600;  // a stack's relayed connection moving no byte: closed
   // Boxes made ahead for the environments runs ask for (sandbox/box_pool.h), each used by one run; they are not
   // counted in max_concurrent. pool_boxes per environment (0: none), at most pool_environments at once, an
   // environment let go after pool_idle_ttl_s without a run.

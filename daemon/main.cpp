@@ -246,7 +246,9 @@ int serve(daemon::DaemonConfig config) {
   session_options.limits = config.limits;
   session_options.proxies = run_options.proxies;
   daemon::SessionManager sessions(launcher, ledger, logs, session_options);
-  daemon::StackManager stacks(sessions, daemon::StackManagerOptions{state + "/stacks", state + "/netns", config.max_stacks});
+  daemon::StackManagerOptions stack_options{state + "/stacks", state + "/netns", config.max_stacks};
+  stack_options.relay.idle_timeout = std::chrono::seconds(config.published_port_idle_timeout_s);
+  daemon::StackManager stacks(sessions, stack_options);
   daemon::ImageJobs image_jobs;
 
   capsule::http::Router router;
@@ -342,6 +344,8 @@ int main(int argc, char** argv) {
       if (!*pool) config.pool_boxes = from_file.pool_boxes;
       config.pool_environments = from_file.pool_environments;
       config.pool_idle_ttl_s = from_file.pool_idle_ttl_s;
+      config.max_stacks = from_file.max_stacks;
+      config.published_port_idle_timeout_s = from_file.published_port_idle_timeout_s;
       if (!*policies) config.policies_dir = from_file.policies_dir;
       if (!*grace) config.drain_grace_ms = from_file.drain_grace_ms;
       config.socket_group = from_file.socket_group;

@@ -55,10 +55,11 @@ void Connection::start() {
   if (admission.evicted) admission.evicted->post_close_if_idle();
   if (admission.refusal) {
     spdlog::warn("http: refusing a connection: {}", admission.refusal->body);
+    linger_ = admission.linger;
     return write_response(std::move(*admission.refusal), false);
   }
-  arm(options_.header_timeout);
-  read_header();
+  arm(options_.header_timeout);  // from accept, through the wait for the first byte
+  await_request(true);
 }
 
 void Connection::post_close_if_idle() {
@@ -69,7 +70,7 @@ void Connection::post_close_if_idle() {
 
 void Connection::stop() {
   stopping_ = true;
-  if (phase_ == Phase::kReading) close();
+  if (phase_ == Phase::kReading || phase_ == Phase::kLingering) close();
 }
 
 void Connection::post_response(Response response) {
@@ -173,16 +174,31 @@ void Connection::wait_for_request() {
     return read_header();
   }
   arm(options_.idle_timeout);
+  await_request(false);
+}
+
+// Waits for a request's first byte, its deadline armed (header_timeout from accept for the first request, else
+// idle_timeout). Nothing of the client's is held meanwhile, so the connection is idle: at a connection limit the
+// one idle longest is closed to make room. Bytes already there make it busy at once, never idle.
+void Connection::await_request(bool first) {
+  auto got_bytes = [this, first] {
+    if (!first) {
+      disarm();
+      arm(options_.header_timeout);
+    }
+    read_header();
+  };
+  beast::error_code unavailable;
+  if (socket_.available(unavailable) > 0 && !unavailable) return got_bytes();
   waiting_idle_ = true;
-  idle_ = true;
-  socket_.async_wait(net::socket_base::wait_read, [self = shared_from_this()](beast::error_code ec) {
+  idle_ticket_ = state_->next_idle_ticket();
+  socket_.async_wait(net::socket_base::wait_read, [self = shared_from_this(), first, got_bytes](beast::error_code ec) {
     self->waiting_idle_ = false;
-    self->idle_ = false;
+    self->idle_ticket_ = 0;
     if (self->phase_ == Phase::kClosed) return;
-    self->disarm();
+    if (ec && first && self->timed_out_) return self->read_failed(ec);  // 408, as for a header that never ends
     if (ec) return self->close();
-    self->arm(self->options_.header_timeout);
-    self->read_header();
+    got_bytes();
   });
 }
 
@@ -278,8 +294,28 @@ void Connection::write_response(Response response, bool keep_alive) {
 void Connection::written(const beast::error_code& ec) {
   if (phase_ == Phase::kClosed) return;
   disarm();
+  if (!ec && linger_ && !stopping_) return linger();
   if (ec || !keep_alive_ || stopping_) return close();
   wait_for_request();
+}
+
+// A refusal is written before the client's request is read. Closing then would fail the client's write of it
+// (EPIPE; over TCP a reset that can discard the answer) before it reads the 503, so, as nginx's lingering close,
+// the request is read and dropped until the client hangs up or refusal_linger passes.
+void Connection::linger() {
+  if (phase_ != Phase::kLingering) {
+    phase_ = Phase::kLingering;
+    beast::error_code ignored;
+    socket_.shutdown(net::socket_base::shutdown_send, ignored);
+    buffer_.clear();
+    arm(options_.refusal_linger);
+  }
+  socket_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    if (self->phase_ == Phase::kClosed) return;
+    if (ec) return self->close();
+    self->buffer_.clear();
+    self->linger();
+  });
 }
 
 void Connection::begin_stream(unsigned status, const std::string& content_type,

@@ -46,8 +46,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Reads the peer's credentials, takes a place within the server's limits (or answers 503) and reads.
   void start();
-  // True once, when this connection was waiting for its next request: it is then closed to make room.
-  bool claim_if_idle() { return idle_.exchange(false); }
+  // Nonzero while waiting for a request (its first, or its next kept alive): when it started waiting, in
+  // ServerState's order. claim_if_idle(that ticket) is true once, and the connection is then closed to make room.
+  std::uint64_t idle_ticket() const { return idle_ticket_.load(); }
+  bool claim_if_idle(std::uint64_t ticket) { return idle_ticket_.compare_exchange_strong(ticket, 0); }
   void post_close_if_idle();
   // The server stops: close now if waiting for a request, else after the response in flight.
   void stop();
@@ -63,12 +65,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void post_abort();
 
  private:
-  enum class Phase { kReading, kHandling, kWriting, kStreaming, kClosed };
+  enum class Phase { kReading, kHandling, kWriting, kStreaming, kLingering, kClosed };
 
   void read_peer_credentials();
   void arm(std::chrono::milliseconds timeout);
   void disarm();
   void wait_for_request();
+  void await_request(bool first);
+  void linger();
   void read_header();
   void after_header();
   void read_body();
@@ -95,8 +99,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool timed_out_ = false;
   std::uint64_t timer_generation_ = 0;
   std::atomic<bool> gone_{false};
-  std::atomic<bool> idle_{false};     // between requests, evictable at capacity
-  bool waiting_idle_ = false;         // strand only: the idle wait is in progress
+  std::atomic<std::uint64_t> idle_ticket_{0};  // see idle_ticket()
+  bool waiting_idle_ = false;         // strand only: the wait for a request's first byte is in progress
+  bool linger_ = false;               // a refusal: read and drop the request after answering (linger())
   std::atomic<std::size_t> stream_backlog_{0};
   std::string stream_pending_;
   std::string stream_inflight_;

@@ -1,5 +1,5 @@
-// The accept loop (backing off when accept fails, e.g. EMFILE) and ServerState's connection table: the global
-// and per-uid connection limits, eviction of idle kept-alive connections at capacity, and stopping everything.
+// The accept loop (backing off when accept fails, e.g. EMFILE) and ServerState's connection table: the global and
+// per-uid connection limits, where the connection idle longest makes room, refusals uncounted; stopping everything.
 #include "http/listener.h"
 
 #include <spdlog/spdlog.h>
@@ -78,32 +78,61 @@ ServerState::Admission ServerState::admit(const std::shared_ptr<Connection>& con
     admission.stopping = true;
     return admission;
   }
-  if (connections_.size() >= options.max_connections) admission.evicted = claim_idle_connection_locked();
-  if (peer.known && peer.uid != 0 && options.max_connections_per_uid != 0 &&
-      connections_by_uid_[peer.uid] >= options.max_connections_per_uid) {
-    admission.refusal = error_response("too_many_connections",
-                                       "uid " + std::to_string(peer.uid) + " has " +
-                                           std::to_string(options.max_connections_per_uid) +
-                                           " connections open, the most one user may have; close some");
-  } else if (connections_.size() >= options.max_connections && !admission.evicted) {
-    admission.refusal = error_response("too_many_connections", "the server has too many open connections");
+  // At a limit the connection idle longest makes room, as nginx reuses idle connections: idle clients (those
+  // that sent nothing yet too) cannot lock anyone out. A uid at its own limit gives way among its own
+  // connections only, which frees a place in the server's too; busy ones are never closed for a newcomer.
+  const bool per_uid = peer.known && peer.uid != 0 && options.max_connections_per_uid != 0;
+  if (per_uid && connections_by_uid_[peer.uid] >= options.max_connections_per_uid) {
+    admission.evicted = claim_oldest_idle_locked(peer.uid);
+    if (!admission.evicted) {
+      admission.refusal = error_response("too_many_connections",
+                                         "uid " + std::to_string(peer.uid) + " has " +
+                                             std::to_string(options.max_connections_per_uid) +
+                                             " connections open, the most one user may have; close some");
+    }
   }
-  Entry entry{connection, std::nullopt};
-  if (peer.known) {
-    entry.uid = peer.uid;
-    ++connections_by_uid_[peer.uid];
+  if (!admission.refusal && !admission.evicted && counted_ >= options.max_connections) {
+    admission.evicted = claim_oldest_idle_locked(std::nullopt);
+    if (!admission.evicted) {
+      admission.refusal = error_response("too_many_connections", "the server has too many open connections");
+    }
+  }
+  Entry entry;
+  entry.connection = connection;
+  if (admission.refusal) {
+    // Not counted: a flood of refused connections must not fill the limits it is refused by. How many linger
+    // is bounded; beyond that a refusal is written and closed at once.
+    admission.linger = entry.lingers = lingering_ < options.max_connections;
+    if (entry.lingers) ++lingering_;
+  } else {
+    entry.counted = true;
+    ++counted_;
+    if (peer.known) {
+      entry.uid = peer.uid;
+      ++connections_by_uid_[peer.uid];
+    }
   }
   connections_.emplace(connection.get(), std::move(entry));
   return admission;
 }
 
-// At capacity, a kept-alive connection waiting for its next request makes room for a new one, as nginx
-// reuses idle keep-alive connections: idle clients cannot lock everyone else out.
-std::shared_ptr<Connection> ServerState::claim_idle_connection_locked() {
-  for (const auto& [raw, entry] : connections_) {
-    if (auto connection = entry.connection.lock(); connection && connection->claim_if_idle()) {
-      return connection;  // claimed: the next newcomer picks another
+std::shared_ptr<Connection> ServerState::claim_oldest_idle_locked(std::optional<uid_t> uid) {
+  // A claim fails when its connection stopped being idle since it was looked at: look again (each failure means
+  // a connection went busy, so this ends).
+  for (std::size_t attempt = 0; attempt <= connections_.size(); ++attempt) {
+    std::shared_ptr<Connection> oldest;
+    std::uint64_t oldest_ticket = 0;
+    for (const auto& [raw, entry] : connections_) {
+      if (!entry.counted || (uid && entry.uid != uid)) continue;
+      auto candidate = entry.connection.lock();
+      const std::uint64_t ticket = candidate ? candidate->idle_ticket() : 0;
+      if (ticket != 0 && (!oldest || ticket < oldest_ticket)) {
+        oldest = std::move(candidate);
+        oldest_ticket = ticket;
+      }
     }
+    if (!oldest) return nullptr;
+    if (oldest->claim_if_idle(oldest_ticket)) return oldest;  // claimed: the next newcomer picks another
   }
   return nullptr;
 }
@@ -112,7 +141,10 @@ void ServerState::forget(const Connection* connection) {
   std::lock_guard lock(mutex_);
   const auto found = connections_.find(connection);
   if (found == connections_.end()) return;
-  if (const auto uid = found->second.uid; uid && --connections_by_uid_[*uid] == 0) connections_by_uid_.erase(*uid);
+  const Entry& entry = found->second;
+  if (entry.counted) --counted_;
+  if (entry.lingers) --lingering_;
+  if (entry.uid && --connections_by_uid_[*entry.uid] == 0) connections_by_uid_.erase(*entry.uid);
   connections_.erase(found);
 }
 

@@ -7,7 +7,9 @@
 #include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -41,12 +43,17 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
   // A new connection's place among the open ones, decided under ServerOptions' limits.
   struct Admission {
     bool stopping = false;                // the server is stopping: close at once (not registered)
-    std::optional<Response> refusal;      // answer this (503) and close; registered until destroyed all the same
-    std::shared_ptr<Connection> evicted;  // an idle kept-alive connection to close to make room
+    // Answer this (503) and close; registered until destroyed (stop() reaches it) but not counted in the limits.
+    std::optional<Response> refusal;
+    bool linger = false;                  // with the refusal: read and drop the request first (refusal_linger)
+    std::shared_ptr<Connection> evicted;  // the connection idle longest, to close to make room
   };
   Admission admit(const std::shared_ptr<Connection>& connection, const PeerCredentials& peer);
   // Called by a connection's destructor.
   void forget(const Connection* connection);
+  // Orders idle connections: a connection takes one each time it starts waiting for a request, and at a limit
+  // the one holding the smallest (idle longest) is closed first.
+  std::uint64_t next_idle_ticket() { return ++idle_tickets_; }
 
   // Closes the listeners and asks every open connection to stop (see HttpServer::stop).
   void stop();
@@ -55,15 +62,21 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
  private:
   struct Entry {
     std::weak_ptr<Connection> connection;
-    std::optional<uid_t> uid;  // counted in connections_by_uid_ (Unix-socket peers only)
+    bool counted = false;      // in counted_ (admitted, not refused)
+    std::optional<uid_t> uid;  // counted in connections_by_uid_ (admitted Unix-socket peers only)
+    bool lingers = false;      // a refusal reading its request, in lingering_
   };
-  std::shared_ptr<Connection> claim_idle_connection_locked();
+  // Claims the connection idle longest (of `uid` only, when given); null when none is idle.
+  std::shared_ptr<Connection> claim_oldest_idle_locked(std::optional<uid_t> uid);
 
   const std::shared_ptr<const Router> owned_router_;  // set when the server keeps its router alive
   mutable std::mutex mutex_;
   bool stopping_ = false;
   std::map<const Connection*, Entry> connections_;
+  std::size_t counted_ = 0;    // admitted connections: what max_connections limits
+  std::size_t lingering_ = 0;  // refusals reading their request; at most max_connections, else closed at once
   std::map<uid_t, std::size_t> connections_by_uid_;
+  std::atomic<std::uint64_t> idle_tickets_{0};
   std::vector<std::function<void()>> closers_;  // one per listener
 };
 

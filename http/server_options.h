@@ -14,9 +14,12 @@ struct ServerOptions {
   std::chrono::milliseconds body_timeout{30000};    // from the end of the header to the end of the body
   std::chrono::milliseconds idle_timeout{15000};    // between requests on a kept-alive connection
   std::chrono::milliseconds write_timeout{30000};   // for each write (a response, or one streamed chunk)
-  // Beyond it a new connection first closes an idle kept-alive one; with none idle it gets 503 and is closed.
+  // A refused connection's request is read and dropped this long after its 503, so the client reads the answer.
+  std::chrono::milliseconds refusal_linger{1000};
+  // Beyond it a new connection first closes the connection idle longest (waiting for its first request or, kept
+  // alive, for its next); with none idle it gets 503 and is closed. Refused connections are not counted.
   std::size_t max_connections = 256;
-  // Open connections of one non-root Unix-socket peer uid; beyond it 503. 0: unlimited.
+  // Open connections of one non-root Unix-socket peer uid; beyond it the same, among that uid's own. 0: unlimited.
   std::size_t max_connections_per_uid = 64;
   std::size_t max_stream_buffer_bytes = 16 * 1024 * 1024;  // unsent streamed bytes before the client is dropped
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -12,13 +13,19 @@
 
 namespace capsule::daemon {
 
+struct PortRelayLimits {
+  // Relayed at once. A connection beyond it closes the pair idle longest to make room, as a proxy reuses idle
+  // connections: connections that send nothing cannot lock the stack's owner out.
+  std::size_t max_connections = 64;
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};  // no byte either way this long: closed
+};
+
 class PortRelay {
  public:
-  static constexpr std::size_t kMaxConnections = 64;  // more wait in the listen backlog
-
   // Listens on 127.0.0.1:host_port of the host (0: a free port the kernel picks) and relays to 127.0.0.1:port in
   // the namespace at `network_namespace`. Throws base::Error when the host port cannot be had.
-  PortRelay(const std::string& network_namespace, std::uint16_t port, std::uint16_t host_port);
+  PortRelay(const std::string& network_namespace, std::uint16_t port, std::uint16_t host_port,
+            PortRelayLimits limits = {});
   ~PortRelay();  // stops accepting, closes every relayed connection, joins its thread
   PortRelay(const PortRelay&) = delete;
   PortRelay& operator=(const PortRelay&) = delete;
@@ -34,6 +41,7 @@ class PortRelay {
   base::UniqueFd stop_;           // eventfd: the destructor's signal
   std::uint16_t port_ = 0;
   std::uint16_t host_port_ = 0;
+  PortRelayLimits limits_;
   std::thread thread_;
 };
 

@@ -18,6 +18,7 @@
 #include "daemon/auth.h"
 #include "daemon/resolve.h"
 #include "daemon/sessions/session_manager.h"
+#include "daemon/stacks/port_relay.h"
 #include "daemon/stacks/stack_record.h"
 #include "sandbox/net_namespace.h"
 #include "spec/stack_spec.h"
@@ -29,6 +30,7 @@ struct StackManagerOptions {
   std::string netns_dir;      // each live stack's network namespace file
   std::size_t max_stacks = 16;  // live at once; more: 429 too_many_stacks
   std::size_t kept_records = 1000;  // ended stacks remembered (memory and files); the oldest go first
+  PortRelayLimits relay{};          // each published port's
 };
 
 class StackManager {

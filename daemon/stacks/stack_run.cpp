@@ -121,7 +121,8 @@ bool StackRun::set_up() {
   for (const auto& [name, service] : services_) {
     for (const spec::PublishedPort& published : service->spec->publish) {
       try {
-        relays_.push_back(std::make_unique<PortRelay>(network_.path(), published.port, published.host_port));
+        relays_.push_back(std::make_unique<PortRelay>(network_.path(), published.port, published.host_port,
+                                                      manager_.options_.relay));
       } catch (const std::exception& e) {
         fail(0, stack_reason::kSetupFailed, name, e.what());
         return false;

@@ -52,6 +52,15 @@ TEST_F(ConfigFileTest, ErrorsNameTheFileAndKey) {
   EXPECT_NE(error("{not json").find(path_), std::string::npos);
 }
 
+TEST_F(ConfigFileTest, PublishedPortIdleTimeout) {
+  EXPECT_EQ(load("{}").published_port_idle_timeout_s, 600u);
+  EXPECT_EQ(load(R"({"published_port_idle_timeout_s": 1})").published_port_idle_timeout_s, 1u);
+  for (const char* bad : {R"({"published_port_idle_timeout_s": 0})", R"({"published_port_idle_timeout_s": 604801})",
+                          R"({"published_port_idle_timeout_s": "10m"})"}) {
+    EXPECT_NE(error(bad).find("published_port_idle_timeout_s"), std::string::npos) << bad;
+  }
+}
+
 TEST(CgroupParent, DefaultStateDirKeepsTheShortNameOthersGetAStableHash) {
   EXPECT_EQ(cgroup_parent_for(DaemonConfig{}.state_dir), "capsule");
   const std::string other = cgroup_parent_for("/tmp/a/state");

@@ -1,5 +1,5 @@
-// The listener's connection limits: many concurrent clients, 503 beyond max_connections, idle kept-alive
-// connections evicted to make room, and the per-uid cap (a second user still gets in).
+// The listener's connection limits: many concurrent clients, 503 beyond max_connections (read by a late writer),
+// idle connections (kept alive, or that sent nothing yet) evicted oldest first, and the per-uid cap.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -64,6 +64,40 @@ TEST_F(HttpServerTest, IdleKeptAliveConnectionsMakeRoomForNewOnes) {
   int closed = 0;
   for (auto* client : {&a, &b}) closed += client->wait_closed(200ms) ? 1 : 0;
   EXPECT_EQ(closed, 1) << "exactly one idle connection made room";
+}
+
+TEST_F(HttpServerTest, ConnectionsThatSentNothingAreIdleAndTheOldestMakesRoom) {
+  http::ServerOptions options;
+  options.max_connections = 2;
+  start(options);
+  RawClient oldest(socket_path_);
+  ASSERT_TRUE(eventually([&] { return server_->active_connections() == 1; }));
+  RawClient newer(socket_path_);
+  ASSERT_TRUE(eventually([&] { return server_->active_connections() == 2; }));
+  EXPECT_EQ(request(get("/v1/hello")).status, 200u) << "two connections that sent nothing held the server";
+  EXPECT_TRUE(oldest.wait_closed()) << "the oldest idle connection made room";
+  newer.send(get("/v1/hello"));
+  const auto reply = newer.read();
+  ASSERT_TRUE(reply) << "the newer one was closed instead";
+  EXPECT_EQ(reply->status, 200u);
+}
+
+TEST_F(HttpServerTest, ARefusedClientReadsItsAnswerEvenWhenItWritesLate) {
+  http::ServerOptions options;
+  options.max_connections = 1;
+  start(options);
+  RawClient busy(socket_path_);
+  busy.send("GET /v1/hello HTTP/1.1\r\n");
+  ASSERT_TRUE(eventually([&] { return server_->active_connections() == 1; }));
+  RawClient refused(socket_path_);
+  ASSERT_TRUE(eventually([&] { return server_->active_connections() == 2; }));  // answered, not yet closed
+  std::this_thread::sleep_for(50ms);  // the refusal is written before the request: it must not be cut off
+  EXPECT_TRUE(refused.send(get("/v1/hello")));
+  const auto reply = refused.read();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 503u);
+  EXPECT_EQ(reply->error_code(), "too_many_connections");
+  EXPECT_TRUE(refused.wait_closed());
 }
 
 // A connection made by a process running as `uid` (a forked child that connects and hands the socket over).
