@@ -207,18 +207,21 @@ void get_files(ApiContext& ctx, const http::Request& request, const std::string&
   }
 }
 
+// Both roots are opened on the session thread, while the box (and a non-root caller's workspace descriptor) is
+// sure to be there; the walk reads them after, on the transfer's worker.
 void diff(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
-  std::string upper, lower;
+  base::UniqueFd upper, lower;
   ctx.sessions.with_box(id, [&](const SessionBox& box) {
-    upper = box.workspace_upper;
-    if (!box.workspace_layers.empty()) lower = box.workspace_layers.back();
+    if (box.workspace_upper.empty() || box.workspace_layers.empty()) return;
+    upper = open_diff_root(box.workspace_upper);
+    lower = box.workspace_lower ? open_diff_root(box.workspace_lower->fd.get())
+                                : open_diff_root(box.workspace_layers.back());
   });
-  if (upper.empty() || lower.empty()) {
-    throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
-  }
+  if (!upper || !lower) throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
   const bool patch = query_flag(request, "patch");
-  const WorkspaceDiff found = diff_upper(upper, lower);
-  responder.respond(http::json_response(200, patch ? diff_with_patches(found, upper, lower) : found.to_json()));
+  const WorkspaceDiff found = diff_upper(upper.get(), lower.get());
+  responder.respond(http::json_response(
+      200, patch ? diff_with_patches(found, upper.get(), lower.get()) : found.to_json()));
 }
 
 nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const std::string& id) {

@@ -1,5 +1,6 @@
-// What a box's content can do to the host through a real capsuled (issue 34): a /tmp filled past the memory
-// limit must end the command oom_killed (its session living on), not capsule's internal_error.
+// What a box's content can do to the host through a real capsuled (issue 34): a non-root caller's cow session
+// diff, and a /tmp filled past the memory limit, which must end the command oom_killed rather than capsule's
+// internal_error.
 #include <unistd.h>
 
 #include "tests/support/auth_users.h"
@@ -43,6 +44,37 @@ class CapsuledHostEffects : public Capsuled {
   static inline TestUser agent_;
   static inline std::string setup_error_;
 };
+
+TEST_F(CapsuledHostEffects, ANonRootCallersCowSessionDiffListsItsChange) {
+  const fs::path workspace = make_dir("agent-ws");
+  write_file(workspace / "kept.txt", "kept\n");
+  write_file(workspace / "gone.txt", "gone\n");
+  for (const char* name : {"", "kept.txt", "gone.txt"}) {
+    ASSERT_EQ(::chown((workspace / name).c_str(), agent_.uid, agent_.gid), 0);
+  }
+  const UserCall created = call_as(agent_, socket_, "POST", "/v1/sessions",
+                                   json{{"workspace", {{"path", workspace.string()}, {"mode", "cow"}}}});
+  ASSERT_EQ(created.status, 201) << created.body << created.failure;
+  const std::string id = created.json()["id"];
+  const UserCall changed = call_as(agent_, socket_, "POST", "/v1/sessions/" + id + "/exec",
+                                   json{{"script", "cd /workspace && echo new > added.txt && rm gone.txt"}});
+  ASSERT_EQ(changed.status, 200) << changed.body << changed.failure;
+  ASSERT_EQ(changed.json()["state"], "succeeded") << changed.body;
+
+  const UserCall diff = call_as(agent_, socket_, "GET", "/v1/sessions/" + id + "/diff?patch=1");
+  ASSERT_EQ(diff.status, 200) << diff.body << diff.failure;
+  const json found = diff.json();
+  ASSERT_EQ(found["added"].size(), 1u) << diff.body;
+  EXPECT_EQ(found["added"][0]["path"], "added.txt");
+  ASSERT_EQ(found["deleted"].size(), 1u) << diff.body;
+  EXPECT_EQ(found["deleted"][0]["path"], "gone.txt");
+  EXPECT_EQ(found["totals"]["modified"], 0) << diff.body;
+  EXPECT_FALSE(found.contains("errors")) << diff.body;
+  EXPECT_FALSE(fs::exists(workspace / "added.txt")) << "the host tree is left alone";
+
+  EXPECT_EQ(call_as(agent_, socket_, "DELETE", "/v1/sessions/" + id).status, 200);
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
+}
 
 // tmpfs pages are charged to the box's memory but belong to no process: once the limit is hit the kernel's victim
 // must be the command, smaller than init as it is, and the run says oom_killed, not capsule's internal_error.
