@@ -1,8 +1,14 @@
-// What a box's content can do to the host through a real capsuled (issue 34): a non-root caller's cow session
-// diff, and a /tmp filled past the memory limit, which must end the command oom_killed rather than capsule's
-// internal_error.
+// What a box's content can do to the host through a real capsuled (issue 34): setuid files fetched as root by
+// `runs cp` and `session cp`, the owners and modes the served tars name, a non-root caller's cow session diff, and
+// a /tmp filled past the memory limit, which must end the command oom_killed rather than capsule's internal_error.
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
+
+#include "http/unix_client.h"
 #include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
 
@@ -10,6 +16,32 @@ namespace capsule::testing {
 namespace {
 
 const std::string kHostEffectsGroup = account_name("capsule-t-he");
+
+// What the box made for the copies: a setuid+setgid file, a setgid directory, a plain executable.
+constexpr const char* kPrivilegedTree =
+    "mkdir -p out/shared && echo suid > out/suid && chmod 6755 out/suid && chmod 2775 out/shared && "
+    "echo plain > out/shared/plain && chmod 0755 out/shared/plain";
+
+struct TarOwner {
+  std::int64_t uid = -1, gid = -1;
+  mode_t perm = 0;
+};
+
+// Entry name -> the owner and permission bits a tar names.
+std::map<std::string, TarOwner> tar_owners(const std::string& bytes) {
+  std::map<std::string, TarOwner> owners;
+  struct archive* a = archive_read_new();
+  archive_read_support_format_tar(a);
+  EXPECT_EQ(archive_read_open_memory(a, bytes.data(), bytes.size()), ARCHIVE_OK);
+  archive_entry* entry;
+  while (archive_read_next_header(a, &entry) == ARCHIVE_OK) {
+    std::string name = archive_entry_pathname(entry);
+    if (name.ends_with('/')) name.pop_back();
+    owners[name] = TarOwner{archive_entry_uid(entry), archive_entry_gid(entry), archive_entry_perm(entry)};
+  }
+  archive_read_free(a);
+  return owners;
+}
 
 class CapsuledHostEffects : public Capsuled {
  protected:
@@ -34,6 +66,31 @@ class CapsuledHostEffects : public Capsuled {
     start({"--config", config.string()});
   }
 
+  // Each copied file: no setuid/setgid bit, owned by the caller (this test: root), the other bits as made.
+  static void expect_unprivileged_copy(const fs::path& dest) {
+    const std::map<std::string, mode_t> made = {{"suid", 0755}, {"shared", 0775}, {"shared/plain", 0755}};
+    for (const auto& [name, perm] : made) {
+      struct stat st {};
+      ASSERT_EQ(::lstat((dest / name).c_str(), &st), 0) << dest / name;
+      EXPECT_EQ(st.st_mode & 07777, perm) << name << " came out " << std::oct << (st.st_mode & 07777);
+      EXPECT_EQ(st.st_uid, ::getuid()) << name;
+      EXPECT_EQ(st.st_gid, ::getgid()) << name;
+    }
+  }
+
+  // The served tar names the box's own view: sandbox root as 0:0, and no setuid/setgid bit.
+  static void expect_box_owners(const std::string& tar) {
+    const auto owners = tar_owners(tar);
+    ASSERT_TRUE(owners.count("suid")) << tar.size();
+    for (const auto& [name, owner] : owners) {
+      EXPECT_EQ(owner.uid, 0) << name;
+      EXPECT_EQ(owner.gid, 0) << name;
+      EXPECT_EQ(owner.perm & 06000, 0u) << name << " " << std::oct << owner.perm;
+    }
+    EXPECT_EQ(owners.at("suid").perm, 0755u);
+    EXPECT_EQ(owners.at("shared").perm, 0775u);
+  }
+
   // A workspace holding fill_tmp (sandbox/testcases): a writer to /tmp that holds less memory than init.
   fs::path fill_workspace() const {
     const fs::path workspace = make_dir("fill-ws");
@@ -44,6 +101,45 @@ class CapsuledHostEffects : public Capsuled {
   static inline TestUser agent_;
   static inline std::string setup_error_;
 };
+
+TEST_F(CapsuledHostEffects, RunsCpAsRootNeverPlantsASetuidFile) {
+  const fs::path workspace = make_dir("ws");
+  json spec = sh("cd /workspace && " + std::string(kPrivilegedTree));
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "cow"}};
+  const json run = run_and_wait(spec);
+  ASSERT_EQ(run["state"], "succeeded") << run.dump();
+  const std::string id = run["id"];
+
+  const HttpResponse tar = call("GET", "/v1/runs/" + id + "/files?path=out");
+  ASSERT_EQ(tar.status, 200) << tar.body;
+  expect_box_owners(tar.body);
+
+  const fs::path dest = dir_ / "fetched";
+  const Cli cli = run_capsule_cli(dir_, {"--socket", socket_, "runs", "cp", id + ":out", dest.string()});
+  ASSERT_EQ(cli.code, 0) << cli.err;
+  expect_unprivileged_copy(dest);
+  EXPECT_EQ(call("GET", "/v1/health").status, 200);
+}
+
+TEST_F(CapsuledHostEffects, SessionCpAsRootNeverPlantsASetuidFile) {
+  const HttpResponse created = call("POST", "/v1/sessions", json::object());
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = body_json(created)["id"];
+  const HttpResponse made =
+      call("POST", "/v1/sessions/" + id + "/exec", json{{"script", "cd /tmp && " + std::string(kPrivilegedTree)}});
+  ASSERT_EQ(made.status, 200) << made.body;
+  ASSERT_EQ(body_json(made)["state"], "succeeded") << made.body;
+
+  const HttpResponse tar = call("GET", "/v1/sessions/" + id + "/files?path=/tmp/out");
+  ASSERT_EQ(tar.status, 200) << tar.body;
+  expect_box_owners(tar.body);
+
+  const fs::path dest = dir_ / "fetched";
+  const Cli cli = run_capsule_cli(dir_, {"--socket", socket_, "session", "cp", id + ":/tmp/out", dest.string()});
+  ASSERT_EQ(cli.code, 0) << cli.err;
+  expect_unprivileged_copy(dest);
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200);
+}
 
 TEST_F(CapsuledHostEffects, ANonRootCallersCowSessionDiffListsItsChange) {
   const fs::path workspace = make_dir("agent-ws");
