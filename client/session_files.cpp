@@ -173,6 +173,8 @@ std::uint64_t unpack_tar_into(int tar_fd, const fs::path& dir) {
   std::unique_ptr<struct archive, ArchiveWriteFree> out(archive_write_disk_new());
   if (!in || !out) throw std::runtime_error("cp: libarchive could not allocate");
   archive_read_support_format_tar(in.get());
+  // Permission bits as the tar has them, but never ARCHIVE_EXTRACT_OWNER: everything made belongs to whoever runs
+  // this, root included (as docker cp and a non-root tar do); setuid and setgid are cleared from each entry below.
   archive_write_disk_set_options(out.get(), ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
                                                 ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                                                 ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
@@ -202,6 +204,8 @@ std::uint64_t unpack_tar_into(int tar_fd, const fs::path& dir) {
       std::cerr << "capsule: cp: skipped " << shown << " (not a file, dir or link)\n";
       continue;
     }
+    // Content from a box is never a privilege on the host: with its owner gone too, no setuid or setgid file.
+    archive_entry_set_perm(entry, archive_entry_perm(entry) & ~(S_ISUID | S_ISGID));
     if (archive_write_header(out.get(), entry) < ARCHIVE_WARN) {
       throw std::runtime_error("cp: cannot write '" + shown + "': " + archive_error_string(out.get()));
     }

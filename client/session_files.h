@@ -19,8 +19,9 @@ struct SessionPathArg {
 // local). Throws std::invalid_argument for "ID:" without a path.
 std::optional<SessionPathArg> parse_session_path(const std::string& arg);
 
-// Unpacks the tar read from `tar_fd` into the existing directory `dir` as this user (no owners set): regular
-// files, directories, symlinks (never followed while unpacking) and hard links inside the tree. Throws
+// Unpacks the tar read from `tar_fd` into the existing directory `dir` as this user: regular files, directories,
+// symlinks (never followed while unpacking) and hard links inside the tree, all owned by this user (the tar's
+// owners are ignored, root's run too) with the tar's permission bits less setuid and setgid. Throws
 // std::runtime_error naming the entry for an absolute path or a ".." component (an entry escaping `dir`) and for
 // a path that goes through a symlink; device nodes, FIFOs and sockets are skipped with a warning on stderr.
 // Returns the number of entries written.

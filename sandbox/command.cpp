@@ -16,6 +16,7 @@
 
 #include "sandbox/caps.h"
 #include "sandbox/error.h"
+#include "sandbox/oom_guard.h"
 #include "sandbox/rlimits.h"
 #include "sandbox/seccomp.h"
 
@@ -81,10 +82,13 @@ std::int64_t monotonic_ns() {
 }
 
 void run_command(const ExecRequest& config, const std::vector<std::uint8_t>& seccomp_program, int report_fd,
-                 const std::vector<int>& cgroup_fds, CapabilityBounds bounds) {
+                 const std::vector<int>& cgroup_fds, InitLeftovers leftovers) {
   for (int fd : cgroup_fds) {
     if (write(fd, "0", 1) != 1) fail(report_fd, "cgroup", "cgroup.procs", errno);
     close(fd);
+  }
+  if (leftovers == InitLeftovers::kToDrop) {
+    if (const int error = prefer_for_oom_kill(); error != 0) fail(report_fd, "oom", "/proc/self/oom_score_adj", error);
   }
   sigset_t none;
   sigemptyset(&none);
@@ -93,7 +97,7 @@ void run_command(const ExecRequest& config, const std::vector<std::uint8_t>& sec
   if (config.controlling_tty && ioctl(0, TIOCSCTTY, 0) != 0) fail(report_fd, "tty", "TIOCSCTTY", errno);
   try {
     apply_rlimits(RlimitSettings{config.nofile, config.fsize_bytes, config.stack_bytes});
-    if (bounds == CapabilityBounds::kToDrop) drop_capability_bounds();
+    if (leftovers == InitLeftovers::kToDrop) drop_capability_bounds();
     drop_privileges(config.uid, config.gid);
     set_no_new_privs();
   } catch (const SandboxError& e) {

@@ -18,15 +18,15 @@ struct CommandReport {
   char path[224] = {};
 };
 
-// Whether the calling child already cleared its bounding and ambient capabilities (a standby does that while
-// it waits: it depends on no request).
-enum class CapabilityBounds { kToDrop, kDropped };
+// What the calling child still has of init's: all of it (forked for this exec), or neither its bounding and
+// ambient capabilities nor its OOM score (a standby changed those while it waited: they depend on no request).
+enum class InitLeftovers { kToDrop, kDropped };
 
 // Never returns. `report_fd` is the write end of the report pipe (close-on-exec); `cgroup_fds` are the
 // exec's cgroup.procs descriptors, joined ("0") first, so everything the command starts stays in that group.
 [[noreturn]] void run_command(const ExecRequest& request, const std::vector<std::uint8_t>& seccomp_program,
                               int report_fd, const std::vector<int>& cgroup_fds,
-                              CapabilityBounds bounds = CapabilityBounds::kToDrop);
+                              InitLeftovers leftovers = InitLeftovers::kToDrop);
 
 std::int64_t monotonic_ns();
 

@@ -31,6 +31,7 @@
 #include "sandbox/command.h"
 #include "sandbox/error.h"
 #include "sandbox/exec_request.h"
+#include "sandbox/oom_guard.h"
 #include "sandbox/seccomp.h"
 
 namespace capsule::sandbox {
@@ -169,6 +170,7 @@ const std::vector<ExpectedCall>& standby_calls_under_filter() {
   for (int fd : cgroup_fds) joined = write(fd, "0", 1) == 1 && joined;
   for (int fd : cgroup_fds) close(fd);
   if (!joined) _exit(1);  // outside its leaf a timeout could not reach what it starts: its exec forks anew
+  if (prefer_for_oom_kill() != 0) _exit(1);  // its exec forks anew, and reports the failure there
   try {
     drop_capability_bounds();  // the same for every request: off the exec's path
   } catch (const SandboxError&) {
@@ -194,7 +196,7 @@ const std::vector<ExpectedCall>& standby_calls_under_filter() {
     }
     close(channel);
     static const std::vector<std::uint8_t> kInstalled;  // an empty program: nothing left to install
-    run_command(request, filter_ahead ? kInstalled : program, fds[3], {}, CapabilityBounds::kDropped);
+    run_command(request, filter_ahead ? kInstalled : program, fds[3], {}, InitLeftovers::kDropped);
   } catch (const SandboxError&) {
     _exit(127);
   }

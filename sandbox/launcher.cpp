@@ -373,6 +373,12 @@ Result StartedSandbox::finish() {
       result.status = known ? Status::kSetupFailed : Status::kInternalError;
       result.reason = known ? known : "sandbox init exited with code " + std::to_string(box_->init_wait_status()) +
                                           " before reporting";
+    } else if (box_->init_wait_status() == SIGKILL && result.oom_kills > 0) {
+      // The OOM killer took init: its commands are its first choice (oom_guard.h), unless one lowered its own
+      // score or raised init's. The box ran out of its own memory all the same: the command's outcome.
+      result.status = Status::kOomKilled;
+      result.reason = "memory limit of " + std::to_string(box_->environment().limits.memory_bytes) +
+                      " bytes exceeded (OOM kill of the sandbox's init)";
     } else {
       result.status = Status::kInternalError;
       result.reason = std::string("sandbox init killed by signal ") + strsignal(box_->init_wait_status());

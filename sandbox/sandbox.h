@@ -86,6 +86,7 @@ class Sandbox {
   const EnvironmentSpec& environment() const { return environment_; }
   // The host id that sandbox id 0 maps to (files written into the box for sandbox uid u belong to base + u).
   std::uint32_t host_id_base() const { return host_id_base_; }
+  std::uint32_t host_id_count() const { return host_id_count_; }  // ids the box has, from host_id_base() on
   // The host dir of the root filesystem's writable upper (on the box's disk when it has one), while the box lives.
   std::string rootfs_upper() const { return scratch_ ? scratch_->upper() : std::string(); }
 

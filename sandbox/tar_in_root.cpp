@@ -63,7 +63,8 @@ class CallbackError {
 
 class Packer {
  public:
-  Packer(const ByteWriter& sink, const PackLimits& limits) : sink_(sink), limits_(limits), buffer_(kChunk) {}
+  Packer(const ByteWriter& sink, const PackLimits& limits, const IdRange& owners)
+      : sink_(sink), limits_(limits), owners_(owners), buffer_(kChunk) {}
 
   TreeCounts run(int root_fd, std::string_view path) {
     const std::string relative = normalize_sandbox_path(path);
@@ -100,6 +101,11 @@ class Packer {
     throw base::Error(base::Cause{kTarStep, what, 0, text ? text : "libarchive error"});
   }
 
+  std::uint32_t shown_id(std::uint32_t id) const {
+    if (owners_.count == 0) return id;
+    return id >= owners_.host_base && id - owners_.host_base < owners_.count ? id - owners_.host_base : 65534;
+  }
+
   Entry make_entry(const std::string& name, const struct stat& st, unsigned type) {
     if (++entries_ > limits_.max_entries) {
       too_large(name, "more than " + std::to_string(limits_.max_entries) + " entries");
@@ -107,9 +113,9 @@ class Packer {
     Entry entry(archive_entry_new());
     archive_entry_set_pathname(entry.get(), name.c_str());
     archive_entry_set_filetype(entry.get(), type);
-    archive_entry_set_perm(entry.get(), st.st_mode & 07777);
-    archive_entry_set_uid(entry.get(), st.st_uid);
-    archive_entry_set_gid(entry.get(), st.st_gid);
+    archive_entry_set_perm(entry.get(), st.st_mode & 07777 & ~(S_ISUID | S_ISGID));
+    archive_entry_set_uid(entry.get(), shown_id(st.st_uid));
+    archive_entry_set_gid(entry.get(), shown_id(st.st_gid));
     archive_entry_set_mtime(entry.get(), st.st_mtim.tv_sec, 0);
     return entry;
   }
@@ -210,6 +216,7 @@ class Packer {
 
   const ByteWriter& sink_;
   PackLimits limits_;
+  IdRange owners_;
   std::vector<char> buffer_;
   Archive tar_;
   CallbackError callback_error_;
@@ -352,8 +359,9 @@ class Unpacker {
 
 }  // namespace
 
-TreeCounts pack_tree(int root_fd, std::string_view path, const ByteWriter& sink, const PackLimits& limits) {
-  return Packer(sink, limits).run(root_fd, path);
+TreeCounts pack_tree(int root_fd, std::string_view path, const ByteWriter& sink, const PackLimits& limits,
+                     const IdRange& owners) {
+  return Packer(sink, limits, owners).run(root_fd, path);
 }
 
 TreeCounts unpack_tree(int root_fd, std::string_view dest_path, const ByteReader& source, const RootOwner& owner,

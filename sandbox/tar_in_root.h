@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "sandbox/root_files.h"
+#include "sandbox/userns.h"
 
 namespace capsule::sandbox {
 
@@ -30,10 +31,14 @@ struct PackLimits {
 // file is one entry named by its last component. The walk goes by descriptors (openat O_PATH | O_NOFOLLOW
 // of one name at a time, type from fstat of that descriptor): symlinks are stored as symlinks and never
 // followed, hard links are stored as separate files, FIFOs, sockets and devices are skipped, and so are entries
-// the calling thread may not read (EACCES) and what is on a kernel filesystem (a mounted /proc, /sys); other mounts (the workspace) are crossed. Modes, mtimes
-// (seconds) and numeric owners are kept. Past a limit throws "payload_too_large"; other errors as
-// root_files.h says; an exception from `sink` propagates.
-TreeCounts pack_tree(int root_fd, std::string_view path, const ByteWriter& sink, const PackLimits& limits = {});
+// the calling thread may not read (EACCES) and what is on a kernel filesystem (a mounted /proc, /sys); other
+// mounts (the workspace) are crossed. Modes without setuid and setgid (a tar out of a box carries no privilege
+// to whoever unpacks it), mtimes (seconds) and numeric owners, no names, are kept: with `owners` set, as the box
+// sees them (host ids in [host_base, host_base + count) as id - host_base, so sandbox root is 0:0; any other
+// 65534, nobody), as a kept run layer names them (images/tar_pack.h); count 0: host ids as they are. Past a limit
+// throws "payload_too_large"; other errors as root_files.h says; an exception from `sink` propagates.
+TreeCounts pack_tree(int root_fd, std::string_view path, const ByteWriter& sink, const PackLimits& limits = {},
+                     const IdRange& owners = {});
 
 struct UnpackLimits {
   std::uint64_t max_bytes = 0;                  // file contents in total

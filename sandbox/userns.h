@@ -10,8 +10,8 @@
 namespace capsule::sandbox {
 
 struct IdRange {
-  std::uint32_t host_base;  // sandbox id 0 is this host id
-  std::uint32_t count;
+  std::uint32_t host_base = 0;  // sandbox id 0 is this host id
+  std::uint32_t count = 0;
 };
 
 // Writes "0 base count" to /proc/<pid>/{uid_map,gid_map}. Throws SandboxError (step "userns").

@@ -27,6 +27,7 @@ constexpr std::uint64_t kDefaultFileLimit = 8ull << 30;  // bytes in one upload 
 struct BoxFiles {
   base::UniqueFd root;
   sandbox::RootOwner owner;
+  sandbox::IdRange ids;  // the box's ids on the host: what a tar out of it names owners by (sandbox root 0:0)
   std::uint64_t limit_bytes = kDefaultFileLimit;
 };
 
@@ -36,6 +37,7 @@ BoxFiles box_files(ApiContext& ctx, const std::string& id) {
     files.root = box.sandbox.open_root();
     // Files put into the box belong to its root user: sandbox id 0 is host id host_id_base().
     files.owner = sandbox::RootOwner{box.sandbox.host_id_base(), box.sandbox.host_id_base()};
+    files.ids = sandbox::IdRange{box.sandbox.host_id_base(), box.sandbox.host_id_count()};
     const std::uint64_t disk = box.sandbox.environment().limits.disk_bytes;
     if (disk != 0) files.limit_bytes = disk;
   });
@@ -194,7 +196,8 @@ void get_files(ApiContext& ctx, const http::Request& request, const std::string&
   BackpressuredSink sink(writer, ctx.transfers);
   try {
     if (is_dir) {
-      sandbox::pack_tree(box.root.get(), path, [&](std::string_view chunk) { sink.write(chunk); });
+      // Owners as the box sees them and no setuid/setgid bit, as a run's kept outputs serve them (docs/api.md).
+      sandbox::pack_tree(box.root.get(), path, [&](std::string_view chunk) { sink.write(chunk); }, {}, box.ids);
     } else {
       std::string buffer;
       const sandbox::ByteReader reader = fd_reader(opened.fd.get(), buffer, ctx.transfers);
@@ -207,18 +210,21 @@ void get_files(ApiContext& ctx, const http::Request& request, const std::string&
   }
 }
 
+// Both roots are opened on the session thread, while the box (and a non-root caller's workspace descriptor) is
+// sure to be there; the walk reads them after, on the transfer's worker.
 void diff(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
-  std::string upper, lower;
+  base::UniqueFd upper, lower;
   ctx.sessions.with_box(id, [&](const SessionBox& box) {
-    upper = box.workspace_upper;
-    if (!box.workspace_layers.empty()) lower = box.workspace_layers.back();
+    if (box.workspace_upper.empty() || box.workspace_layers.empty()) return;
+    upper = open_diff_root(box.workspace_upper);
+    lower = box.workspace_lower ? open_diff_root(box.workspace_lower->fd.get())
+                                : open_diff_root(box.workspace_layers.back());
   });
-  if (upper.empty() || lower.empty()) {
-    throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
-  }
+  if (!upper || !lower) throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
   const bool patch = query_flag(request, "patch");
-  const WorkspaceDiff found = diff_upper(upper, lower);
-  responder.respond(http::json_response(200, patch ? diff_with_patches(found, upper, lower) : found.to_json()));
+  const WorkspaceDiff found = diff_upper(upper.get(), lower.get());
+  responder.respond(http::json_response(
+      200, patch ? diff_with_patches(found, upper.get(), lower.get()) : found.to_json()));
 }
 
 nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const std::string& id) {

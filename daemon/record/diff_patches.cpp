@@ -154,8 +154,8 @@ struct Listed {
 
 class PatchWriter {
  public:
-  PatchWriter(const std::string& upper_dir, const std::string& lower_dir, const PatchLimits& limits)
-      : limits_(limits), upper_(open_root(upper_dir)), lower_(open_root(lower_dir)) {}
+  PatchWriter(int upper_fd, int lower_fd, const PatchLimits& limits)
+      : limits_(limits), upper_(open_diff_root(upper_fd)), lower_(open_diff_root(lower_fd)) {}
 
   nlohmann::json patches(const WorkspaceDiff& diff) {
     std::vector<Listed> listed;
@@ -175,12 +175,6 @@ class PatchWriter {
   std::size_t omitted() const { return omitted_; }
 
  private:
-  static base::UniqueFd open_root(const std::string& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) base::throw_errno("open", dir, "diff root");
-    return base::UniqueFd(fd);
-  }
-
   nlohmann::json patch(const std::string& path, const std::string& status) {
     nlohmann::json j = {{"path", sandbox::to_valid_utf8(path)}, {"status", status}, {"binary", false}};
     if (exhausted_ || read_bytes_ >= limits_.max_total_read_bytes) {
@@ -242,7 +236,13 @@ class PatchWriter {
 
 nlohmann::json diff_with_patches(const WorkspaceDiff& diff, const std::string& upper_dir,
                                  const std::string& lower_dir, const PatchLimits& limits) {
-  PatchWriter writer(upper_dir, lower_dir, limits);
+  const base::UniqueFd upper = open_diff_root(upper_dir);
+  const base::UniqueFd lower = open_diff_root(lower_dir);
+  return diff_with_patches(diff, upper.get(), lower.get(), limits);
+}
+
+nlohmann::json diff_with_patches(const WorkspaceDiff& diff, int upper_fd, int lower_fd, const PatchLimits& limits) {
+  PatchWriter writer(upper_fd, lower_fd, limits);
   nlohmann::json j = diff.to_json();
   j["patches"] = writer.patches(diff);
   if (writer.omitted() > 0) j["patches_omitted"] = writer.omitted();

@@ -38,5 +38,7 @@ struct PatchLimits {
 // root cannot be opened.
 nlohmann::json diff_with_patches(const WorkspaceDiff& diff, const std::string& upper_dir,
                                  const std::string& lower_dir, const PatchLimits& limits = {});
+// The same over two open directories, as diff_upper's descriptor form (workspace_diff.h).
+nlohmann::json diff_with_patches(const WorkspaceDiff& diff, int upper_fd, int lower_fd, const PatchLimits& limits = {});
 
 }  // namespace capsule::daemon

@@ -106,26 +106,19 @@ bool is_whiteout(int dir_fd, const std::string& name, const struct stat& st) {
   return S_ISREG(st.st_mode) && st.st_size == 0 && overlay_xattr(dir_fd, name, "whiteout").has_value();
 }
 
-struct stat lstat_root(const std::string& path) {
+dev_t directory_device(int fd, const std::string& shown) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) base::throw_errno("lstat", path);
-  if (!S_ISDIR(st.st_mode)) base::throw_error("diff", path, "not a directory");
-  return st;
-}
-
-Fd open_root(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) base::throw_errno("open", path);
-  return Fd(fd);
+  if (::fstat(fd, &st) != 0) base::throw_errno("fstat", shown);
+  if (!S_ISDIR(st.st_mode)) base::throw_error("diff", shown, "not a directory");
+  return st.st_dev;
 }
 
 class Walker {
  public:
-  Walker(const std::string& upper, const std::string& lower, const DiffLimits& limits) : limits_(limits) {
-    upper_dev_ = lstat_root(upper).st_dev;
-    lower_dev_ = lstat_root(lower).st_dev;
-    upper_fd_ = open_root(upper);
-    lower_fd_ = open_root(lower);
+  Walker(int upper_fd, int lower_fd, const DiffLimits& limits)
+      : limits_(limits), upper_fd_(open_diff_root(upper_fd)), lower_fd_(open_diff_root(lower_fd)) {
+    upper_dev_ = directory_device(upper_fd_.get(), "the upper root");
+    lower_dev_ = directory_device(lower_fd_.get(), "the lower root");
   }
 
   WorkspaceDiff run() {
@@ -248,10 +241,10 @@ class Walker {
   }
 
   DiffLimits limits_;
+  base::UniqueFd upper_fd_;
+  base::UniqueFd lower_fd_;
   dev_t upper_dev_ = 0;
   dev_t lower_dev_ = 0;
-  Fd upper_fd_;
-  Fd lower_fd_;
   std::size_t listed_bytes_ = 0;
   WorkspaceDiff diff_;
 };
@@ -281,8 +274,26 @@ nlohmann::json WorkspaceDiff::to_json() const {
   return j;
 }
 
+base::UniqueFd open_diff_root(const std::string& dir) {
+  base::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) base::throw_errno("open", dir, "diff root");
+  return fd;
+}
+
+base::UniqueFd open_diff_root(int dir_fd) {
+  base::UniqueFd fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) base::throw_errno("open", "descriptor " + std::to_string(dir_fd), "diff root");
+  return fd;
+}
+
 WorkspaceDiff diff_upper(const std::string& upper_dir, const std::string& lower_dir, const DiffLimits& limits) {
-  return Walker(upper_dir, lower_dir, limits).run();
+  const base::UniqueFd upper = open_diff_root(upper_dir);
+  const base::UniqueFd lower = open_diff_root(lower_dir);
+  return diff_upper(upper.get(), lower.get(), limits);
+}
+
+WorkspaceDiff diff_upper(int upper_fd, int lower_fd, const DiffLimits& limits) {
+  return Walker(upper_fd, lower_fd, limits).run();
 }
 
 }  // namespace capsule::daemon

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
+
 namespace capsule::daemon {
 
 struct DiffEntry {
@@ -48,5 +50,14 @@ struct WorkspaceDiff {
 // mounted below either root. An entry that cannot be read, or a renamed directory (overlay.redirect), is an
 // error of that entry only. Throws base::Error only when a root cannot be opened (its cause names the root).
 WorkspaceDiff diff_upper(const std::string& upper_dir, const std::string& lower_dir, const DiffLimits& limits = {});
+// The same over two open directories (the caller keeps them open): a root no path may name again, as a non-root
+// caller's workspace, which is used only through the descriptor opened as that caller (auth.h).
+WorkspaceDiff diff_upper(int upper_fd, int lower_fd, const DiffLimits& limits = {});
+
+// A diff root as a descriptor of its own (O_RDONLY | O_DIRECTORY): a path opened without following its last
+// component, or an open directory reopened (openat "."), so that concurrent diffs of one root share no directory
+// offset. Throws base::Error naming the root.
+base::UniqueFd open_diff_root(const std::string& dir);
+base::UniqueFd open_diff_root(int dir_fd);
 
 }  // namespace capsule::daemon

@@ -4,6 +4,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <exception>
@@ -41,6 +42,15 @@ std::string last_component(const std::string& path) {
 }
 
 bool is_marker(const std::string& name) { return last_component(name).starts_with(".wh."); }
+
+// An entry as it leaves capsule: the layer's owners (the box's view, sandbox root 0:0) and modes, less setuid and
+// setgid, so a tar unpacked by root anywhere plants no privileged file (docs/api.md, "Run outputs").
+std::unique_ptr<struct archive_entry, EntryFree> served_copy(struct archive_entry* entry) {
+  std::unique_ptr<struct archive_entry, EntryFree> copy(archive_entry_clone(entry));
+  if (!copy) base::throw_error(kOutputsStep, "", "libarchive: out of memory");
+  archive_entry_set_perm(copy.get(), archive_entry_perm(entry) & ~(S_ISUID | S_ISGID));
+  return copy;
+}
 
 class LayerReader {
  public:
@@ -151,7 +161,7 @@ void write_directory(const std::filesystem::path& layer, const std::string& path
     if (!inside) continue;
     if (!name.starts_with(prefix)) break;  // past the subtree
     if (is_marker(name)) continue;
-    std::unique_ptr<struct archive_entry, EntryFree> copy(archive_entry_clone(entry));
+    std::unique_ptr<struct archive_entry, EntryFree> copy = served_copy(entry);
     archive_entry_set_pathname(copy.get(), name.substr(prefix.size()).c_str());
     if (const char* link = archive_entry_hardlink(entry)) {
       const std::string target = clean_name(link);
@@ -171,7 +181,7 @@ void write_symlink(const std::filesystem::path& layer, const std::string& path, 
   while (struct archive_entry* entry = reader.next()) {
     if (clean_name(archive_entry_pathname(entry)) != path) continue;
     TarOut out(sink);
-    std::unique_ptr<struct archive_entry, EntryFree> copy(archive_entry_clone(entry));
+    std::unique_ptr<struct archive_entry, EntryFree> copy = served_copy(entry);
     archive_entry_set_pathname(copy.get(), last_component(path).c_str());
     out.header(copy.get());
     out.close();

@@ -11,12 +11,16 @@
 namespace capsule::daemon {
 
 SessionBox SessionManager::box_view(const Session& session) const {
-  SessionBox view{*session.box, session.dir, "", "", {}};
+  SessionBox view{*session.box, session.dir, "", "", {}, nullptr};
   for (const auto& overlay : session.environment.overlays) {
     if (overlay.target != "/workspace") continue;
     view.workspace_upper = overlay.upper_dir;
     view.workspace_work = overlay.work_dir;
     view.workspace_layers = overlay.layers;
+    const auto& opened = session.submission.workspace_dir;
+    if (opened && !overlay.layers.empty() && overlay.layers.back() == opened->proc_path()) {
+      view.workspace_lower = opened;
+    }
   }
   return view;
 }

@@ -50,6 +50,9 @@ struct SessionBox {
   std::string workspace_upper;
   std::string workspace_work;
   std::vector<std::string> workspace_layers;
+  // That overlay's lower when it is a directory a non-root caller named: the descriptor it was opened through as
+  // that caller (its /proc/self/fd path is the layer), which diffs read, never a path; null otherwise.
+  std::shared_ptr<const OpenedHostPath> workspace_lower;
 };
 
 // Where a stack puts a service's box (daemon/stacks/); set by capsuled, never taken from a request.

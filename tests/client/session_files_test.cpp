@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 
 #include "client/session_files.h"
@@ -46,6 +47,8 @@ struct TarEntry {
   std::string content;     // a file's bytes
   std::string link;        // a symlink's target
   std::string hardlink;    // a hard link's target
+  mode_t perm = 0;         // 0: 0755 for a directory, 0640 otherwise
+  std::int64_t owner = 0;  // uid and gid the entry names
 };
 TarEntry file(std::string name, std::string content) { return {std::move(name), AE_IFREG, std::move(content), "", ""}; }
 TarEntry dir(std::string name) { return {std::move(name), AE_IFDIR, "", "", ""}; }
@@ -61,7 +64,9 @@ void write_tar(const fs::path& file, const std::vector<TarEntry>& entries) {
     struct archive_entry* entry = archive_entry_new();
     archive_entry_set_pathname(entry, e.name.c_str());
     archive_entry_set_filetype(entry, e.type);
-    archive_entry_set_perm(entry, e.type == AE_IFDIR ? 0755 : 0640);
+    archive_entry_set_perm(entry, e.perm != 0 ? e.perm : e.type == AE_IFDIR ? 0755 : 0640);
+    archive_entry_set_uid(entry, e.owner);
+    archive_entry_set_gid(entry, e.owner);
     if (!e.link.empty()) archive_entry_set_symlink(entry, e.link.c_str());
     if (!e.hardlink.empty()) archive_entry_set_hardlink(entry, e.hardlink.c_str());
     if (e.type == AE_IFREG && e.hardlink.empty()) archive_entry_set_size(entry, e.content.size());
@@ -102,6 +107,31 @@ TEST_F(TarUnpack, FilesDirsAndLinksLandInside) {
   EXPECT_EQ(fs::status(root_ / "out/dir/a.txt").permissions() & fs::perms::all,
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   EXPECT_EQ(fs::current_path(), before);  // the working directory is restored
+}
+
+// What a box made is never a privilege on the host, whoever unpacks it (root here): no setuid or setgid bit, and
+// every entry the unpacker's own, whatever owner the tar names (root's, or another id).
+TEST_F(TarUnpack, EntriesAreTheUnpackersOwnWithoutSetuidOrSetgid) {
+  TarEntry suid = file("suid", "x");
+  suid.perm = 06755;
+  TarEntry shared = dir("shared");
+  shared.perm = 02775;
+  shared.owner = 4242;
+  TarEntry sticky = dir("sticky");
+  sticky.perm = 01777;
+  TarEntry plain = file("shared/plain", "y");
+  plain.perm = 0700;
+  plain.owner = 4242;
+  EXPECT_EQ(unpack({suid, shared, sticky, plain}), 4u);
+  const std::map<std::string, mode_t> expected = {{"suid", 0755}, {"shared", 0775}, {"sticky", 01777},
+                                                  {"shared/plain", 0700}};
+  for (const auto& [name, perm] : expected) {
+    struct stat st {};
+    ASSERT_EQ(::lstat((root_ / "out" / name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 07777, perm) << name << ": " << std::oct << (st.st_mode & 07777);
+    EXPECT_EQ(st.st_uid, ::getuid()) << name;
+    EXPECT_EQ(st.st_gid, ::getgid()) << name;
+  }
 }
 
 TEST_F(TarUnpack, DotDotEntriesAreRefused) {

@@ -2,6 +2,7 @@
 // FIFOs and symlinks (never followed or read), hostile listed paths, and the per-file and total limits.
 #include "daemon/record/diff_patches.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace capsule::daemon {
 namespace {
@@ -196,6 +198,20 @@ TEST_F(DiffPatchesTest, PathsThatCouldForgeHeaderLinesAreQuoted) {
   write(upper_ + "/evil\n+++ b/x", "y\n");
   const json result = patches();
   EXPECT_EQ(result.at("patches")[0].at("patch"), "--- /dev/null\n+++ \"b/evil\\n+++ b/x\"\n@@ -0,0 +1 @@\n+y\n");
+}
+
+// The descriptor form reads the "-" side from the directory behind the descriptor, not what its path names now.
+TEST_F(DiffPatchesTest, DescriptorRootsAreReadWhateverTheirPathsNowName) {
+  write(lower_ + "/a.txt", "old\n");
+  write(upper_ + "/a.txt", "new\n");
+  const base::UniqueFd upper(::open(upper_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const base::UniqueFd lower(::open(lower_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(upper && lower);
+  const WorkspaceDiff diff = diff_upper(upper.get(), lower.get());
+  fs::rename(lower_, dir_ + "/moved");
+  write(lower_ + "/a.txt", "planted\n");
+  const json result = diff_with_patches(diff, upper.get(), lower.get());
+  EXPECT_EQ(entry(result, "a.txt").at("patch"), "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-old\n+new\n") << result;
 }
 
 TEST_F(DiffPatchesTest, MissingRootThrows) {

@@ -6,9 +6,11 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
+#include <tuple>
 
 #include "daemon/runs/layer_files.h"
 #include "http/response.h"
@@ -83,6 +85,35 @@ TEST_F(RunOutputsTest, KeepsBothLayersAndReadsPathsBackWithoutFollowingLinks) {
   EXPECT_FALSE(find_in_layer(ws, "missing"));
   EXPECT_EQ(read_path(outputs.layer("r1", "root").path, "root/.m2/dep.jar", LayerEntryKind::kFile), "jar");
   EXPECT_THROW(outputs.layer("r2", "workspace"), http::ApiError);
+}
+
+// A served subtree names owners as the layer does (the box's view: sandbox root 0:0), as a session's tar does
+// (sandbox/tar_in_root.h), without the setuid and setgid bits the layer itself keeps for commits.
+TEST_F(RunOutputsTest, ASubtreeIsServedWithTheBoxsOwnersAndNoSetuidOrSetgid) {
+  write("ws/out/suid", "s");
+  write("ws/out/shared/plain", "p");
+  for (const char* path : {"ws/out", "ws/out/suid", "ws/out/shared", "ws/out/shared/plain"}) {
+    ASSERT_EQ(::chown((dir_ + "/" + path).c_str(), 100000, 101000), 0) << path;
+  }
+  ASSERT_EQ(::chmod((dir_ + "/ws/out/suid").c_str(), 06755), 0);
+  ASSERT_EQ(::chmod((dir_ + "/ws/out/shared").c_str(), 02775), 0);
+  RunOutputs outputs(dir_ + "/store", OutputsPolicy{});
+  outputs.keep("r1", std::nullopt, RunUppers{dir_ + "/ws", dir_ + "/root", 100000, 65536}, 1000 * kDayMs);
+  const std::string tar = read_path(outputs.layer("r1", "workspace").path, "out", LayerEntryKind::kDirectory);
+  std::map<std::string, std::tuple<std::int64_t, std::int64_t, unsigned>> owners;
+  struct archive* a = archive_read_new();
+  archive_read_support_format_tar(a);
+  archive_read_open_memory(a, tar.data(), tar.size());
+  archive_entry* entry;
+  while (archive_read_next_header(a, &entry) == ARCHIVE_OK) {
+    std::string name = archive_entry_pathname(entry);
+    if (name.ends_with('/')) name.pop_back();
+    owners[name] = {archive_entry_uid(entry), archive_entry_gid(entry), archive_entry_perm(entry)};
+  }
+  archive_read_free(a);
+  EXPECT_EQ(owners.at("suid"), std::make_tuple(std::int64_t{0}, std::int64_t{1000}, 0755u));
+  EXPECT_EQ(owners.at("shared"), std::make_tuple(std::int64_t{0}, std::int64_t{1000}, 0775u));
+  EXPECT_EQ(owners.at("shared/plain"), std::make_tuple(std::int64_t{0}, std::int64_t{1000}, 0644u));
 }
 
 TEST_F(RunOutputsTest, AGraftedBindIsPackedIntoTheRootLayerGlobsIncluded) {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace capsule::daemon {
 namespace {
@@ -154,7 +155,7 @@ TEST_F(WorkspaceDiffTest, EmptyUpperAndErrors) {
   } catch (const base::Error& e) {
     EXPECT_EQ(e.cause().path, dir_ + "/nope");
     EXPECT_EQ(e.cause().errno_value, ENOENT);
-    EXPECT_NE(std::string(e.what()).find("lstat " + dir_ + "/nope: No such file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("open " + dir_ + "/nope: No such file"), std::string::npos) << e.what();
   }
   EXPECT_THROW(diff_upper(upper_, lower_ + "/a"), base::Error);  // lower is a file
 
@@ -172,6 +173,30 @@ TEST_F(WorkspaceDiffTest, EmptyUpperAndErrors) {
 
 // A chain of directories whose path is far past PATH_MAX: walked through descriptors, listed with its path
 // cut, and the entries past the depth limit are one error, not the end of the diff.
+// A non-root caller's workspace is a descriptor opened as that caller (its path only a /proc/self/fd link): the
+// descriptor form reads the directories behind the descriptors, whatever their paths now name, and each of
+// several diffs of one descriptor lists it whole (each reads it through a description of its own).
+TEST_F(WorkspaceDiffTest, DescriptorsAreDiffedWhateverTheirPathsNowName) {
+  write(lower_ + "/gone.txt", "bye");
+  write(lower_ + "/kept.txt", "kept");
+  whiteout(upper_ + "/gone.txt");
+  write(upper_ + "/added.txt", "new");
+  const base::UniqueFd upper(::open(upper_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  const base::UniqueFd lower(::open(lower_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(upper && lower);
+  fs::rename(lower_, dir_ + "/moved");
+  fs::create_directories(lower_);
+  write(lower_ + "/added.txt", "planted");  // would make added.txt "modified" and hide gone.txt's deletion
+  for (int round = 0; round < 2; ++round) {
+    const WorkspaceDiff diff = diff_upper(upper.get(), lower.get());
+    EXPECT_EQ(show(diff.added), (std::vector<std::string>{"added.txt=3"})) << round;
+    EXPECT_EQ(show(diff.deleted), (std::vector<std::string>{"gone.txt=3"})) << round;
+    EXPECT_TRUE(diff.modified.empty()) << round;
+  }
+  // The path form never follows a root's last component: the magic link of that descriptor is refused.
+  EXPECT_THROW(diff_upper(upper_, "/proc/self/fd/" + std::to_string(lower.get())), base::Error);
+}
+
 TEST_F(WorkspaceDiffTest, DirectoryChainPastPathMax) {
   write(upper_ + "/first.txt", "1");
   const std::string name(200, 'd');

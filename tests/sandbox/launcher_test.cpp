@@ -1,6 +1,7 @@
 // Behaviour of real sandboxes launched through the library: exit codes, env, stdin, output caps,
 // time/CPU/memory/pids/tmpfs limits, ownership, read-only rootfs, workspace, toolchains, setup errors.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@ namespace {
 
 using capsule::testing::host_spec;
 using capsule::testing::shared_launcher;
+using capsule::testing::testcase;
 using namespace std::chrono_literals;
 
 Result run_sh(const std::string& script, const std::function<void(SandboxSpec&)>& adjust = {}) {
@@ -144,6 +146,38 @@ TEST(Launcher, MemoryLimitEndsInOomKilled) {
   EXPECT_EQ(r.status, Status::kOomKilled) << describe(r);
   EXPECT_GE(r.oom_kills, 1u);
   EXPECT_LE(r.peak_memory_bytes, 64ull << 20);
+}
+
+// tmpfs pages count against the memory limit but belong to no process; fill_tmp, holding less than init, must
+// still be the OOM killer's choice (a command's score is the maximum, init's is not), or the box dies with it and
+// the run is capsule's internal_error.
+TEST(Launcher, ATmpfsFilledPastTheMemoryLimitEndsOomKilled) {
+  SandboxSpec spec = host_spec({testcase("fill_tmp")});
+  spec.limits.memory_bytes = 64ull << 20;
+  spec.limits.tmp_size_bytes = 1ull << 30;
+  const Result r = shared_launcher().run(spec);
+  EXPECT_EQ(r.status, Status::kOomKilled) << describe(r);
+  EXPECT_EQ(r.signal, SIGKILL) << describe(r);
+  EXPECT_GE(r.oom_kills, 1u) << describe(r);
+  const Result scores = run_sh("cat /proc/self/oom_score_adj /proc/1/oom_score_adj");
+  EXPECT_EQ(scores.status, Status::kSucceeded) << describe(scores);
+  EXPECT_TRUE(out(scores).starts_with("1000\n")) << out(scores);
+  EXPECT_NE(out(scores).substr(out(scores).find('\n') + 1), "1000\n") << "init is not the preferred victim";
+}
+
+// A command may give its preference back (down to the score it inherited) and raise init's (raising needs no
+// capability): the kernel then takes init. The box still ran out of its own memory: oom_killed, not capsule's
+// internal_error that harnesses retry.
+TEST(Launcher, ATmpfsFillThatTheKernelEndsByKillingInitIsOomKilled) {
+  Result r = run_sh("echo 1000 > /proc/1/oom_score_adj && echo 0 > /proc/self/oom_score_adj && exec " +
+                        testcase("fill_tmp"),
+                    [](SandboxSpec& s) {
+                      s.limits.memory_bytes = 64ull << 20;
+                      s.limits.tmp_size_bytes = 1ull << 30;
+                    });
+  EXPECT_EQ(r.status, Status::kOomKilled) << describe(r);
+  EXPECT_NE(r.reason.find("OOM kill of the sandbox's init"), std::string::npos) << describe(r);
+  EXPECT_GE(r.oom_kills, 1u) << describe(r);
 }
 
 TEST(Launcher, PeakMemoryIsMeasured) {

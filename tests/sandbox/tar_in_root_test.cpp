@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -174,6 +175,66 @@ TEST(TarInRoot, TreeRoundTripKeepsModesSymlinksAndEmptyDirs) {
     EXPECT_EQ(st.st_uid, kOwner.uid) << entry.path();
     EXPECT_EQ(st.st_gid, kOwner.gid) << entry.path();
   }
+}
+
+// The tar a session serves names owners as the box sees them, as a run's kept layer does (sandbox root 0:0, an id
+// outside the box nobody), and carries no setuid or setgid bit for whoever unpacks it to inherit.
+TEST(TarInRoot, PackNamesOwnersAsTheBoxSeesThemWithoutSetuidOrSetgid) {
+  FakeRoot box;
+  const fs::path out = box.root() / "out";
+  fs::create_directories(out / "shared");
+  write_host_file(out / "suid", "x");
+  write_host_file(out / "users", "y");
+  write_host_file(out / "foreign", "z");
+  ASSERT_EQ(::chown(out.c_str(), 100000, 100000), 0);
+  ASSERT_EQ(::chown((out / "suid").c_str(), 100000, 100000), 0);
+  ASSERT_EQ(::chown((out / "shared").c_str(), 100000, 101000), 0);
+  ASSERT_EQ(::chown((out / "users").c_str(), 101000, 101000), 0);
+  ASSERT_EQ(::chown((out / "foreign").c_str(), 5, 5), 0);
+  set_mode(out / "suid", 06755);
+  set_mode(out / "shared", 03775);
+  set_mode(out / "users", 0640);
+
+  struct Shown {
+    std::int64_t uid, gid;
+    unsigned perm;
+  };
+  const auto shown = [](const std::string& bytes) {
+    std::map<std::string, Shown> entries;
+    std::unique_ptr<struct archive, int (*)(struct archive*)> tar(archive_read_new(), archive_read_free);
+    archive_read_support_format_tar(tar.get());
+    EXPECT_EQ(archive_read_open_memory(tar.get(), bytes.data(), bytes.size()), ARCHIVE_OK);
+    struct archive_entry* entry = nullptr;
+    while (archive_read_next_header(tar.get(), &entry) == ARCHIVE_OK) {
+      const char* user = archive_entry_uname(entry);
+      EXPECT_TRUE(user == nullptr || *user == '\0') << "numeric owners only: " << user;
+      std::string name = archive_entry_pathname(entry);
+      if (name.ends_with('/')) name.pop_back();
+      entries[name] = Shown{archive_entry_uid(entry), archive_entry_gid(entry), archive_entry_perm(entry)};
+    }
+    return entries;
+  };
+  std::string bytes;
+  pack_tree(box.fd(), "out", [&](std::string_view chunk) { bytes.append(chunk); }, {}, IdRange{100000, 65536});
+  auto entries = shown(bytes);
+  ASSERT_EQ(entries.size(), 4u) << bytes.size();
+  EXPECT_EQ(entries["suid"].uid, 0);
+  EXPECT_EQ(entries["suid"].gid, 0);
+  EXPECT_EQ(entries["suid"].perm, 0755u);
+  EXPECT_EQ(entries["shared"].uid, 0);
+  EXPECT_EQ(entries["shared"].gid, 1000);
+  EXPECT_EQ(entries["shared"].perm, 01775u) << "the sticky bit grants nothing: it stays";
+  EXPECT_EQ(entries["users"].uid, 1000);
+  EXPECT_EQ(entries["users"].perm, 0640u);
+  EXPECT_EQ(entries["foreign"].uid, 65534);
+  EXPECT_EQ(entries["foreign"].gid, 65534);
+
+  bytes.clear();  // without a range: host ids as they are, the bits cleared all the same
+  pack_tree(box.fd(), "out", [&](std::string_view chunk) { bytes.append(chunk); });
+  entries = shown(bytes);
+  EXPECT_EQ(entries["suid"].uid, 100000);
+  EXPECT_EQ(entries["suid"].perm, 0755u);
+  EXPECT_EQ(entries["foreign"].uid, 5);
 }
 
 TEST(TarInRoot, PackOfAFileIsOneEntryNamedByIt) {
