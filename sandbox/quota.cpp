@@ -332,4 +332,28 @@ std::size_t detach_mounts_below(const std::string& dir) {
   return detached;
 }
 
+std::vector<std::string> loop_devices_below(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/sys/block", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with("loop")) continue;
+    std::ifstream file(it->path() / "loop" / "backing_file");  // absent while the device is unattached
+    std::string backing;
+    if (!std::getline(file, backing)) continue;
+    if (backing == dir || backing.starts_with(dir + "/")) found.push_back("/dev/" + name);
+  }
+  return found;
+}
+
+std::size_t release_loop_devices_below(const std::string& dir) {
+  std::size_t released = 0;
+  for (const std::string& device : loop_devices_below(dir)) {
+    const base::UniqueFd loop(open(device.c_str(), O_RDONLY | O_CLOEXEC));
+    if (loop && ioctl(loop.get(), LOOP_CLR_FD, 0) == 0) ++released;
+  }
+  return released;
+}
+
 }  // namespace capsule::sandbox

@@ -82,4 +82,11 @@ std::vector<std::string> mount_points_below(const std::string& dir);
 // For a restart after a crash: a disk or bind a dead capsuled left mounted.
 std::size_t detach_mounts_below(const std::string& dir);
 
+// Loop devices ("/dev/loopN") whose backing file is at or below `dir`, deleted images too (from
+// /sys/block/loop*/loop/backing_file).
+std::vector<std::string> loop_devices_below(const std::string& dir);
+// For a restart after a crash: tells each of those to detach itself (LOOP_CLR_FD: at once when nothing holds it,
+// else with its last user, returning its image's space then); how many were told.
+std::size_t release_loop_devices_below(const std::string& dir);
+
 }  // namespace capsule::sandbox
