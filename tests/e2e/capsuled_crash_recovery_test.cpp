@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "sandbox/quota.h"
 #include "tests/support/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -52,7 +53,7 @@ class CapsuledCrashRecovery : public Capsuled {
   // A live box has its disk mounted and a loop device holding its (deleted) image: what a crash leaves.
   void expect_live_box_holds_a_disk() const {
     EXPECT_FALSE(foreign_mounts().empty()) << "the live box has no mounts below the state dir";
-    EXPECT_FALSE(loop_devices_below(state_).empty()) << "the live box has no loop device";
+    EXPECT_FALSE(sandbox::loop_devices_below(state_.string()).empty()) << "the live box has no loop device";
   }
 
   // After the restart nothing of the dead daemon's boxes is attached, and once the daemon stops the state dir
@@ -62,13 +63,13 @@ class CapsuledCrashRecovery : public Capsuled {
     EXPECT_TRUE(eventually([&] { return (mounts = foreign_mounts()).empty(); }))
         << "mounts left by the dead daemon: " << json(mounts).dump();
     std::vector<std::string> loops;
-    EXPECT_TRUE(eventually([&] { return (loops = loop_devices_below(state_)).empty(); }))
+    EXPECT_TRUE(eventually([&] { return (loops = sandbox::loop_devices_below(state_.string())).empty(); }))
         << "loop devices left by the dead daemon: " << json(loops).dump();
     EXPECT_TRUE(netns_files().empty()) << json(netns_files()).dump();
     EXPECT_EQ(run_and_wait(sh("true"))["state"], "succeeded");  // the restarted daemon works
     stop();
     EXPECT_TRUE(mounts_below(state_).empty()) << json(mounts_below(state_)).dump();
-    EXPECT_TRUE(eventually([&] { return (loops = loop_devices_below(state_)).empty(); })) << json(loops).dump();
+    EXPECT_TRUE(eventually([&] { return (loops = sandbox::loop_devices_below(state_.string())).empty(); })) << json(loops).dump();
     for (const fs::path& dir : cgroup_parent_dirs(parent_)) EXPECT_FALSE(fs::exists(dir)) << dir;
     std::error_code removed;
     fs::remove_all(state_, removed);

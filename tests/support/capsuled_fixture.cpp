@@ -173,19 +173,6 @@ std::vector<std::string> mounts_below(const fs::path& dir) {
   return found;
 }
 
-std::vector<std::string> loop_devices_below(const fs::path& dir) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator("/sys/block", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with("loop")) continue;
-    std::string backing = slurp(it->path() / "loop" / "backing_file");  // absent: not attached
-    while (!backing.empty() && backing.back() == '\n') backing.pop_back();
-    if (backing.starts_with(dir.string() + "/")) found.push_back("/dev/" + name + ": " + backing);
-  }
-  return found;
-}
-
 json body_json(const HttpResponse& response) {
   json parsed = json::parse(response.body, nullptr, false);
   EXPECT_FALSE(parsed.is_discarded()) << "not JSON: " << response.body;

@@ -64,8 +64,6 @@ bool still_running(const ProcessInfo& process);
 std::vector<ProcessInfo> processes_in_cgroups_of(const std::string& parent);
 // Mount points at or below `dir` in this mount namespace.
 std::vector<std::string> mounts_below(const fs::path& dir);
-// Loop devices (/dev/loopN: backing file) whose backing file is below `dir`, deleted ones too.
-std::vector<std::string> loop_devices_below(const fs::path& dir);
 
 // ---- HTTP.
 json body_json(const HttpResponse& response);
