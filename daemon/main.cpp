@@ -154,6 +154,8 @@ int serve(daemon::DaemonConfig config) {
   launcher_options.scratch_dir = state + "/scratch";  // a tmpfs (mount_scratch): boxes' dirs and mount points
   launcher_options.data_dir = state + "/disks";       // what sandboxes write: their disk images, on the disk
   launcher_options.host_id_base = config.host_id_base;
+  // The boxes' disks are promised no more than the state filesystem has beyond the watermark (DiskBudget).
+  launcher_options.disk_reserve_bytes = config.storage.min_free_bytes;
   launcher_options.cgroup.parent = config.cgroup_parent;
   launcher_options.pool = {config.pool_boxes, config.pool_environments, std::chrono::seconds(config.pool_idle_ttl_s),
                            [state, watermark = config.storage] { return !daemon::storage_shortage(state, watermark); }};

@@ -193,6 +193,13 @@ std::uint64_t disk_image_bytes(const DiskLimits& limits) {
   return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
 }
 
+DiskLimits with_default_inodes(DiskLimits limits) {
+  if (limits.inodes == 0) {
+    limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
+  }
+  return limits;
+}
+
 // mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
 // owner, dirs) is formatted once, as a template beside the sandboxes' dirs, and its data written to each disk.
 base::UniqueFd disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
@@ -237,9 +244,7 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
       image_(images_dir.empty() ? dir + "/disk.img" : images_dir + "/" + dir.substr(dir.rfind('/') + 1) + ".img"),
       root_(dir + "/disk") {
   if (limits.bytes < kMinDiskBytes || limits.bytes > kMaxDiskBytes) throw_error("disk", dir, "limit outside 16 MiB to 1 PiB");
-  if (limits.inodes == 0) {
-    limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
-  }
+  limits = with_default_inodes(limits);
   if (limits.inodes < kMinDiskInodes || limits.inodes > kMaxDiskInodes) throw_error("disk", dir, "inode limit outside 64 to 2^32-1");
   if (mkdir(root_.c_str(), 0700) != 0) throw_errno("disk", root_, "mkdir");
   base::UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));

@@ -25,6 +25,8 @@ constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
 // The image's size for `limits` (inodes given): the limit plus what ext4 keeps for itself, so the sandbox can use
 // about `limits.bytes`. The tables are never written (lazy init), so they cost no host disk.
 std::uint64_t disk_image_bytes(const DiskLimits& limits);
+// `limits` with the inode count a disk of them gets (one per 16 KiB of bytes, at least 1024, when not given).
+DiskLimits with_default_inodes(DiskLimits limits);
 
 // The formatted template of `limits` (inodes given) for a disk whose root `owner` owns, with `dirs` (relative
 // paths) already made on it, owned by `owner`, mode 0755. Made once in `templates_dir` (mkfs.ext4 without
@@ -59,6 +61,8 @@ class SandboxDisk {
   SandboxDisk& operator=(const SandboxDisk&) = delete;
 
   const std::string& root() const { return root_; }
+  // The (unlinked) image, open while the disk lives: what it holds of the host filesystem is its fstat's blocks.
+  int image_fd() const { return image_fd_.get(); }
   // A directory on the disk, owned by `owner`, created if missing (mode 0755); one the template made is given
   // the current time, as if made now.
   std::string make_dir(const std::string& relative, std::uint32_t owner) const;
