@@ -269,6 +269,27 @@ TEST_F(CapsuledDisk, AnUploadTheStateFilesystemCannotStoreIs507AndLeavesNothing)
   EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + id))["state"], "ready");
 }
 
+// A checkpoint (the workspace's changes copied to the state filesystem) that the full filesystem cannot hold is 507
+// insufficient_storage, not a 500, and is not kept.
+TEST_F(CapsuledDisk, ACheckpointTheStateFilesystemCannotHoldIs507) {
+  start_on_small_state_fs();
+  const fs::path workspace = make_dir("ws");
+  const HttpResponse made =
+      call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace.string()}}}, {"limits", small_disk("96m")}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = body_json(made)["id"];
+  const HttpResponse wrote = call("POST", "/v1/sessions/" + id + "/exec",
+                                  json{{"script", "head -c 40000000 /dev/zero > /workspace/data && sync"}});
+  ASSERT_EQ(wrote.status, 200) << wrote.body;
+  ASSERT_EQ(body_json(wrote)["state"], "succeeded") << wrote.body;
+  fill_state_fs(8u << 20);  // another writer leaves 8 MiB: less than the 40 MB to copy
+  expect_error(call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "full"}}), 507,
+               "insufficient_storage", "checkpoint");
+  const json session = body_json(call("GET", "/v1/sessions/" + id));
+  EXPECT_EQ(session["checkpoints"], json::array()) << session;
+  EXPECT_EQ(health()["status"], "ok");
+}
+
 // A snapshot whose source the state filesystem cannot hold is 507 insufficient_storage (the documented code),
 // whether the source tar itself (a directory) or its unpacked tree (a small compressed tar of zeros) fills it, and
 // what it staged is removed.
