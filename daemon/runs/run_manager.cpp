@@ -206,7 +206,6 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     finish_run(run, result);
     return;
   }
-  if (!launcher_.has_ready_box(run->sandbox_spec) && !has_disk_room_else_requeue(run)) return;
   run->answering = launcher_.hold_starts();
   const std::int64_t started_ms = unix_ms();
   // Every run that leaves the queue goes queued -> running -> finished, a setup failure too. The running row is
@@ -254,6 +253,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     }
   } catch (const sandbox::SandboxError& e) {
     run->sandbox.reset();
+    if (e.code() == "insufficient_storage" && requeue_for_disk_room(run, e.what())) return;
     mark_started();
     finish_run(run, sandbox::Launcher::setup_failure(e));
     return;
@@ -274,23 +274,22 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
   wake();
 }
 
-bool RunManager::has_disk_room_else_requeue(const std::shared_ptr<Run>& run) {
+bool RunManager::requeue_for_disk_room(const std::shared_ptr<Run>& run, const std::string& why) {
   constexpr std::int64_t kDiskRetryNs = 250 * 1000000LL;
-  try {
-    launcher_.require_disk_room(run->sandbox_spec.limits, sandbox::DiskRoom::kNow);
-    return true;
-  } catch (const sandbox::SandboxError& e) {
-    if (e.code() != "insufficient_storage") return true;  // the start meets it again and fails with its cause
+  run->stdout_log.reset();  // nothing written yet: made again at its next start
+  run->stderr_log.reset();
+  run->answering.release();
+  {
     std::lock_guard lock(mutex_);
-    if (draining_) return true;
-    if (run->disk_retry_ns == 0) spdlog::info("run {} waits in the queue for disk room: {}", run->id, e.what());
+    if (draining_) return false;
+    if (run->disk_retry_ns == 0) spdlog::info("run {} waits in the queue for disk room: {}", run->id, why);
     run->started = false;
     --running_;
     run->disk_retry_ns = sandbox::monotonic_ns() + kDiskRetryNs;
     queue_.push_front(run);
   }
   wake();
-  return false;
+  return true;
 }
 
 void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {

@@ -96,9 +96,10 @@ class RunManager {
   bool supervise_once(std::vector<std::shared_ptr<Run>>& active);
   // Pops what may start now into `started`; when the queue's front waits for disk room, when to try it again (0: none).
   std::int64_t start_queued_locked(std::vector<std::shared_ptr<Run>>& started);
-  // True when the run's disk fits beside the live boxes' disks now; else it goes back to the queue's front (it
-  // is retried in a moment: a box's end frees its disk's room) and false.
-  bool has_disk_room_else_requeue(const std::shared_ptr<Run>& run);
+  // A start whose box's disk found no room beside the live boxes' disks (sandbox::DiskBudget): the run goes back to
+  // the queue's front, still queued, and is tried again in a moment (a box's end frees its disk's room). False
+  // while draining: it fails its setup then, with `why`.
+  bool requeue_for_disk_room(const std::shared_ptr<Run>& run, const std::string& why);
   // Starts the run, or finishes it when it cannot start; a started one goes to started_, for the loop. On a
   // start thread, or on the supervision thread when a box waits for it in the pool (or it was cancelled).
   void start_run(const std::shared_ptr<Run>& run);
