@@ -24,6 +24,8 @@ Error::Error(std::string code, const std::string& message)
 Error::Error(Cause cause, std::string code, const std::string& message)
     : std::runtime_error(message), cause_(std::move(cause)), code_(std::move(code)) {}
 
+bool is_out_of_space(int errno_value) { return errno_value == ENOSPC || errno_value == EDQUOT; }
+
 void throw_errno(const std::string& step, const std::string& path, const std::string& detail) {
   throw Error(Cause{step, path, errno, detail});
 }

@@ -36,6 +36,10 @@ class Error : public std::runtime_error {
   std::string code_;
 };
 
+// Whether `errno_value` says a filesystem is full (ENOSPC) or a quota is used up (EDQUOT): a failure a caller
+// hears as "insufficient_storage" (507), whatever step met it.
+bool is_out_of_space(int errno_value);
+
 // Throws base::Error{step, path, errno, detail} with the current errno.
 [[noreturn]] void throw_errno(const std::string& step, const std::string& path, const std::string& detail = {});
 // Throws base::Error{step, path, detail} without an errno.

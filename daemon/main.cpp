@@ -27,6 +27,7 @@
 #include "daemon/bundle/bundle_stores.h"
 #include "daemon/snapshots/snapshot_store.h"
 #include "daemon/stacks/stack_manager.h"
+#include "daemon/state_recovery.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "images/host_image.h"
@@ -79,22 +80,6 @@ void make_private_dir(const std::string& path, mode_t mode, gid_t group = 0) {
   fs::create_directories(path);
   if (chown(path.c_str(), 0, group) != 0 || chmod(path.c_str(), mode) != 0) {
     throw std::runtime_error("cannot make " + path + " private: " + std::strerror(errno));
-  }
-}
-
-// What a previous capsuled left, removed before this one writes anything: on a full filesystem the leftovers
-// are what fills it, and the ledger, logs and images need room. Sandbox processes are killed first.
-void remove_leftovers(capsule::sandbox::Launcher& launcher, const std::string& state) {
-  if (std::size_t removed = launcher.remove_leftovers(); removed > 0) {
-    spdlog::warn("removed {} sandbox(es) left by a previous capsuled", removed);
-  }
-  capsule::sandbox::detach_mounts_below(state + "/runs");  // binds of cow uppers on the sandboxes' disks
-  std::error_code ignored;
-  fs::remove_all(state + "/runs", ignored);
-  fs::remove_all(state + "/store/tmp", ignored);  // an image import's staging area
-  for (auto it = fs::directory_iterator(state + "/images", ignored); !ignored && it != fs::directory_iterator();
-       it.increment(ignored)) {
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) fs::remove_all(it->path(), ignored);
   }
 }
 
@@ -169,12 +154,16 @@ int serve(daemon::DaemonConfig config) {
   launcher_options.scratch_dir = state + "/scratch";  // a tmpfs (mount_scratch): boxes' dirs and mount points
   launcher_options.data_dir = state + "/disks";       // what sandboxes write: their disk images, on the disk
   launcher_options.host_id_base = config.host_id_base;
+  // The boxes' disks are promised no more than the state filesystem has beyond the watermark (DiskBudget).
+  launcher_options.disk_reserve_bytes = config.storage.min_free_bytes;
   launcher_options.cgroup.parent = config.cgroup_parent;
   launcher_options.pool = {config.pool_boxes, config.pool_environments, std::chrono::seconds(config.pool_idle_ttl_s),
                            [state, watermark = config.storage] { return !daemon::storage_shortage(state, watermark); }};
   ScratchTmpfs scratch_tmpfs;  // goes after the launcher, whose reaper may still be removing boxes' dirs
   capsule::sandbox::Launcher launcher(launcher_options);
-  remove_leftovers(launcher, state);
+  // What a previous capsuled left, removed before this one writes anything: on a full filesystem the leftovers
+  // are what fills it, and the ledger, logs and images need room.
+  daemon::recover_state_dir(launcher, state);
 
   // Traversed by the sandboxes' mapped ids at setup: search only, for them only. The rest: root only.
   make_private_dir(state + "/scratch", 0710, config.host_id_base);

@@ -261,12 +261,10 @@ void Connection::dispatch() {
   const Request& request = prepared.request;
   try {
     (*prepared.handler)(request, Responder(exchange));
-  } catch (const base::Error& e) {
-    if (status_for(e.code()) >= 500) spdlog::error("http: {} {} failed: {}", request.method, request.target, e.what());
-    Responder(exchange).respond(error_response(e.code(), e.what()));
   } catch (const std::exception& e) {
-    spdlog::error("http: {} {} failed: {}", request.method, request.target, e.what());
-    Responder(exchange).respond(error_response("internal_error", e.what()));
+    const std::string code = error_code_of(e);
+    if (status_for(code) >= 500) spdlog::error("http: {} {} failed: {}", request.method, request.target, e.what());
+    Responder(exchange).respond(error_response(code, e.what()));
   } catch (...) {
     spdlog::error("http: {} {} failed with a non-standard exception", request.method, request.target);
     Responder(exchange).respond(error_response("internal_error", "unknown error"));

@@ -4,6 +4,9 @@
 
 #include <map>
 #include <string>
+#include <system_error>
+
+#include "base/error.h"
 
 namespace capsule::http {
 
@@ -44,6 +47,22 @@ unsigned status_for(std::string_view code) {
   };
   const auto found = kStatus.find(code);
   return found == kStatus.end() ? 500 : found->second;
+}
+
+std::string error_code_of(const std::exception& error) {
+  if (const auto* failure = dynamic_cast<const base::Error*>(&error)) {
+    if (failure->code() == "internal_error" && base::is_out_of_space(failure->cause().errno_value)) {
+      return "insufficient_storage";
+    }
+    return failure->code();
+  }
+  if (const auto* system = dynamic_cast<const std::system_error*>(&error)) {  // std::filesystem's errors too
+    const std::error_condition condition = system->code().default_error_condition();
+    if (condition.category() == std::generic_category() && base::is_out_of_space(condition.value())) {
+      return "insufficient_storage";
+    }
+  }
+  return "internal_error";
 }
 
 }  // namespace capsule::http

@@ -51,6 +51,17 @@ void BoxPool::let_go_locked(Wanted& wanted) {
   wanted.ready.clear();
 }
 
+std::vector<std::unique_ptr<Sandbox>> BoxPool::shed() {
+  std::vector<std::unique_ptr<Sandbox>> boxes;
+  std::lock_guard lock(mutex_);
+  for (auto& wanted : wanted_) {
+    for (auto& ready : wanted.ready) boxes.push_back(std::move(ready.box));
+    wanted.ready.clear();
+  }
+  stats_.expired += boxes.size();
+  return boxes;
+}
+
 bool poolable(const EnvironmentSpec& spec) {
   const bool writable_bind = std::any_of(spec.mounts.begin(), spec.mounts.end(), [](const BindMount& m) { return !m.read_only; });
   // A box in a stack's network namespace belongs to that stack alone (and would keep the namespace alive).

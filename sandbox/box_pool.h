@@ -62,6 +62,9 @@ class BoxPool {
   // Whether a box of `spec` is waiting now: a hint for where to start a run (take() may still find none).
   bool has_ready(const EnvironmentSpec& spec) const;
   PoolStats stats() const;
+  // Every waiting box, taken out (counted as expired) for the caller to destroy: what their disks were promised
+  // is wanted for a box somebody waits for. The environments stay wanted; refills follow as room allows.
+  std::vector<std::unique_ptr<Sandbox>> shed();
 
  private:
   // Device and inode of every rootfs layer and bind source, in order: a box binds what a path named when it was

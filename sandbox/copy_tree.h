@@ -6,7 +6,8 @@
 
 namespace capsule::sandbox {
 
-// SOURCE/. into DEST (created if missing). Throws SandboxError (step "copy") when cp cannot run or fails.
+// SOURCE/. into DEST (created if missing). Throws SandboxError (step "copy") when cp cannot run or fails; with
+// errno ENOSPC (EDQUOT) when cp said its destination was full, and what cp said last in the detail.
 void copy_tree_contents(const std::string& source, const std::string& dest);
 
 }  // namespace capsule::sandbox

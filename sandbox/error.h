@@ -11,6 +11,10 @@ namespace capsule::sandbox {
 class SandboxError : public base::Error {
  public:
   explicit SandboxError(base::Cause cause) : base::Error(std::move(cause), "setup_failed") {}
+  // A launch refused for a reason a caller should see by its own code (e.g. "insufficient_storage": the
+  // sandbox's disk does not fit on the host), with a message written for a person.
+  SandboxError(base::Cause cause, std::string code, const std::string& message)
+      : base::Error(std::move(cause), std::move(code), message) {}
 };
 
 // Throws SandboxError{step, path, errno, detail} using the current errno.

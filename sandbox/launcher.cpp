@@ -47,6 +47,7 @@ struct Launcher::State {
   std::mutex cache_mutex;
   std::map<std::string, std::string> seccomp_cache;  // profile text -> its raw BPF, as init receives it
   std::map<std::pair<uid_t, gid_t>, base::UniqueFd> owner_namespaces;  // writable-bind owner -> mapping userns
+  std::unique_ptr<DiskBudget> disks;  // what the boxes' disks were promised, against the free space
   BoxReaper reaper;
   std::shared_ptr<StartGate> starts = std::make_shared<StartGate>();  // runs' and execs' starts, which the pool yields to
   std::mutex pool_mutex;
@@ -173,8 +174,11 @@ Launcher::Launcher(LauncherOptions options) : state_(std::make_unique<State>()) 
   state_->cgroups = detect_cgroups(options.cgroup);
   state_->cgroup_views = state_->cgroups->view_mounts();
   state_->options = std::move(options);
+  const LauncherOptions& made = state_->options;
+  state_->disks = std::make_unique<DiskBudget>(made.data_dir.empty() ? made.scratch_dir : made.data_dir,
+                                               made.disk_reserve_bytes);
   if (state_->options.pool.boxes_per_environment > 0) {
-    state_->pool = std::make_unique<BoxPool>([this](const EnvironmentSpec& spec) { return create(spec); },
+    state_->pool = std::make_unique<BoxPool>([this](const EnvironmentSpec& spec) { return create_box(spec, true); },
                                              state_->reaper, state_->options.pool, state_->starts);
   }
 }
@@ -225,7 +229,39 @@ const LauncherOptions& Launcher::options() const { return state_->options; }
 
 StartedSandbox::~StartedSandbox() = default;
 
-std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
+std::unique_ptr<DiskClaim> Launcher::claim_disk(const Limits& limits, bool for_pool) {
+  if (limits.disk_bytes == 0) return nullptr;
+  const std::uint64_t bytes = disk_image_bytes(with_default_inodes({limits.disk_bytes, limits.disk_inodes}));
+  if (for_pool) return state_->disks->claim(bytes, bytes);
+  try {
+    return state_->disks->claim(bytes);
+  } catch (const SandboxError& e) {
+    if (e.code() != "insufficient_storage") throw;
+    std::vector<std::unique_ptr<Sandbox>> waiting;
+    {
+      std::lock_guard lock(state_->pool_mutex);
+      if (state_->pool) waiting = state_->pool->shed();
+    }
+    if (waiting.empty()) throw;
+    waiting.clear();  // destroyed here, their disks detached: what they were promised is free again
+    return state_->disks->claim(bytes);
+  }
+}
+
+void Launcher::require_disk_room(const Limits& limits, DiskRoom when) {
+  if (limits.disk_bytes == 0) return;
+  if (when == DiskRoom::kNow) {
+    claim_disk(limits, false);  // claimed and given back at once
+    return;
+  }
+  const std::uint64_t bytes = disk_image_bytes(with_default_inodes({limits.disk_bytes, limits.disk_inodes}));
+  DiskBudget alone(state_->disks->dir(), state_->options.disk_reserve_bytes);
+  alone.claim(bytes);
+}
+
+std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) { return create_box(spec, false); }
+
+std::unique_ptr<Sandbox> Launcher::create_box(const EnvironmentSpec& spec, bool for_pool) {
   std::unique_ptr<Sandbox> box(new Sandbox());
   BoxTimes& times = box->times_;
   times.start = monotonic_ns();
@@ -248,9 +284,11 @@ std::unique_ptr<Sandbox> Launcher::create(const EnvironmentSpec& spec) {
     layer_owners.insert(layer_owners.end(), overlay.layers.size(), overlay.layers_owner);
     prepare_overlay_dirs(overlay, root_id);
   }
+  box->disk_claim_ = claim_disk(spec.limits, for_pool);
   box->scratch_ = std::make_unique<ScratchDir>(state_->options.scratch_dir, id, layers.size(), spec.upper_dir,
                                                root_id, DiskLimits{spec.limits.disk_bytes, spec.limits.disk_inodes},
                                                state_->options.data_dir, spec.overlays.size());
+  if (box->disk_claim_ && box->scratch_->disk() != nullptr) box->disk_claim_->attach(box->scratch_->disk()->image_fd());
   const std::vector<OverlayMount> overlays = place_overlays_on_disk(spec, *box->scratch_);
   for (const auto& overlay : overlays) {
     if (!overlay.seed_dir.empty()) copy_tree_contents(overlay.seed_dir, overlay.upper_dir);

@@ -30,7 +30,13 @@ struct LauncherOptions {
   CgroupConfig cgroup;
   // Boxes made ahead for the environments runs and sessions ask for (take_or_create, start).
   PoolOptions pool;
+  // Free space of the disk images' filesystem (data_dir, else scratch_dir) that no sandbox disk may be promised:
+  // the disks of live boxes together never exceed the rest (DiskBudget). capsuled: its min_free_bytes.
+  std::uint64_t disk_reserve_bytes = 0;
 };
+
+// When a disk must fit (Launcher::require_disk_room): beside the live boxes' disks, or on the free space alone.
+enum class DiskRoom { kNow, kEver };
 
 class StartedSandbox;
 
@@ -45,8 +51,13 @@ class Launcher {
   Result run(const SandboxSpec& spec, const RunHooks& hooks = {});
 
   // A live box: its init is running and has been sent the environment; it serves execs once ready().
-  // Throws SandboxError when it cannot be made.
+  // Throws SandboxError when it cannot be made; with code "insufficient_storage" when its disk does not fit
+  // beside the live boxes' disks (the pool's waiting boxes are let go first when that makes room).
   std::unique_ptr<Sandbox> create(const EnvironmentSpec& spec);
+
+  // Throws the SandboxError "insufficient_storage" that create() would for a disk of `limits` (kNow, letting the
+  // pool's boxes go when that makes room), or the one it would meet even with no other box alive (kEver).
+  void require_disk_room(const Limits& limits, DiskRoom when);
 
   // A box of `spec` made ahead (LauncherOptions.pool: ready, never used, times().taken set) when one is waiting,
   // else create(spec). Throws SandboxError when it cannot be made.
@@ -80,6 +91,10 @@ class Launcher {
 
  private:
   struct State;
+  // create(), for the pool when `for_pool`: its boxes never take the last room (a box somebody waits for may need it).
+  std::unique_ptr<Sandbox> create_box(const EnvironmentSpec& spec, bool for_pool);
+  // The disk budget's claim for a box of `limits` (null without a disk limit); throws as create() does.
+  std::unique_ptr<DiskClaim> claim_disk(const Limits& limits, bool for_pool);
   std::unique_ptr<State> state_;
 };
 

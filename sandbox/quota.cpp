@@ -193,6 +193,13 @@ std::uint64_t disk_image_bytes(const DiskLimits& limits) {
   return limits.bytes + limits.inodes * kInodeSize + limits.bytes / 64 + (4ull << 20);
 }
 
+DiskLimits with_default_inodes(DiskLimits limits) {
+  if (limits.inodes == 0) {
+    limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
+  }
+  return limits;
+}
+
 // mkfs.ext4 takes ~30 ms; a formatted image holds well under 1 MiB of data in its holes. So each (limits,
 // owner, dirs) is formatted once, as a template beside the sandboxes' dirs, and its data written to each disk.
 base::UniqueFd disk_template(const std::string& templates_dir, const DiskLimits& limits, std::uint32_t owner,
@@ -237,9 +244,7 @@ SandboxDisk::SandboxDisk(const std::string& dir, DiskLimits limits, std::uint32_
       image_(images_dir.empty() ? dir + "/disk.img" : images_dir + "/" + dir.substr(dir.rfind('/') + 1) + ".img"),
       root_(dir + "/disk") {
   if (limits.bytes < kMinDiskBytes || limits.bytes > kMaxDiskBytes) throw_error("disk", dir, "limit outside 16 MiB to 1 PiB");
-  if (limits.inodes == 0) {
-    limits.inodes = std::clamp<std::uint64_t>(limits.bytes / kBytesPerDefaultInode, 1024, kMaxDiskInodes);
-  }
+  limits = with_default_inodes(limits);
   if (limits.inodes < kMinDiskInodes || limits.inodes > kMaxDiskInodes) throw_error("disk", dir, "inode limit outside 64 to 2^32-1");
   if (mkdir(root_.c_str(), 0700) != 0) throw_errno("disk", root_, "mkdir");
   base::UniqueFd image(open(image_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -330,6 +335,30 @@ std::size_t detach_mounts_below(const std::string& dir) {
   std::size_t detached = 0;
   for (const auto& point : found) detached += umount2(point.c_str(), MNT_DETACH) == 0 ? 1 : 0;
   return detached;
+}
+
+std::vector<std::string> loop_devices_below(const std::string& dir) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/sys/block", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with("loop")) continue;
+    std::ifstream file(it->path() / "loop" / "backing_file");  // absent while the device is unattached
+    std::string backing;
+    if (!std::getline(file, backing)) continue;
+    if (backing == dir || backing.starts_with(dir + "/")) found.push_back("/dev/" + name);
+  }
+  return found;
+}
+
+std::size_t release_loop_devices_below(const std::string& dir) {
+  std::size_t released = 0;
+  for (const std::string& device : loop_devices_below(dir)) {
+    const base::UniqueFd loop(open(device.c_str(), O_RDONLY | O_CLOEXEC));
+    if (loop && ioctl(loop.get(), LOOP_CLR_FD, 0) == 0) ++released;
+  }
+  return released;
 }
 
 }  // namespace capsule::sandbox

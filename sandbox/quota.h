@@ -25,6 +25,8 @@ constexpr std::uint64_t kMaxDiskInodes = (1ull << 32) - 1;
 // The image's size for `limits` (inodes given): the limit plus what ext4 keeps for itself, so the sandbox can use
 // about `limits.bytes`. The tables are never written (lazy init), so they cost no host disk.
 std::uint64_t disk_image_bytes(const DiskLimits& limits);
+// `limits` with the inode count a disk of them gets (one per 16 KiB of bytes, at least 1024, when not given).
+DiskLimits with_default_inodes(DiskLimits limits);
 
 // The formatted template of `limits` (inodes given) for a disk whose root `owner` owns, with `dirs` (relative
 // paths) already made on it, owned by `owner`, mode 0755. Made once in `templates_dir` (mkfs.ext4 without
@@ -59,6 +61,8 @@ class SandboxDisk {
   SandboxDisk& operator=(const SandboxDisk&) = delete;
 
   const std::string& root() const { return root_; }
+  // The (unlinked) image, open while the disk lives: what it holds of the host filesystem is its fstat's blocks.
+  int image_fd() const { return image_fd_.get(); }
   // A directory on the disk, owned by `owner`, created if missing (mode 0755); one the template made is given
   // the current time, as if made now.
   std::string make_dir(const std::string& relative, std::uint32_t owner) const;
@@ -81,5 +85,12 @@ std::vector<std::string> mount_points_below(const std::string& dir);
 // Detaches (MNT_DETACH) every mount at or below `dir` in this mount namespace, deepest first; how many.
 // For a restart after a crash: a disk or bind a dead capsuled left mounted.
 std::size_t detach_mounts_below(const std::string& dir);
+
+// Loop devices ("/dev/loopN") whose backing file is at or below `dir`, deleted images too (from
+// /sys/block/loop*/loop/backing_file).
+std::vector<std::string> loop_devices_below(const std::string& dir);
+// For a restart after a crash: tells each of those to detach itself (LOOP_CLR_FD: at once when nothing holds it,
+// else with its last user, returning its image's space then); how many were told.
+std::size_t release_loop_devices_below(const std::string& dir);
 
 }  // namespace capsule::sandbox

@@ -88,6 +88,14 @@ std::string code_for(int error) {
   throw base::Error(base::Cause{kFilesStep, shown_path, error, detail}, code_for(error));
 }
 
+// A write into a box that did not reach its disk. ENOSPC / EDQUOT: the box's disk is full; EIO: its image could
+// not be written (the host filesystem under it is full, or failing): either way nothing was stored, 507.
+[[noreturn]] void fail_storing(const std::string& shown_path, int error, const std::string& doing) {
+  if (error != EIO) fail(shown_path, error, doing);
+  throw base::Error(base::Cause{kFilesStep, shown_path, error, doing + ": the box's disk could not store it"},
+                    "insufficient_storage");
+}
+
 [[noreturn]] void fail_with(const std::string& shown_path, const std::string& code, const std::string& why) {
   throw base::Error(base::Cause{kFilesStep, shown_path, 0, why}, code);
 }
@@ -221,7 +229,7 @@ std::uint64_t write_in(const Scope& scope, const std::string& relative, const st
     try {
       base::write_all(file.get(), chunk.data(), chunk.size(), kFilesStep, shown_path);
     } catch (const base::Error& error) {
-      fail(shown_path, error.cause().errno_value, "write");
+      fail_storing(shown_path, error.cause().errno_value, "write");
     }
     written += chunk.size();
   }
@@ -231,6 +239,9 @@ std::uint64_t write_in(const Scope& scope, const std::string& relative, const st
     const struct timespec times[2] = {{0, UTIME_OMIT}, *mtime};
     if (futimens(file.get(), times) != 0) fail(shown_path, errno, "set mtime");
   }
+  // Written back before it takes the name: a box's disk is a sparse image whose blocks the host filesystem
+  // gives out only now, and a write the host cannot store must fail this call, not a later writeback.
+  if (fsync(file.get()) != 0) fail_storing(shown_path, errno, "sync");
   temporary.rename_to(name, shown_path);
   return written;
 }
@@ -321,6 +332,11 @@ std::uint64_t write_file_beneath(int dir_fd, const std::string& name, const Byte
                                  const RootOwner& owner, std::uint64_t limit_bytes,
                                  std::optional<struct timespec> mtime) {
   return write_in(beneath(dir_fd), name, name, source, mode, owner, limit_bytes, mtime);
+}
+
+void sync_filesystem(int root_fd) {
+  const base::UniqueFd root = open_in(in_root(root_fd), ".", O_RDONLY | O_DIRECTORY, "/");
+  if (syncfs(root.get()) != 0) fail_storing("/", errno, "sync the box's filesystem");
 }
 
 void make_symlink_beneath(int dir_fd, const std::string& name, const std::string& target, const RootOwner& owner) {

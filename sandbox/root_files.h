@@ -82,10 +82,15 @@ base::UniqueFd make_dirs(int root_fd, std::string_view path, const RootOwner& ow
 // temporary name in the target's directory (O_CREAT | O_EXCL: never through a symlink or into a FIFO), which
 // gets `mode` & 0777, `owner` and `mtime` (now when unset), and is renamed over `path`: whatever had that name
 // (a file, a symlink, a FIFO) is replaced, never written through. More than `limit_bytes` from the source
-// throws "payload_too_large" and leaves nothing behind. Returns the bytes written.
+// throws "payload_too_large" and leaves nothing behind; so does a write or the sync before the rename that fails
+// with ENOSPC, EDQUOT or EIO ("insufficient_storage": nothing was stored). Returns the bytes written.
 std::uint64_t write_file(int root_fd, std::string_view path, const ByteReader& source, unsigned mode,
                          const RootOwner& owner, std::uint64_t limit_bytes,
                          std::optional<struct timespec> mtime = std::nullopt);
+
+// Writes back everything the filesystem under `root_fd` has not yet written (syncfs): what a tree put into a box
+// made besides its files' data (directories, inodes). Throws "insufficient_storage" when it cannot be stored.
+void sync_filesystem(int root_fd);
 
 // The *_beneath functions create a relative `name` under the directory `dir_fd` where no symlink is followed
 // at all (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS; a symlink in the way throws "not_a_file"): what archive

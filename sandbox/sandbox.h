@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/unique_fd.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/disk_budget.h"
 #include "sandbox/hooks.h"
 #include "sandbox/output.h"
 #include "sandbox/result.h"
@@ -112,6 +113,7 @@ class Sandbox {
   std::string id_;
   std::uint32_t host_id_base_ = 0;
   std::uint32_t host_id_count_ = 0;
+  std::unique_ptr<DiskClaim> disk_claim_;  // its disk's share of the launcher's DiskBudget; goes after scratch_
   std::unique_ptr<ScratchDir> scratch_;
   std::unique_ptr<Cgroup> cgroup_;
   pid_t init_pid_ = -1;

@@ -45,6 +45,7 @@ void Sandbox::destroy() {
   }
   listeners_.clear();
   scratch_.reset();
+  disk_claim_.reset();  // the disk is detached: what it was promised is free to promise again
 }
 
 }  // namespace capsule::sandbox

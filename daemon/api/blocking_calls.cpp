@@ -61,12 +61,10 @@ void answer_later(BlockingCalls& calls, uid_t owner, const http::Responder& resp
   calls.submit(owner, [responder, work = std::move(work)] {
     try {
       work(responder);
-    } catch (const base::Error& e) {
-      if (http::status_for(e.code()) >= 500) spdlog::error("http: a blocking call failed: {}", e.what());
-      responder.respond(http::error_response(e.code(), e.what()));
     } catch (const std::exception& e) {
-      spdlog::error("http: a blocking call failed: {}", e.what());
-      responder.respond(http::error_response("internal_error", e.what()));
+      const std::string code = http::error_code_of(e);
+      if (http::status_for(code) >= 500) spdlog::error("http: a blocking call failed: {}", e.what());
+      responder.respond(http::error_response(code, e.what()));
     } catch (...) {
       responder.respond(http::error_response("internal_error", "unknown error"));
     }

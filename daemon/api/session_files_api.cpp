@@ -160,7 +160,9 @@ nlohmann::json put_files(ApiContext& ctx, const http::Request& request, const st
     }
     const BoxFiles box = box_files(ctx, id);
     if (S_ISDIR(opened->st.st_mode)) {
-      return counts_json(path, copy_host_tree(opened->fd.get(), caller, box, path, ctx.transfers));
+      const sandbox::TreeCounts counts = copy_host_tree(opened->fd.get(), caller, box, path, ctx.transfers);
+      sandbox::sync_filesystem(box.root.get());  // its dirs and inodes too: 507, not 200, when they cannot be stored
+      return counts_json(path, counts);
     }
     const sandbox::ActingAs acting(box.owner, {}, true);
     std::string buffer;
@@ -173,8 +175,10 @@ nlohmann::json put_files(ApiContext& ctx, const http::Request& request, const st
   const BoxFiles box = box_files(ctx, id);
   const sandbox::ActingAs acting(box.owner, {}, true);
   if (type.starts_with("application/x-tar")) {
-    return counts_json(path, sandbox::unpack_tree(box.root.get(), path, body_reader(request.body, ctx.transfers),
-                                                  box.owner, sandbox::UnpackLimits{box.limit_bytes}));
+    const sandbox::TreeCounts counts = sandbox::unpack_tree(box.root.get(), path, body_reader(request.body, ctx.transfers),
+                                                            box.owner, sandbox::UnpackLimits{box.limit_bytes});
+    sandbox::sync_filesystem(box.root.get());
+    return counts_json(path, counts);
   }
   const std::uint64_t bytes = sandbox::write_file(box.root.get(), path, body_reader(request.body, ctx.transfers), mode,
                                                   box.owner, box.limit_bytes);

@@ -44,6 +44,9 @@ struct RunManager::Run {
   std::vector<Listener> listeners;  // guarded by RunManager::mutex_
   std::atomic<bool> cancel_requested{false};
   bool started = false;             // guarded by mutex_
+  // guarded by mutex_: its disk found no room beside the live boxes' disks; it waits at the queue's front until
+  // then (sandbox::DiskBudget), and is tried again no earlier.
+  std::int64_t disk_retry_ns = 0;
   // A start thread's, then (handed over under mutex_) the supervision thread's, then the finisher's:
   std::unique_ptr<sandbox::StartedSandbox> sandbox;
   std::unique_ptr<LogWriter> stdout_log;
@@ -104,6 +107,9 @@ std::string RunManager::submit(const Submission& submission, const Peer& peer, L
   pin_images(run->submission, options_.images);
   run->sandbox_spec = resolve_run(
       run->submission, ResolveContext{options_.images_dir, options_.policies_dir, run->run_dir, options_.images.store});
+  // A disk that would not fit even beside no other box can never start: 507. One that does waits in the queue
+  // for the live boxes' disks to make room.
+  launcher_.require_disk_room(run->sandbox_spec.limits, sandbox::DiskRoom::kEver);
   {
     std::lock_guard lock(mutex_);
     if (draining_) throw http::ApiError("draining", "capsuled is shutting down and accepts no new runs");
@@ -180,14 +186,16 @@ void RunManager::notify(const std::shared_ptr<Run>& run, const nlohmann::json& e
   for (const auto& listener : listeners) listener(event);
 }
 
-void RunManager::start_queued_locked(std::vector<std::shared_ptr<Run>>& started) {
+std::int64_t RunManager::start_queued_locked(std::vector<std::shared_ptr<Run>>& started) {
   while (running_ < options_.max_concurrent && !queue_.empty()) {
     std::shared_ptr<Run> run = queue_.front();
+    if (run->disk_retry_ns > sandbox::monotonic_ns()) return run->disk_retry_ns;
     queue_.pop_front();
     run->started = true;
     ++running_;
     started.push_back(run);
   }
+  return 0;
 }
 
 void RunManager::start_run(const std::shared_ptr<Run>& run) {
@@ -245,6 +253,7 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     }
   } catch (const sandbox::SandboxError& e) {
     run->sandbox.reset();
+    if (e.code() == "insufficient_storage" && requeue_for_disk_room(run, e.what())) return;
     mark_started();
     finish_run(run, sandbox::Launcher::setup_failure(e));
     return;
@@ -263,6 +272,24 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     started_.push_back(run);
   }
   wake();
+}
+
+bool RunManager::requeue_for_disk_room(const std::shared_ptr<Run>& run, const std::string& why) {
+  constexpr std::int64_t kDiskRetryNs = 250 * 1000000LL;
+  run->stdout_log.reset();  // nothing written yet: made again at its next start
+  run->stderr_log.reset();
+  run->answering.release();
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_) return false;
+    if (run->disk_retry_ns == 0) spdlog::info("run {} waits in the queue for disk room: {}", run->id, why);
+    run->started = false;
+    --running_;
+    run->disk_retry_ns = sandbox::monotonic_ns() + kDiskRetryNs;
+    queue_.push_front(run);
+  }
+  wake();
+  return true;
 }
 
 void RunManager::finish_run(const std::shared_ptr<Run>& run, sandbox::Result result) {
@@ -404,6 +431,7 @@ bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
   std::vector<std::shared_ptr<Run>> to_start;
   std::vector<std::shared_ptr<Run>> cancelled_in_queue;
   std::vector<std::shared_ptr<Run>> handed_over;
+  std::int64_t disk_retry_ns = 0;
   {
     std::lock_guard lock(mutex_);
     if (stopping_ && live_.empty() && tearing_down_ == 0) return false;
@@ -415,7 +443,7 @@ bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
         ++it;
       }
     }
-    start_queued_locked(to_start);
+    disk_retry_ns = start_queued_locked(to_start);
     handed_over.swap(started_);
   }
   for (auto& run : cancelled_in_queue) start_run(run);  // finishes it as cancelled
@@ -433,7 +461,7 @@ bool RunManager::supervise_once(std::vector<std::shared_ptr<Run>>& active) {
 
   std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
   std::vector<Run*> owners{nullptr};
-  std::int64_t deadline = 0;
+  std::int64_t deadline = disk_retry_ns;
   for (auto& run : active) {
     sandbox::Supervisor& supervisor = run->sandbox->supervisor();
     if (run->cancel_requested) supervisor.cancel();

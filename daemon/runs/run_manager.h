@@ -94,7 +94,12 @@ class RunManager {
   void supervise_loop();
   // One poll round over the live sandboxes; false once stopping and nothing is live.
   bool supervise_once(std::vector<std::shared_ptr<Run>>& active);
-  void start_queued_locked(std::vector<std::shared_ptr<Run>>& started);
+  // Pops what may start now into `started`; when the queue's front waits for disk room, when to try it again (0: none).
+  std::int64_t start_queued_locked(std::vector<std::shared_ptr<Run>>& started);
+  // A start whose box's disk found no room beside the live boxes' disks (sandbox::DiskBudget): the run goes back to
+  // the queue's front, still queued, and is tried again in a moment (a box's end frees its disk's room). False
+  // while draining: it fails its setup then, with `why`.
+  bool requeue_for_disk_room(const std::shared_ptr<Run>& run, const std::string& why);
   // Starts the run, or finishes it when it cannot start; a started one goes to started_, for the loop. On a
   // start thread, or on the supervision thread when a box waits for it in the pool (or it was cancelled).
   void start_run(const std::shared_ptr<Run>& run);

@@ -125,6 +125,9 @@ void SessionManager::recreate(const std::string& id, const BoxTask& while_down, 
   std::unique_lock lock(mutex_);
   changed_.wait_for(lock, kSessionWaitLimit, [&] { return session->phase == Phase::kReady || session->phase == Phase::kEnded; });
   if (session->phase != Phase::kReady) {
+    if (session->failure_code == "insufficient_storage") {  // another box took its disk's room while it was down
+      throw http::ApiError("insufficient_storage", "session " + id + ": " + session->row.ended_reason);
+    }
     throw http::ApiError("session_failed", "session " + id + ": the sandbox could not be made again: " +
                                                session->row.ended_reason);
   }

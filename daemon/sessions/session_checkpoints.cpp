@@ -106,7 +106,9 @@ nlohmann::json save_checkpoint(const SessionBox& box, const std::string& name) {
   } catch (const sandbox::SandboxError& e) {
     std::error_code ignored;
     fs::remove_all(dest, ignored);
-    throw http::ApiError("internal_error", std::string("checkpoint: ") + e.what());
+    // The copy goes to the state filesystem: full, that is 507 (as for any write of a caller's request).
+    throw http::ApiError(base::is_out_of_space(e.cause().errno_value) ? "insufficient_storage" : "internal_error",
+                         std::string("checkpoint: ") + e.what());
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(dest, ignored);

@@ -184,6 +184,8 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   pin_images(session->submission, options_.images);
   sandbox::SandboxSpec resolved = resolve_run(
       session->submission, ResolveContext{options_.images_dir, options_.policies_dir, session->dir, options_.images.store});
+  // Sessions do not queue: a disk that does not fit beside the live boxes' disks now is 507, before any record.
+  launcher_.require_disk_room(resolved.limits, sandbox::DiskRoom::kNow);
   if (proxied) {
     session->cutoff = proxy::parse_cutoff(spec.environment.as_of.value_or(""));
     if (!session->cutoff) throw http::ApiError("invalid_spec", "as_of: not a date the package proxy can show");
@@ -247,6 +249,9 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
     on_loop([this, session] { begin_end(session, "failed", "its box did not serve execs in time"); });
   }
   const std::string reason = session->row.ended_reason.empty() ? "it did not start in time" : session->row.ended_reason;
+  if (session->failure_code == "insufficient_storage") {  // its disk lost the room it had at the check above
+    throw http::ApiError("insufficient_storage", "session " + session->id + ": " + reason);
+  }
   throw http::ApiError("session_failed", "session " + session->id + ": the sandbox could not be made: " + reason);
 }
 
@@ -271,6 +276,8 @@ void SessionManager::create_box(const std::shared_ptr<Session>& session) {
     session->phase = Phase::kStarting;
   } catch (const std::exception& e) {
     session->box.reset();
+    const auto* error = dynamic_cast<const base::Error*>(&e);
+    session->failure_code = error != nullptr ? error->code() : "";
     begin_end(session, "failed", e.what());
   }
 }

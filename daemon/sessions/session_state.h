@@ -40,6 +40,7 @@ struct SessionManager::Session {
   std::int64_t last_used_ns = 0;
   std::string end_state;  // empty while ending: the box is made again (recreate)
   std::string end_reason;
+  std::string failure_code;  // the code of the error that failed its box's creation, if it was a base::Error
   BoxTask while_down;
   // with_frozen_box: callers holding the box frozen off this thread. While any does, the box is neither
   // thawed nor destroyed, and execs wait in `waiting` (started, or cancelled, when the last one lets go).

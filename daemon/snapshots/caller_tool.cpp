@@ -139,7 +139,7 @@ ToolOutcome run_tool_as(const Caller& caller, const CallerTool& tool) {
           const ssize_t w = write(tool.stdout_fd, buffer.data() + done, static_cast<std::size_t>(n - done));
           if (w < 0 && errno == EINTR) continue;
           if (w < 0) {
-            failure_code = "internal_error";
+            failure_code = base::is_out_of_space(errno) ? "insufficient_storage" : "internal_error";  // staging is full
             failure = std::string("writing the source tar: ") + std::strerror(errno);
             break;
           }

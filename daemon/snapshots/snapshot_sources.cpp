@@ -32,9 +32,12 @@ std::string string_field(const json& body, const char* key) {
   return body[key].get<std::string>();
 }
 
+// What a failed write to the staging dir is: 507 when the state filesystem is full, else capsule's own failure.
+std::string storage_code(int error) { return base::is_out_of_space(error) ? "insufficient_storage" : "internal_error"; }
+
 base::UniqueFd create_output(const fs::path& file) {
   base::UniqueFd fd(open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd) throw http::ApiError("internal_error", "creating " + file.string() + ": " + std::strerror(errno));
+  if (!fd) throw http::ApiError(storage_code(errno), "creating " + file.string() + ": " + std::strerror(errno));
   return fd;
 }
 
@@ -108,7 +111,7 @@ PreparedSource snapshot_git(const SnapshotSourceRequest& request, const Caller& 
 // The caller's tar file, at most limits.max_tar_bytes() of it (else 413), into `to`.
 void copy_bounded(const OpenedHostPath& file, const fs::path& to, const SnapshotLimits& limits) {
   base::UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!out) throw http::ApiError("internal_error", "snapshot: creating " + to.string() + ": " + std::strerror(errno));
+  if (!out) throw http::ApiError(storage_code(errno), "snapshot: creating " + to.string() + ": " + std::strerror(errno));
   std::vector<char> buffer(1 << 16);
   std::uint64_t copied = 0;
   for (off_t offset = 0;;) {
@@ -124,7 +127,7 @@ void copy_bounded(const OpenedHostPath& file, const fs::path& to, const Snapshot
     for (ssize_t done = 0; done < n;) {
       const ssize_t w = ::write(out.get(), buffer.data() + done, static_cast<std::size_t>(n - done));
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0) throw http::ApiError("internal_error", "snapshot: writing " + to.string() + ": " + std::strerror(errno));
+      if (w < 0) throw http::ApiError(storage_code(errno), "snapshot: writing " + to.string() + ": " + std::strerror(errno));
       done += w;
     }
   }

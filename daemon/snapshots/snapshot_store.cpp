@@ -212,9 +212,12 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
   } catch (const http::ApiError&) {
     throw;
   } catch (const base::Error& e) {
-    // The unpacker refusing an entry (a hard link or a write leaving the tree) is the source's fault.
-    const bool refused_entry = e.cause().step == "unpack";
-    throw http::ApiError(refused_entry ? "invalid_archive" : "internal_error", std::string("snapshot: ") + e.what());
+    // A full state filesystem (unpacking, packing or storing) is 507 at whichever step it met; the unpacker
+    // refusing an entry (a hard link or a write leaving the tree) is the source's fault.
+    const bool full = base::is_out_of_space(e.cause().errno_value);
+    const bool refused_entry = !full && e.cause().step == "unpack";
+    throw http::ApiError(full ? "insufficient_storage" : refused_entry ? "invalid_archive" : "internal_error",
+                         std::string("snapshot: ") + e.what());
   }
 }
 

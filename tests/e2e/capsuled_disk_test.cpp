@@ -1,10 +1,17 @@
 // capsuled and the disk: per-run disk and inode limits (limits.disk, limits.inodes), a state filesystem that
-// fills up (the run fails, the daemon answers, kill -9 and restart work), private state, the free-space watermark.
+// fills up (the run fails, the daemon answers, kill -9 and restart work, uploads and snapshots are 507), what box
+// disks may be promised, private state, the free-space watermark.
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+
+#include "base/unique_fd.h"
 
 #include "http/error_status.h"
 #include "http/response.h"
@@ -66,10 +73,44 @@ class CapsuledDisk : public Capsuled {
     start({"--config", small_config_});
   }
 
+  // Free bytes of the state filesystem (as unprivileged writers see them), its dirty pages pushed through first.
+  std::uint64_t free_bytes() const {
+    ::sync();
+    struct statvfs fs {};
+    EXPECT_EQ(::statvfs(state_.c_str(), &fs), 0) << std::strerror(errno);
+    return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+  }
+  // Another writer on the host: a file allocated on the state filesystem until `leave` bytes are free.
+  void fill_state_fs(std::uint64_t leave = 0) const {
+    const base::UniqueFd file(::open((state_ / "host-filler").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    ASSERT_TRUE(file) << std::strerror(errno);
+    for (const std::uint64_t step : {std::uint64_t{1} << 20, std::uint64_t{4096}}) {
+      for (std::uint64_t free = free_bytes(); free > leave + step; free = free_bytes()) {
+        const std::uint64_t size = static_cast<std::uint64_t>(::lseek(file.get(), 0, SEEK_END));
+        if (::fallocate(file.get(), 0, static_cast<off_t>(size), static_cast<off_t>(free - leave - step)) != 0 &&
+            ::fallocate(file.get(), 0, static_cast<off_t>(size), static_cast<off_t>(step)) != 0) {
+          break;  // ENOSPC: what is left is the filesystem's own
+        }
+      }
+    }
+  }
+  // A sandbox's dd filling its kFillerDisk disk has reached the state filesystem.
+  void wait_until_the_box_filled_its_disk(std::uint64_t free_before) const {
+    ASSERT_TRUE(eventually([&] { return free_bytes() + (150u << 20) < free_before; }, 120s))
+        << host("df " + state_.string()).output;
+  }
+
   std::string small_config_;
   std::string small_fs_;
   std::string user_;
 };
+
+// A sandbox disk that fits on the test's state filesystem with room to spare, and fills most of it.
+const char* const kFillerDisk = "160m";
+
+// Disk limits for the test's small state filesystem: a box's promise is its whole image, whose inode tables take
+// 256 bytes per inode (the default 2^20 inodes alone would be 256 MiB).
+json small_disk(const std::string& size) { return {{"disk", size}, {"inodes", 4096}}; }
 
 // ---------------------------------------------------------------------------------------------------------
 
@@ -120,16 +161,15 @@ TEST_F(CapsuledDisk, InodeLimitStopsCreatingFiles) {
 
 TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnIt) {
   start_on_small_state_fs();
-  // A disk limit above what the state filesystem has: the sandbox's disk image fills the filesystem itself.
-  // Silent, as in NewRunsBelowTheWatermarkAre507: output the full filesystem cannot take would end the run.
+  // The sandbox fills its disk (what its disk was promised: the state filesystem cannot be promised more), and
+  // another writer on the host the rest. Silent, as in NewRunsBelowTheWatermarkAre507: output the full filesystem
+  // cannot take would end the run.
+  const std::uint64_t before = free_bytes();
   json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>/dev/null; sync; sleep 600");
-  spec["limits"] = {{"disk", "1g"}};
+  spec["limits"] = small_disk(kFillerDisk);
   const std::string id = submit(spec);
-  ASSERT_TRUE(eventually([&] {
-    // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
-    const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
-    return df.status == 0 && std::stoi(df.output) < 2;
-  }, 120s)) << host("df " + state_.string()).output;
+  wait_until_the_box_filled_its_disk(before);
+  fill_state_fs();
   EXPECT_EQ(health()["status"], "ok");
   EXPECT_EQ(get_run(id)["state"], "running");
 
@@ -138,13 +178,10 @@ TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnI
   EXPECT_EQ(health()["status"], "ok");
   // Its processes are killed and its disk detached at start; the kernel gives the space back once the box's
   // mount namespace is gone and the disk's last writes are done, which may come after the first answer.
-  EXPECT_TRUE(eventually([&] {
-    // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
-    const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
-    return df.status == 0 && std::stoi(df.output) > 100;
-  }, 120s)) << "the leftover sandbox's disk was not released: " << host("df " + state_.string()).output;
+  EXPECT_TRUE(eventually([&] { return free_bytes() > (100u << 20); }, 120s))
+      << "the leftover sandbox's disk was not released: " << host("df " + state_.string()).output;
   json after = sh("echo alive");
-  after["limits"] = {{"disk", "32m"}};
+  after["limits"] = small_disk("32m");
   const json run = run_and_wait(after);
   EXPECT_EQ(run["state"], "succeeded") << run;
   EXPECT_EQ(get_run(id)["state"], "interrupted") << get_run(id);
@@ -154,36 +191,123 @@ TEST_F(CapsuledDisk, AFullStateFilesystemLeavesCapsuledAnsweringAndItRestartsOnI
 // the daemon records it (the sandbox's disk is released first) and goes on.
 TEST_F(CapsuledDisk, OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon) {
   start_on_small_state_fs();
-  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>&1; sync; sleep 3; yes log-line | head -c 4000000; "
-                 "sleep 600");
-  spec["limits"] = {{"disk", "1g"}};
+  const std::uint64_t before = free_bytes();
+  // Silent until its disk is full, then output until a log write fails (once the host's writer filled the rest).
+  json spec = sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>/dev/null; sync; "
+                 "while :; do yes log-line | head -c 1000000; sleep 0.1; done");
+  spec["limits"] = small_disk(kFillerDisk);
   const std::string id = submit(spec);
+  wait_until_the_box_filled_its_disk(before);
+  fill_state_fs();
   const json run = wait_finished(id);
   EXPECT_NE(run["state"], "succeeded") << run;
   EXPECT_NE(run["result"]["reason"].get<std::string>().find("No space left on device"), std::string::npos) << run;
   EXPECT_EQ(health()["status"], "ok");
-  const Command df = host("df --output=avail -B1M " + state_.string() + " | tail -1");
-  EXPECT_GT(std::stoi(df.output), 100) << "the sandbox's disk was not released";
+  EXPECT_GT(free_bytes(), 100u << 20) << "the sandbox's disk was not released";
   json after = sh("echo alive");
-  after["limits"] = {{"disk", "32m"}};
+  after["limits"] = small_disk("32m");
   EXPECT_EQ(run_and_wait(after)["state"], "succeeded");
 }
 
 // Below the free-space watermark a new run is refused with 507 before anything is written for it.
 TEST_F(CapsuledDisk, NewRunsBelowTheWatermarkAre507) {
   start_on_small_state_fs();
-  // Silent: its output would go to a log file on the filesystem it fills, and a write failing there ends the run
-  // as internal_error (CapsuledDisk.OutputOnAFullStateFilesystemEndsTheRunNotTheDaemon), freeing the space again.
-  const std::string filler = submit(sh("dd if=/dev/zero of=/var/fill bs=1M count=400 2>/dev/null; sleep 600"));
-  ASSERT_TRUE(eventually([&] {
-    // sync pushes the filler's pages through both loop devices now instead of at writeback's pace.
-    const Command df = host("sync; sync; df --output=avail -B1M " + state_.string() + " | tail -1");
-    return df.status == 0 && std::stoi(df.output) < 2;
-  }, 300s)) << "the 400 MB reach the state filesystem through two loop devices' writeback: 30-110 s in CI runs";
+  fill_state_fs();
   expect_error(call("POST", "/v1/runs", sh("echo never")), 507, "insufficient_storage", "min_free_bytes");
   EXPECT_EQ(health()["status"], "ok");
-  ASSERT_EQ(call("POST", "/v1/runs/" + filler + "/cancel").status, 202);
-  wait_finished(filler);
+}
+
+// Every box's disk is a sparse image: what the live ones were promised is held against the state filesystem's free
+// space (less min_free_bytes), so the host never promises more than it can store. A session that does not fit now
+// is 507; a run that never could is 507, one that fits once a box ends waits in the queue.
+TEST_F(CapsuledDisk, BoxDisksArePromisedNoMoreThanTheStateFilesystemHas) {
+  start_on_small_state_fs();  // 256 MiB, 16 MiB of it kept free
+  expect_error(call("POST", "/v1/sessions", json::object()), 507, "insufficient_storage", "does not fit");  // 10g
+  expect_error(call("POST", "/v1/sessions", json{{"limits", {{"disk", "1g"}}}}), 507, "insufficient_storage",
+               "does not fit");
+  json never = sh("echo never");
+  never["limits"] = {{"disk", "1g"}};
+  expect_error(call("POST", "/v1/runs", never), 507, "insufficient_storage", "does not fit");
+
+  const HttpResponse first = call("POST", "/v1/sessions", json{{"limits", small_disk("96m")}});
+  ASSERT_EQ(first.status, 201) << first.body;
+  const std::string session = body_json(first)["id"];
+  // 96 + 160 MiB are more than the filesystem has: the second is 507 while the first lives, and names it.
+  expect_error(call("POST", "/v1/sessions", json{{"limits", small_disk(kFillerDisk)}}), 507, "insufficient_storage",
+               "still promised");
+  json later = sh("echo later");
+  later["limits"] = small_disk(kFillerDisk);
+  const std::string waiting = submit(later);
+  EXPECT_EQ(get_run(waiting)["state"], "queued");
+  EXPECT_EQ(health()["status"], "ok");
+  ASSERT_EQ(call("DELETE", "/v1/sessions/" + session).status, 200);
+  const json ran = wait_finished(waiting);  // the session's disk went: the run's fits now
+  EXPECT_EQ(ran["state"], "succeeded") << ran;
+  const HttpResponse second = call("POST", "/v1/sessions", json{{"limits", small_disk(kFillerDisk)}});
+  EXPECT_EQ(second.status, 201) << second.body;
+}
+
+// A write into a box is on the host filesystem before PUT .../files answers: one the full state filesystem cannot
+// store is 507 insufficient_storage and leaves nothing at the path, never a 200 for bytes that were not stored.
+TEST_F(CapsuledDisk, AnUploadTheStateFilesystemCannotStoreIs507AndLeavesNothing) {
+  start_on_small_state_fs();
+  const HttpResponse made = call("POST", "/v1/sessions", json{{"limits", small_disk("128m")}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = body_json(made)["id"];
+  const fs::path upload = dir_ / "upload.bin";
+  write_file(upload, std::string(80u << 20, 'u'));  // 80 MiB: the box's disk has room, the host will not
+  fill_state_fs(24u << 20);                          // another writer leaves 24 MiB
+  const HttpResponse put =
+      call("PUT", "/v1/sessions/" + id + "/files?path=/root/upload.bin", json{{"source", upload.string()}});
+  expect_error(put, 507, "insufficient_storage", "upload.bin");
+  expect_error(call("GET", "/v1/sessions/" + id + "/files?path=/root/upload.bin"), 404, "not_found", "upload.bin");
+  const HttpResponse listed = call("GET", "/v1/sessions/" + id + "/files?path=/root");
+  EXPECT_EQ(listed.status, 200);
+  EXPECT_EQ(listed.body.find("upload.bin"), std::string::npos) << "the upload is left in the box";
+  EXPECT_EQ(listed.body.find(".capsule-"), std::string::npos) << "a part of the upload is left in the box";
+  EXPECT_EQ(health()["status"], "ok");
+  EXPECT_EQ(body_json(call("GET", "/v1/sessions/" + id))["state"], "ready");
+}
+
+// A checkpoint (the workspace's changes copied to the state filesystem) that the full filesystem cannot hold is 507
+// insufficient_storage, not a 500, and is not kept.
+TEST_F(CapsuledDisk, ACheckpointTheStateFilesystemCannotHoldIs507) {
+  start_on_small_state_fs();
+  const fs::path workspace = make_dir("ws");
+  const HttpResponse made =
+      call("POST", "/v1/sessions", json{{"workspace", {{"path", workspace.string()}}}, {"limits", small_disk("96m")}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = body_json(made)["id"];
+  const HttpResponse wrote = call("POST", "/v1/sessions/" + id + "/exec",
+                                  json{{"script", "head -c 40000000 /dev/zero > /workspace/data && sync"}});
+  ASSERT_EQ(wrote.status, 200) << wrote.body;
+  ASSERT_EQ(body_json(wrote)["state"], "succeeded") << wrote.body;
+  fill_state_fs(8u << 20);  // another writer leaves 8 MiB: less than the 40 MB to copy
+  expect_error(call("POST", "/v1/sessions/" + id + "/checkpoint", json{{"name", "full"}}), 507,
+               "insufficient_storage", "checkpoint");
+  const json session = body_json(call("GET", "/v1/sessions/" + id));
+  EXPECT_EQ(session["checkpoints"], json::array()) << session;
+  EXPECT_EQ(health()["status"], "ok");
+}
+
+// A snapshot whose source the state filesystem cannot hold is 507 insufficient_storage (the documented code),
+// whether the source tar itself (a directory) or its unpacked tree (a small compressed tar of zeros) fills it, and
+// what it staged is removed.
+TEST_F(CapsuledDisk, ASnapshotTheStateFilesystemCannotHoldIs507) {
+  start_on_small_state_fs();
+  const std::uint64_t before = free_bytes();
+  const fs::path source = make_dir("big-source");
+  const Command made = host("fallocate -l 300M " + (source / "zeros").string() + " && tar -czf " +
+                            (dir_ / "bomb.tgz").string() + " -C " + source.string() + " zeros");
+  ASSERT_EQ(made.status, 0) << made.output;
+  expect_error(call("POST", "/v1/snapshots", json{{"dir", source.string()}}), 507, "insufficient_storage",
+               "No space left on device");
+  EXPECT_TRUE(eventually([&] { return free_bytes() + (8u << 20) > before; })) << "its staging was left";
+  expect_error(call("POST", "/v1/snapshots", json{{"tar", (dir_ / "bomb.tgz").string()}}), 507,
+               "insufficient_storage", "No space left on device");
+  EXPECT_TRUE(eventually([&] { return free_bytes() + (8u << 20) > before; })) << "its staging was left";
+  EXPECT_TRUE(body_json(call("GET", "/v1/snapshots"))["snapshots"].empty());
+  EXPECT_EQ(health()["status"], "ok");
 }
 
 TEST_F(CapsuledDisk, OtherHostUsersCannotListOrReadWhatSandboxesWrite) {

@@ -16,10 +16,15 @@ namespace {
 
 constexpr int kWebPort = 18080;
 const std::string kPython = "/usr/bin/python3";
+// The services' disks: what live boxes' disks are promised is held against the host's free space, and a failed stack
+// keeps its boxes, so a test that fails several would run out of room with default 10 GiB disks (docs/api.md,
+// "Disk space").
+const json kSmallDisk = {{"disk", "256m"}, {"inodes", 16384}};
 
 // A web service answering GET / with $MARK, its readiness by HTTP.
 json web_service(const std::string& mark = "stack") {
   return {{"image", "host"},
+          {"limits", kSmallDisk},
           {"env", {{"MARK", mark}}},
           {"command", {kPython, "-c",
                        "import http.server, os\n"
@@ -34,7 +39,7 @@ json web_service(const std::string& mark = "stack") {
 
 // A driver with the tests in its workspace; it reaches the web service by its name.
 json driver_service(const fs::path& tests) {
-  return {{"image", "host"}, {"workspace", {{"path", tests.string()}, {"mode", "ro"}}},
+  return {{"image", "host"}, {"limits", kSmallDisk}, {"workspace", {{"path", tests.string()}, {"mode", "ro"}}},
           {"depends_on", {{"web", "ready"}}}};
 }
 
@@ -229,7 +234,10 @@ TEST_F(CapsuledStacks, AOneShotServiceMustCompleteBeforeItsDependentsStart) {
   auto with_migrate = [&](const json& command, const std::string& deadline) {
     json web = web_service();
     web["depends_on"] = {{"migrate", "completed"}};
-    const json migrate = {{"image", "host"}, {"command", command}, {"ready", {{"exec", {"true"}}, {"deadline", deadline}}}};
+    const json migrate = {{"image", "host"},
+                          {"limits", kSmallDisk},
+                          {"command", command},
+                          {"ready", {{"exec", {"true"}}, {"deadline", deadline}}}};
     return json{{"services", {{"migrate", migrate}, {"web", web}, {"driver", driver_service(tests)}}},
                 {"stages", {{{"name", "deploy"}}, test_stage()}}};
   };

@@ -1,8 +1,14 @@
 // http::status_for, the one error code -> HTTP status table: a few codes of each status group, and 500 for a
-// code the table does not know.
+// code the table does not know; error_code_of, the code an API edge answers for an exception.
 #include <gtest/gtest.h>
 
 #include "http/error_status.h"
+
+#include <cerrno>
+#include <filesystem>
+#include <stdexcept>
+
+#include "base/error.h"
 
 namespace capsule::http {
 namespace {
@@ -33,6 +39,18 @@ TEST(HttpErrorStatus, CodesMapToTheirStatusGroup) {
   EXPECT_EQ(status_for("upstream_timeout"), 504u);
   EXPECT_EQ(status_for("http_version_not_supported"), 505u);
   EXPECT_EQ(status_for("insufficient_storage"), 507u);
+}
+
+// What an API edge answers for an exception: a full filesystem is 507 whatever step met it.
+TEST(HttpErrorStatus, AFullFilesystemIsInsufficientStorageWhateverStepMetIt) {
+  EXPECT_EQ(error_code_of(base::Error(base::Cause{"write", "/x", ENOSPC, ""})), "insufficient_storage");
+  EXPECT_EQ(error_code_of(base::Error(base::Cause{"copy", "/x", EDQUOT, ""})), "insufficient_storage");
+  EXPECT_EQ(error_code_of(std::filesystem::filesystem_error("copy", std::make_error_code(std::errc::no_space_on_device))),
+            "insufficient_storage");
+  EXPECT_EQ(error_code_of(base::Error(base::Cause{"write", "/x", EIO, ""})), "internal_error");
+  EXPECT_EQ(error_code_of(base::Error(base::Cause{"open", "/x", ENOSPC, ""}, "not_found")), "not_found");  // its own code
+  EXPECT_EQ(error_code_of(base::Error("conflict", "taken")), "conflict");
+  EXPECT_EQ(error_code_of(std::runtime_error("other")), "internal_error");
 }
 
 TEST(HttpErrorStatus, UnknownCodesAre500) {

@@ -22,19 +22,6 @@ using capsule::testing::shared_launcher;
 
 using capsule::testing::describe;
 
-// Loop devices whose backing file lies below `dir`.
-std::vector<std::string> loops_backed_by(const std::string& dir) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/sys/block", ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
-    std::ifstream backing(it->path() / "loop" / "backing_file");
-    std::string file;
-    if (backing && std::getline(backing, file) && file.starts_with(dir)) found.push_back(it->path().filename());
-  }
-  return found;
-}
-
 class SandboxDiskTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -45,7 +32,7 @@ class SandboxDiskTest : public ::testing::Test {
     // A loop device is released by the kernel just after its last user lets go: allow it a moment.
     bool released = false;
     for (int i = 0; i < 1500 && !released; ++i) {
-      released = loops_backed_by(scratch).empty();
+      released = loop_devices_below(scratch).empty();
       if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_TRUE(released) << "a loop device is still attached";
