@@ -1,5 +1,5 @@
 // maven-metadata.xml through pugixml: one loading point (well-formedness, NUL, encodings to UTF-8), the
-// classification shared by inspect and rewrite, and one writer so every document leaves in the same form.
+// classification shared by inspect and rewrite, and one writer whose output re-reads as the same document.
 #include "proxy/maven/metadata.h"
 
 #include <pugixml.hpp>
@@ -72,13 +72,54 @@ MetadataInfo::Kind classify(const pugi::xml_node& root) {
   return MetadataInfo::Kind::kUnknown;
 }
 
+// Collects the output, writing a carriage return as &#13;: pugixml writes it raw, and a reader turns a raw CR into
+// LF. No other CR reaches the writer: attributes are escaped by pugixml, and parsing (parse_eol) leaves none in
+// CDATA, whose text cannot be escaped.
 class StringWriter : public pugi::xml_writer {
  public:
-  void write(const void* data, std::size_t size) override { text.append(static_cast<const char*>(data), size); }
+  void write(const void* data, std::size_t size) override {
+    const std::string_view chunk(static_cast<const char*>(data), size);
+    for (std::size_t start = 0; start < chunk.size();) {
+      const std::size_t cr = std::min(chunk.find('\r', start), chunk.size());
+      text.append(chunk.substr(start, cr - start));
+      if (cr < chunk.size()) text.append("&#13;");
+      start = cr + 1;
+    }
+  }
   std::string text;
 };
 
+// Removes the text the writer cannot carry through a re-read: a run of adjacent PCDATA nodes that holds only
+// spaces, tabs and newlines (or nothing, as &#0; leaves) is written raw, so a reader drops it, and it would also
+// switch off the indentation around it. Such runs come from character references (&#x20;) or from removed
+// elements; Maven ignores them. Runs with other text are kept: a reader sees them as one node of the same text.
+void drop_blank_text(pugi::xml_node parent) {
+  std::vector<pugi::xml_node> elements{parent};
+  std::vector<pugi::xml_node> blank;
+  while (!elements.empty()) {
+    const pugi::xml_node element = elements.back();
+    elements.pop_back();
+    std::vector<pugi::xml_node> run;
+    bool run_is_blank = true;
+    for (pugi::xml_node node = element.first_child();; node = node.next_sibling()) {
+      if (node && node.type() == pugi::node_pcdata) {
+        run.push_back(node);
+        const std::string_view text = node.value();
+        run_is_blank = run_is_blank && text.find_first_not_of(" \t\n") == std::string_view::npos;
+        continue;
+      }
+      if (run_is_blank) blank.insert(blank.end(), run.begin(), run.end());
+      run.clear();
+      run_is_blank = true;
+      if (!node) break;
+      if (node.type() == pugi::node_element) elements.push_back(node);
+    }
+  }
+  for (const pugi::xml_node& node : blank) node.parent().remove_child(node);
+}
+
 std::string serialize(pugi::xml_document& document) {
+  drop_blank_text(document);
   pugi::xml_node declaration = document.prepend_child(pugi::node_declaration);
   declaration.append_attribute("version") = "1.0";
   declaration.append_attribute("encoding") = "UTF-8";

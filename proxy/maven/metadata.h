@@ -47,8 +47,10 @@ struct RewriteOptions {
 // version with the newest publish time (undated ones count as oldest; ties go to the later one in the list),
 // <release> the same among non-snapshots (removed when there is none), <lastUpdated> the newest kept publish
 // time as yyyyMMddHHmmss (removed when no kept version is dated); a top-level <version> that was not kept
-// becomes <latest>. Everything else is kept. Output: UTF-8 with an XML declaration, two-space indentation,
-// the same bytes for the same input. nullopt when no version is left.
+// becomes <latest>. Everything else is kept, except text made only of whitespace (such as &#x20; between
+// elements), which a re-read would drop. Output: UTF-8 with an XML declaration, two-space indentation, carriage
+// returns as &#13;, the same bytes for the same input, and rewriting it again gives it back unchanged. nullopt
+// when no version is left.
 // Throws ProxyError bad_upstream as inspect_metadata does, and also for a document that is not kArtifact or has
 // repeated <versioning>/<versions> elements.
 std::optional<std::string> rewrite_artifact_metadata(std::string_view xml, const PublishTime& publish_time,

@@ -1,6 +1,6 @@
 // maven-metadata.xml: inspection of the three kinds, the rewrite as of a cutoff on a guava-like document (strict
-// boundary, order, latest/release/lastUpdated, snapshots, undated, nothing left, other content kept, encodings),
-// upstream errors, and synthesis for trees without metadata.
+// boundary, order, latest/release/lastUpdated, snapshots, undated, nothing left, other content kept, encodings,
+// output that re-reads as itself), upstream errors, and synthesis for trees without metadata.
 #include "http/error_status.h"
 #include "proxy/maven/metadata.h"
 
@@ -329,6 +329,61 @@ TEST(MavenMetadata, Latin1UpstreamBecomesUtf8) {
   ASSERT_TRUE(rewritten);
   EXPECT_NE(rewritten->find("<groupId>caf\xc3\xa9</groupId>"), std::string::npos) << *rewritten;
   EXPECT_EQ(rewritten->find("ISO-8859-1"), std::string::npos);
+}
+
+// Found by fuzz_maven_metadata (minimized): text that is only whitespace once its character references are decoded
+// (&#x20;, or nothing for &#x0;) was written raw, switching off the indentation around it; a re-read drops raw
+// whitespace, so rewriting the output again gave other bytes. Such text goes; text with anything else stays.
+TEST(MavenMetadata, BlankTextIsDroppedSoTheRewriteIsIdempotent) {
+  const std::map<std::string, Micros> times{{"T", at("2023-04-11T08:09:10Z")}, {"U", at("2023-04-12")}};
+  const RewriteOptions options{at("2024-01-01")};
+  const auto rewritten = rewrite_artifact_metadata(
+      "<metadata><versioning><versions><version>T</version>&#x0;</versions></versioning></metadata>",
+      from_table(times), options);
+  ASSERT_TRUE(rewritten);
+  EXPECT_EQ(*rewritten,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<metadata>\n"
+            "  <versioning>\n"
+            "    <latest>T</latest>\n"
+            "    <release>T</release>\n"
+            "    <versions>\n"
+            "      <version>T</version>\n"
+            "    </versions>\n"
+            "    <lastUpdated>20230411080910</lastUpdated>\n"
+            "  </versioning>\n"
+            "</metadata>\n");
+  EXPECT_EQ(rewrite_artifact_metadata(*rewritten, from_table(times), options), rewritten);
+
+  // The shape of the original finding: blank references between and inside elements, stray text kept.
+  const auto mixed = rewrite_artifact_metadata(
+      "<metadata><groupId>&#x20;</groupId><versioning>\n   n>\n   <versions>&#9;<version>T</version>&#x20;"
+      "<version>dropped</version>&#10;<version>U</version></versions></versioning></metadata>",
+      from_table(times), options);
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(read(*mixed).versions, (std::vector<std::string>{"T", "U"})) << *mixed;
+  EXPECT_NE(mixed->find("<groupId />"), std::string::npos) << *mixed;
+  EXPECT_NE(mixed->find("\n   n&gt;\n   <latest>"), std::string::npos) << *mixed;
+  EXPECT_NE(mixed->find("<versions>\n      <version>T</version>\n      <version>U</version>\n    </versions>"),
+            std::string::npos)
+      << *mixed;
+  EXPECT_EQ(rewrite_artifact_metadata(*mixed, from_table(times), options), mixed);
+}
+
+// pugixml writes a carriage return from &#13; raw, and a reader turns it into a line feed: the version served must
+// be the text that was dated, and the rewrite must stay idempotent.
+TEST(MavenMetadata, CarriageReturnsSurviveARereading) {
+  const PublishTime undated = [](const std::string&) { return std::optional<Micros>(); };
+  const RewriteOptions options{at("2024-01-01"), true};
+  const auto rewritten = rewrite_artifact_metadata(
+      "<metadata><versioning><versions><version>1.0&#13;x</version></versions></versioning>"
+      "<note>a&#13;b</note></metadata>",
+      undated, options);
+  ASSERT_TRUE(rewritten);
+  EXPECT_EQ(rewritten->find('\r'), std::string::npos) << *rewritten;
+  EXPECT_EQ(read(*rewritten).versions, std::vector<std::string>{"1.0\rx"}) << *rewritten;
+  EXPECT_EQ(read(*rewritten).latest, "1.0\rx");
+  EXPECT_EQ(rewrite_artifact_metadata(*rewritten, undated, options), rewritten);
 }
 
 TEST(MavenMetadata, SynthesizesInMavenOrder) {
