@@ -192,6 +192,12 @@ class CapsuledConnectionCaps : public Capsuled {
     users_.push_back(create_user(account_name(base), group_, {}));
     return users_.back();
   }
+  // A local user outside the socket group: it cannot call capsuled at all, only reach loopback ports.
+  const TestUser& add_outsider(const std::string& base) {
+    users_.push_back(create_user(account_name(base), "nogroup", {}));
+    EXPECT_EQ(call_as(users_.back(), socket_, "GET", "/v1/health").connect_errno, EACCES);
+    return users_.back();
+  }
   // capsuled with the test group as its socket group and `config` merged into its config file.
   void start_with(json config = json::object()) {
     config["socket_group"] = group_;
@@ -274,7 +280,7 @@ TEST_F(CapsuledConnectionCaps, ConnectionsThatSendNothingCannotMakeHealthFail) {
 // owner's connection is still served (the oldest idle pair is closed to make room), and the daemon answers.
 TEST_F(CapsuledConnectionCaps, IdleConnectionsCannotHoldAPublishedPort) {
   start_with();
-  const TestUser& squatter = add_user("capsule-cc-s");
+  const TestUser& squatter = add_outsider("capsule-cc-s");
   const std::uint16_t port = published_stack();
   ASSERT_EQ(fetch(port, 10), "owner");
   {
@@ -291,7 +297,7 @@ TEST_F(CapsuledConnectionCaps, IdleConnectionsCannotHoldAPublishedPort) {
 // closed by the relay, every one of them, while a served connection works as before.
 TEST_F(CapsuledConnectionCaps, IdleRelayedConnectionsAreClosedAfterTheIdleTimeout) {
   start_with({{"published_port_idle_timeout_s", 1}});
-  const TestUser& squatter = add_user("capsule-cc-s");
+  const TestUser& squatter = add_outsider("capsule-cc-s");
   const std::uint16_t port = published_stack();
   HeldConnections squat(squatter, {"", port}, 8);
   ASSERT_EQ(squat.opened(), 8u);
