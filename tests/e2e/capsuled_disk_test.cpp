@@ -243,7 +243,12 @@ TEST_F(CapsuledDisk, BoxDisksArePromisedNoMoreThanTheStateFilesystemHas) {
   ASSERT_EQ(call("DELETE", "/v1/sessions/" + session).status, 200);
   const json ran = wait_finished(waiting);  // the session's disk went: the run's fits now
   EXPECT_EQ(ran["state"], "succeeded") << ran;
-  const HttpResponse second = call("POST", "/v1/sessions", json{{"limits", small_disk(kFillerDisk)}});
+  // The run's record is written before its box is torn down: its promise goes a moment later.
+  HttpResponse second;
+  EXPECT_TRUE(eventually([&] {
+    second = call("POST", "/v1/sessions", json{{"limits", small_disk(kFillerDisk)}});
+    return second.status != 507;
+  }, 20s));
   EXPECT_EQ(second.status, 201) << second.body;
 }
 
