@@ -341,7 +341,7 @@ store::Digest ImageStore::resolve(const std::string& text, const RefViewer& view
   return it->second.digest;
 }
 
-ImageInfo ImageStore::describe(const store::Digest& manifest_digest, const RefViewer& viewer) const {
+ImageInfo ImageStore::describe(const store::Digest& manifest_digest, const RefViewer& viewer, const RefTable& refs) const {
   ImageInfo info;
   info.manifest_digest = manifest_digest;
   const ImageManifest manifest = parse_manifest(blobs_.read(manifest_digest, kMaxImageDocument), manifest_digest.str());
@@ -355,7 +355,7 @@ ImageInfo ImageStore::describe(const store::Digest& manifest_digest, const RefVi
   for (auto it = info.config.diff_ids.rbegin(); it != info.config.diff_ids.rend(); ++it) {
     info.layer_dirs.push_back(layer_dir(*it).string());
   }
-  for (const auto& [name, entry] : load_refs(root_ / "refs.json")) {
+  for (const auto& [name, entry] : refs) {
     if (entry.digest != manifest_digest || !viewer.may_see(entry.access)) continue;
     info.refs.push_back(name);
     info.ref_access[name] = entry.access;
@@ -384,7 +384,7 @@ void ImageStore::ensure_layers(const ImageManifest& manifest, const ImageConfig&
 ImageInfo ImageStore::inspect(const std::string& ref, const RefViewer& viewer) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
   const store::Digest digest = resolve(ref, viewer);
-  ImageInfo info = describe(digest, viewer);
+  ImageInfo info = describe(digest, viewer, load_refs(root_ / "refs.json"));
   const ImageManifest manifest = parse_manifest(blobs_.read(digest, kMaxImageDocument), digest.str());
   ensure_layers(manifest, info.config);
   return info;
@@ -392,12 +392,13 @@ ImageInfo ImageStore::inspect(const std::string& ref, const RefViewer& viewer) c
 
 std::vector<ImageInfo> ImageStore::list(const RefViewer& viewer) const {
   StoreLock lock(root_ / "lock", StoreLock::Mode::kShared);
+  const RefTable refs = load_refs(root_ / "refs.json");  // once, not once per image
   std::set<store::Digest> digests;
-  for (const auto& [name, entry] : load_refs(root_ / "refs.json")) {
+  for (const auto& [name, entry] : refs) {
     if (viewer.may_see(entry.access)) digests.insert(entry.digest);
   }
   std::vector<ImageInfo> images;
-  for (const auto& digest : digests) images.push_back(describe(digest, viewer));
+  for (const auto& digest : digests) images.push_back(describe(digest, viewer, refs));
   std::sort(images.begin(), images.end(),
             [](const ImageInfo& a, const ImageInfo& b) { return a.refs < b.refs; });
   return images;

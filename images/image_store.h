@@ -109,7 +109,8 @@ class ImageStore {
   store::Digest import_layout_locked(const std::filesystem::path& dir, const std::string& ref, const RefWrite& write);
   store::Digest commit(Staging& staging, const store::Digest& manifest_digest, const ImageManifest& manifest,
                 const ImageConfig& config, const std::string& ref, const RefWrite& write);
-  ImageInfo describe(const store::Digest& manifest_digest, const RefViewer& viewer) const;
+  // `refs`: the table as loaded by the caller, so a listing reads refs.json once.
+  ImageInfo describe(const store::Digest& manifest_digest, const RefViewer& viewer, const RefTable& refs) const;
   void ensure_layers(const ImageManifest& manifest, const ImageConfig& config) const;
   std::filesystem::path layer_dir(const store::Digest& diff_id) const;
 
