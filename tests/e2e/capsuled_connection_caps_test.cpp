@@ -25,8 +25,8 @@
 namespace capsule::testing {
 namespace {
 
-const std::string kPython = "/usr/bin/python3";
-constexpr int kWebPort = 18080;
+const std::string kOwnerPython = "/usr/bin/python3";
+constexpr int kOwnerWebPort = 18080;
 constexpr std::size_t kRelayCap = 64;  // PortRelay::kMaxConnections
 
 // Where held connections go: the daemon's Unix socket, or a TCP port on the host's loopback.
@@ -205,19 +205,19 @@ class CapsuledConnectionCaps : public Capsuled {
     write_file(file, config.dump());
     start({"--config", file.string()});
   }
-  // A stack (root's) whose web service publishes kWebPort and answers GET / with "owner", one thread per
+  // A stack (root's) whose web service publishes kOwnerWebPort and answers GET / with "owner", one thread per
   // connection, so held connections occupy the relay, not the service. Its host port.
   std::uint16_t published_stack() {
     json web = {{"image", "host"},
-                {"command", {kPython, "-c",
+                {"command", {kOwnerPython, "-c",
                              "import http.server\n"
                              "class H(http.server.BaseHTTPRequestHandler):\n"
                              "    def do_GET(self):\n"
                              "        self.send_response(200); self.end_headers(); self.wfile.write(b'owner')\n"
-                             "http.server.ThreadingHTTPServer(('0.0.0.0', " + std::to_string(kWebPort) +
+                             "http.server.ThreadingHTTPServer(('0.0.0.0', " + std::to_string(kOwnerWebPort) +
                                  "), H).serve_forever()\n"}},
-                {"ready", {{"http", {{"port", kWebPort}, {"path", "/"}}}, {"deadline", "30s"}}},
-                {"publish", {kWebPort}}};
+                {"ready", {{"http", {{"port", kOwnerWebPort}, {"path", "/"}}}, {"deadline", "30s"}}},
+                {"publish", {kOwnerWebPort}}};
     const HttpResponse response = call("POST", "/v1/stacks?wait=true", {{"services", {{"web", web}}}});
     EXPECT_EQ(response.status, 201) << response.body;
     const json stack = body_json(response);
