@@ -114,13 +114,14 @@ int cli_main(int argc, char** argv) {
   runs->require_subcommand(1);
   std::string state, label, after, id;
   std::optional<int> limit;
-  bool as_json = false, stderr_stream = false, follow = false;
-  CLI::App* ls = runs->add_subcommand("ls", "list runs, newest first");
+  bool as_json = false, stderr_stream = false, follow = false, with_probes = false;
+  CLI::App* ls = runs->add_subcommand("ls", "list runs, newest first (without stacks' probe runs unless --all)");
   ls->add_option("--state", state, "only runs in this state (queued, running, succeeded, failed, ...)");
   ls->add_option("--label", label, "only runs with this label K=V");
   ls->add_option("--limit", limit, "at most this many runs");
   ls->add_option("--after", after, "continue after this run id (paging)");
   ls->add_flag("--json", as_json, "print the API's JSON instead of a table");
+  ls->add_flag("--all", with_probes, "also list the runs of stacks' readiness probes (label capsule/probe)");
   CLI::App* show = runs->add_subcommand("show", "print one run object as JSON");
   show->add_option("id", id, "run id")->required();
   CLI::App* logs = runs->add_subcommand("logs", "print a run's full output (or its last lines)");
@@ -247,7 +248,7 @@ int cli_main(int argc, char** argv) {
       std::cerr << "capsule: unexpected arguments after --\n";
       return 2;
     }
-    if (ls->parsed()) return cmd_runs_ls(socket, state, label, limit, after, as_json);
+    if (ls->parsed()) return cmd_runs_ls(socket, state, label, limit, after, with_probes, as_json);
     if (show->parsed()) return cmd_runs_show(socket, id);
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow, tail);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);

@@ -18,7 +18,7 @@ using nlohmann::json;
 std::string run_path(const std::string& id) { return "/v1/runs/" + http::url_encode(id); }
 
 int cmd_runs_ls(const std::string& socket, const std::string& state, const std::string& label,
-                std::optional<int> limit, const std::string& after, bool json_output) {
+                std::optional<int> limit, const std::string& after, bool with_probes, bool json_output) {
   std::string target = "/v1/runs";
   char separator = '?';
   const auto add = [&](const std::string& name, const std::string& value) {
@@ -30,6 +30,7 @@ int cmd_runs_ls(const std::string& socket, const std::string& state, const std::
   add("label", label);
   add("limit", limit ? std::to_string(*limit) : "");
   add("after", after);
+  add("include", with_probes ? "probes" : "");
   const json page = http::request_json(http::HttpClient(socket), "GET", target);
   if (json_output) {
     std::cout << page.dump(2) << "\n";

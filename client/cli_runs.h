@@ -13,8 +13,9 @@ std::string run_path(const std::string& id);
 
 // Each returns the process exit status and throws (ConnectError, ResponseError, runtime_error) on failure;
 // main prints "capsule: <what>" and exits 1.
+// `with_probes`: stacks' probe runs too (?include=probes; the list leaves them out).
 int cmd_runs_ls(const std::string& socket, const std::string& state, const std::string& label,
-                std::optional<int> limit, const std::string& after, bool json);
+                std::optional<int> limit, const std::string& after, bool with_probes, bool json);
 int cmd_runs_show(const std::string& socket, const std::string& id);
 // `tail`: only the last N lines (?tail=N; the daemon checks N), then with `follow` what the run writes next.
 int cmd_runs_logs(const std::string& socket, const std::string& id, bool stderr_stream, bool follow,

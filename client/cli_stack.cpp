@@ -2,8 +2,12 @@
 // waits for the stages by default), the stack object as a summary or tables, and a service's logs and execs.
 #include "client/cli_stack.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <exception>
 #include <iostream>
+#include <thread>
 
 #include "client/cli_args.h"
 #include "client/cli_runs.h"
@@ -59,6 +63,46 @@ std::string service_field(const json& service, const StackCommands& c, const cha
   return value;
 }
 
+// One stream of a run's log relayed byte for byte to `fd` (GET /v1/runs/{id}/logs, with tail and follow).
+void relay_log(const std::string& socket, const std::string& run, const char* stream, const StackCommands& c, int fd) {
+  const std::string target = run_path(run) + "/logs?stream=" + stream +
+                             (c.tail ? "&tail=" + std::to_string(*c.tail) : "") + (c.follow ? "&follow=true" : "");
+  const http::HttpResponse response = http::HttpClient(socket).stream(
+      "GET", target, nullptr, {}, [fd](std::string_view data) { relay_output(fd, data); });
+  http::throw_if_error(response);
+}
+
+// A service's logs as `docker logs` gives them: its stdout on stdout and its stderr on stderr (PostgreSQL, for
+// one, logs there), both at once when following; --stdout or --stderr: that stream alone, on stdout.
+int stack_logs(const std::string& socket, const std::string& run, const StackCommands& c) {
+  if (c.stderr_stream || c.stdout_stream) {
+    relay_log(socket, run, c.stderr_stream ? "stderr" : "stdout", c, STDOUT_FILENO);
+    return 0;
+  }
+  if (!c.follow) {
+    relay_log(socket, run, "stdout", c, STDOUT_FILENO);
+    relay_log(socket, run, "stderr", c, STDERR_FILENO);
+    return 0;
+  }
+  std::exception_ptr failed;
+  std::thread errors([&] {
+    try {
+      relay_log(socket, run, "stderr", c, STDERR_FILENO);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  try {
+    relay_log(socket, run, "stdout", c, STDOUT_FILENO);
+  } catch (...) {
+    errors.join();
+    throw;
+  }
+  errors.join();
+  if (failed) std::rethrow_exception(failed);
+  return 0;
+}
+
 int stack_ps(const std::string& socket, const StackCommands& c) {
   const http::HttpClient client(socket);
   if (!c.id.empty()) {
@@ -98,7 +142,7 @@ int stack_dispatch(const std::string& socket, StackCommands& c, bool separator_g
   if (c.logs->parsed()) {
     const std::string run = service_field(*service, c, "exec_id", "a tool service runs no command, or it has not "
                                                                   "started");
-    return cmd_runs_logs(socket, run, c.stderr_stream, c.follow, c.tail);
+    return stack_logs(socket, run, c);
   }
   c.exec_options.id = service_field(*service, c, "session", "its box is not up");
   c.exec_options.argv = command_argv(c.exec->remaining(), separator_given, command_words);
@@ -124,11 +168,13 @@ void add_stack_commands(CLI::App& app, StackCommands& c) {
   c.ps->add_option("id", c.id, "stack id: its services instead of the list");
   c.ps->add_flag("--json", c.json, "print the API's JSON instead of a table");
 
-  c.logs = c.group->add_subcommand("logs", "print the output of a service's command: capsule stack logs ID SERVICE");
+  c.logs = c.group->add_subcommand("logs", "print the output of a service's command, its stdout on stdout and its "
+                                           "stderr on stderr: capsule stack logs ID SERVICE");
   c.logs->add_option("id", c.id, "stack id")->required();
   c.logs->add_option("service", c.service, "service name")->required();
   c.logs->add_option("--tail,-n", c.tail, "only the last N lines (as `runs logs --tail`)");
-  c.logs->add_flag("--stderr", c.stderr_stream, "print stderr instead of stdout");
+  c.logs->add_flag("--stderr", c.stderr_stream, "print only its stderr, on stdout");
+  c.logs->add_flag("--stdout", c.stdout_stream, "print only its stdout")->excludes("--stderr");
   c.logs->add_flag("--follow,-f", c.follow, "keep printing until the command ends");
 
   c.exec = c.group->add_subcommand("exec", "run a command in a service's box, as `session exec` does: capsule stack "

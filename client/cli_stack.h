@@ -20,7 +20,7 @@ struct StackCommands {
   std::string file;                 // up: the JSON body or compose.yaml
   std::string id, service;
   bool detach = false, json = false;
-  bool stderr_stream = false, follow = false;  // logs
+  bool stderr_stream = false, stdout_stream = false, follow = false;  // logs (neither: both streams)
   std::optional<int> tail;                     // logs
   ExecOptions exec_options;  // exec: its flags; id becomes the service's session
 };

@@ -5,6 +5,8 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <set>
 #include <stdexcept>
@@ -26,7 +28,6 @@ using Entries = std::vector<std::pair<std::string, YAML::Node>>;
 
 // Why a compose key is not part of the subset; "" for keys without a note of their own.
 std::string refusal(const std::string& key) {
-  if (key == "ports" || key == "expose") return "nothing is published to the host";
   if (key == "networks" || key == "network_mode") return "the services of a stack share its one network";
   if (key == "volumes") return "give the service a workspace in its x-capsule (workspace: {path: ...})";
   if (key == "build") return "give an image (or x-capsule toolchains and layers) and build in a stage of x-capsule";
@@ -196,23 +197,24 @@ json command_of(const YAML::Node& node, const std::string& path, Walk& walk) {
   return argv;
 }
 
-json environment_of(const YAML::Node& node, const std::string& path, Walk& walk) {
-  json env = json::object();
+// environment and labels: a map, or a list of KEY=VALUE.
+json key_values(const YAML::Node& node, const std::string& path, Walk& walk) {
+  json pairs = json::object();
   if (node.IsMap()) {
     for (const auto& [key, value] : entries(node, path, walk)) {
       if (value.IsNull()) refuse(path + "." + key, "has no value (none is taken from this shell): write KEY: VALUE");
-      env[key] = yaml_text(value, path + "." + key, walk);
+      pairs[key] = yaml_text(value, path + "." + key, walk);
     }
-    return env;
+    return pairs;
   }
   if (!node.IsSequence()) refuse(path, "must be a map or a list of KEY=VALUE");
   const std::vector<std::string> items = words(node, path, walk);
   for (std::size_t i = 0; i < items.size(); ++i) {
     const std::string at = "compose: " + path + "[" + std::to_string(i) + "]";
     const auto [key, value] = split_pair(items[i], at.c_str());
-    env[key] = value;
+    pairs[key] = value;
   }
-  return env;
+  return pairs;
 }
 
 json depends_on_of(const YAML::Node& node, const std::string& path, Walk& walk) {
@@ -273,10 +275,11 @@ std::int64_t count_of(const YAML::Node& node, const std::string& path, Walk& wal
   return value;
 }
 
-// healthcheck -> ready {exec, interval, deadline}; null when disabled. Its timeout is checked and not used: an
-// exec probe has no time limit of its own (its deadline bounds it).
+// healthcheck -> ready {exec, interval, timeout, retries, start_period, start_interval, deadline}; null when
+// disabled. Compose's defaults (30s, 30s, 3, 0) are written out; the deadline is the longest compose would wait:
+// the start period, the attempt running at its end, then `retries` failed attempts with their intervals.
 json ready_of(const YAML::Node& node, const std::string& path, Walk& walk) {
-  std::int64_t interval = 30000, retries = 3, start_period = 0;
+  std::int64_t interval = 30000, timeout = 30000, retries = 3, start_period = 0, start_interval = 0;
   json exec;
   bool disabled = false, tested = false;
   for (const auto& [key, value] : entries(node, path, walk)) {
@@ -296,8 +299,10 @@ json ready_of(const YAML::Node& node, const std::string& path, Walk& walk) {
       interval = duration_ms(value, at, walk);
     } else if (key == "start_period") {
       start_period = duration_ms(value, at, walk);
+    } else if (key == "start_interval") {
+      start_interval = duration_ms(value, at, walk);
     } else if (key == "timeout") {
-      duration_ms(value, at, walk);
+      timeout = duration_ms(value, at, walk);
     } else if (key == "retries") {
       retries = count_of(value, at, walk, 100000);
     } else if (key == "disable") {
@@ -305,30 +310,145 @@ json ready_of(const YAML::Node& node, const std::string& path, Walk& walk) {
       if (!flag.is_boolean()) refuse(at, "must be true or false");
       disabled = disabled || flag.get<bool>();
     } else {
-      refuse(at, "not supported by stacks: a healthcheck takes test, interval, timeout, retries, start_period and "
-                 "disable");
+      refuse(at, "not supported by stacks: a healthcheck takes test, interval, timeout, retries, start_period, "
+                 "start_interval and disable");
     }
   }
   if (disabled) return nullptr;
   if (!tested) refuse(path, "needs a test (no image healthcheck is inherited)");
-  if (interval > kMaxDurationMs / retries) refuse(path + ".interval", "times retries must be at most 100 years");
-  return {{"exec", exec}, {"interval", interval}, {"deadline", start_period + interval * retries}};
+  if (interval + timeout > (kMaxDurationMs - start_period) / (retries + 1)) {
+    refuse(path + ".interval", "(interval + timeout) times retries must be at most 100 years");
+  }
+  json ready = {{"exec", exec}, {"interval", interval}, {"timeout", timeout}, {"retries", retries},
+                {"start_period", start_period}, {"deadline", start_period + (retries + 1) * (interval + timeout)}};
+  if (start_interval > 0) ready["start_interval"] = start_interval;
+  return ready;
+}
+
+std::uint16_t port_number(const std::string& text, const std::string& path) {
+  std::uint32_t port = 0;
+  const char* end = text.data() + text.size();
+  if (text.empty() || std::from_chars(text.data(), end, port).ptr != end || port < 1 || port > 65535) {
+    refuse(path, "must be a TCP port (1-65535): '" + text + "'");
+  }
+  return static_cast<std::uint16_t>(port);
+}
+
+// One `ports` entry -> {port, host_port}: "80", "8080:80", "127.0.0.1:8080:80", with "/tcp", or the long form
+// {target, published, host_ip, protocol}. A stack publishes on the host's 127.0.0.1 only, TCP only, one port a row.
+json compose_published_port(const YAML::Node& node, const std::string& path, Walk& walk) {
+  std::string target, published, host_ip, protocol = "tcp";
+  if (node.IsMap()) {
+    for (const auto& [key, value] : entries(node, path, walk)) {
+      const std::string at = path + "." + key;
+      if (key == "target") target = yaml_text(value, at, walk);
+      else if (key == "published") published = yaml_text(value, at, walk);
+      else if (key == "host_ip") host_ip = yaml_text(value, at, walk);
+      else if (key == "protocol") protocol = yaml_text(value, at, walk);
+      else if (key != "mode" && key != "name" && key != "app_protocol") {
+        refuse(at, "not supported by stacks: a port takes target, published, host_ip and protocol");
+      }
+    }
+    if (target.empty()) refuse(path + ".target", "is required");
+  } else {
+    std::string text = yaml_text(node, path, walk);
+    if (const std::size_t slash = text.find('/'); slash != std::string::npos) {
+      protocol = text.substr(slash + 1);
+      text.resize(slash);
+    }
+    const std::size_t last = text.rfind(':');
+    target = last == std::string::npos ? text : text.substr(last + 1);
+    if (last != std::string::npos) {
+      const std::string host = text.substr(0, last);
+      const std::size_t ip_end = host.rfind(':');
+      published = ip_end == std::string::npos ? host : host.substr(ip_end + 1);
+      if (ip_end != std::string::npos) host_ip = host.substr(0, ip_end);
+    }
+  }
+  if (protocol != "tcp") refuse(path, "only TCP ports are published (a stack relays TCP connections)");
+  if (!host_ip.empty() && host_ip != "127.0.0.1" && host_ip != "localhost" && host_ip != "0.0.0.0") {
+    refuse(path, "a stack publishes on the host's 127.0.0.1 only, not on " + host_ip);
+  }
+  if (target.find('-') != std::string::npos || published.find('-') != std::string::npos) {
+    refuse(path, "port ranges are not supported: give one port a row");
+  }
+  json port = {{"port", port_number(target, path)}};
+  if (!published.empty()) port["host_port"] = port_number(published, path);
+  return port;
+}
+
+// ports -> publish on the host's loopback (0.0.0.0 is read as 127.0.0.1: nothing of a stack listens elsewhere);
+// expose -> publish on a free loopback port (inside the stack every port is reachable anyway, so exposing
+// is only of use from the host; the stack object shows which port).
+void add_published(json& publish, const YAML::Node& node, const std::string& path, Walk& walk, bool exposed) {
+  walk.visit(path);
+  if (!node.IsSequence()) refuse(path, "must be a list");
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    json port;
+    if (exposed) {  // "3000" or "3000/tcp"
+      std::string text = yaml_text(node[i], at, walk);
+      if (const std::size_t slash = text.find('/'); slash != std::string::npos) {
+        if (text.substr(slash + 1) != "tcp") refuse(at, "only TCP ports are published (a stack relays TCP connections)");
+        text.resize(slash);
+      }
+      if (text.find('-') != std::string::npos) refuse(at, "port ranges are not supported: give one port a row");
+      port = {{"port", port_number(text, at)}};
+    } else {
+      port = compose_published_port(node[i], at, walk);
+    }
+    const bool known = std::any_of(publish.begin(), publish.end(), [&](const json& p) { return p["port"] == port["port"]; });
+    if (!known) publish.push_back(std::move(port));
+    else if (!exposed) refuse(at, "publishes port " + port["port"].dump() + " twice");
+  }
+}
+
+// mem_limit ("512m", "1gb", 1073741824) -> limits.memory as the API reads sizes ("512m", "1g", bytes).
+json memory_of(const YAML::Node& node, const std::string& path, Walk& walk) {
+  std::string text = yaml_text(node, path, walk);
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!text.empty() && text.back() == 'b') text.pop_back();  // "512mb" is 512m, "2048b" 2048 bytes
+  const std::size_t digits = text.find_first_not_of("0123456789");
+  const bool sized = digits != std::string::npos && digits > 0 && digits + 1 == text.size() &&
+                     std::string_view("kmg").find(text.back()) != std::string_view::npos;
+  if (text.empty() || (digits != std::string::npos && !sized)) {
+    refuse(path, "must be a size such as 512m or 1g (units b, k, m, g)");
+  }
+  if (digits == std::string::npos) {
+    std::uint64_t bytes = 0;
+    if (std::from_chars(text.data(), text.data() + text.size(), bytes).ec != std::errc()) refuse(path, "is too large");
+    return bytes;
+  }
+  return text;
 }
 
 const char* const kServiceKeys =
-    "a service takes image, command, environment, working_dir, user, depends_on, healthcheck and x-capsule";
+    "a service takes image, command, environment, working_dir, user, depends_on, healthcheck, ports, expose, "
+    "mem_limit, labels, stop_grace_period and x-capsule";
 
 json service_of(const YAML::Node& node, const std::string& path, Walk& walk) {
   json service = json::object();
   json extension = json::object();
-  for (const auto& [key, value] : entries(node, path, walk)) {
+  json publish = json::array();
+  json memory;
+  const Entries given = entries(node, path, walk);
+  // ports first, so a port both published and exposed keeps its host port.
+  for (const auto& [key, value] : given) {
+    if (key == "ports") add_published(publish, value, path + "." + key, walk, false);
+  }
+  for (const auto& [key, value] : given) {
     const std::string at = path + "." + key;
     if (key == "image") service["image"] = yaml_text(value, at, walk);
     else if (key == "command") service["command"] = command_of(value, at, walk);
-    else if (key == "environment") service["env"] = environment_of(value, at, walk);
+    else if (key == "environment") service["env"] = key_values(value, at, walk);
     else if (key == "working_dir") service["cwd"] = yaml_text(value, at, walk);
     else if (key == "user") service["user"] = yaml_text(value, at, walk);
     else if (key == "depends_on") service["depends_on"] = depends_on_of(value, at, walk);
+    else if (key == "ports") continue;
+    else if (key == "expose") add_published(publish, value, at, walk, true);
+    else if (key == "mem_limit") memory = memory_of(value, at, walk);
+    else if (key == "labels") service["labels"] = key_values(value, at, walk);
+    else if (key == "stop_grace_period") service["stop_grace"] = duration_ms(value, at, walk);
     else if (key == "healthcheck") {
       json ready = ready_of(value, at, walk);
       if (!ready.is_null()) service["ready"] = std::move(ready);
@@ -342,7 +462,12 @@ json service_of(const YAML::Node& node, const std::string& path, Walk& walk) {
       refuse_key(at, key, kServiceKeys);
     }
   }
-  for (auto& [key, value] : extension.items()) service[key] = std::move(value);
+  if (!publish.empty()) service["publish"] = std::move(publish);
+  if (!memory.is_null()) service["limits"] = {{"memory", memory}};
+  for (auto& [key, value] : extension.items()) {
+    if (key == "limits" && value.is_object() && !memory.is_null() && !value.contains("memory")) value["memory"] = memory;
+    service[key] = std::move(value);
+  }
   return service;
 }
 

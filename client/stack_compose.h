@@ -17,8 +17,10 @@ inline constexpr int kMaxComposeDepth = 64;                  // nesting of maps 
 // `x-capsule` ({stages, ttl, labels, network}, passed through), other `x-*` keys ignored (anchors live there).
 // Per service: image, command (list: argv; string: /bin/sh -c), environment (map or KEY=VALUE list) -> env,
 // working_dir -> cwd, user, depends_on (list, or map of {condition}), healthcheck -> ready {exec, interval,
-// deadline = start_period + interval * retries}, `x-capsule` (its keys replace the service's: workspace, limits,
-// ready, ...). YAML merge keys (<<) are applied; `$$` is a literal `$`, and variables ($X, ${X}) are refused (no
+// timeout, retries, start_period, start_interval, deadline = start_period + (retries + 1) * (interval + timeout)},
+// ports and expose -> publish (127.0.0.1 of the host; expose: a free port), mem_limit -> limits.memory, labels,
+// stop_grace_period -> stop_grace, `x-capsule` (its keys replace the service's: workspace, limits (keeping
+// mem_limit's memory), ready, ...). YAML merge keys (<<) are applied; `$$` is a literal `$`, and variables ($X, ${X}) are refused (no
 // environment is read). Anything else throws std::invalid_argument "compose: <key path>: <why>"; so do malformed
 // YAML, a text over kMaxStackFileBytes and a document over kMaxComposeNodes or kMaxComposeDepth.
 nlohmann::json compose_to_stack_body(std::string_view yaml);

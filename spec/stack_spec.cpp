@@ -53,7 +53,8 @@ std::vector<std::string> argv_field(const json& value, const std::string& field)
 
 ReadyProbe parse_ready(const json& body, const std::string& where) {
   if (!body.is_object()) invalid(where, "must be an object");
-  reject_unknown(body, where, {"tcp", "http", "log", "exec", "interval", "deadline"});
+  reject_unknown(body, where, {"tcp", "http", "log", "exec", "interval", "deadline", "timeout", "retries",
+                               "start_period", "start_interval"});
   ReadyProbe probe;
   int kinds = 0;
   if (body.contains("tcp")) {
@@ -104,13 +105,31 @@ ReadyProbe parse_ready(const json& body, const std::string& where) {
   if (kinds != 1) invalid(where, "give exactly one of tcp, http, log, exec");
   if (body.contains("interval")) probe.interval = duration_field(body["interval"], where + ".interval");
   if (body.contains("deadline")) probe.deadline = duration_field(body["deadline"], where + ".deadline");
+  if (body.contains("timeout")) probe.timeout = duration_field(body["timeout"], where + ".timeout");
+  if (body.contains("start_period")) probe.start_period = duration_field(body["start_period"], where + ".start_period");
+  if (body.contains("start_interval")) {
+    probe.start_interval = duration_field(body["start_interval"], where + ".start_interval");
+    if (probe.start_interval < std::chrono::milliseconds(10)) invalid(where + ".start_interval", "must be at least 10ms");
+  }
+  if (body.contains("retries")) {
+    if (!is_count(body["retries"]) || body["retries"].get<std::uint64_t>() > kMaxProbeRetries) {
+      invalid(where + ".retries", "must be a whole number from 0 to " + std::to_string(kMaxProbeRetries));
+    }
+    probe.retries = body["retries"].get<std::uint32_t>();
+  }
   if (probe.interval < std::chrono::milliseconds(10)) invalid(where + ".interval", "must be at least 10ms");
   if (probe.deadline <= std::chrono::milliseconds(0)) invalid(where + ".deadline", "must be positive");
+  if ((probe.kind == ReadyProbe::Kind::kTcp || probe.kind == ReadyProbe::Kind::kHttp) &&
+      probe.timeout > kMaxSocketProbeTimeout) {
+    invalid(where + ".timeout", "a tcp or http attempt is made on the stack's own thread: at most 30s");
+  }
   return probe;
 }
 
 json to_json(const ReadyProbe& probe) {
-  json j = {{"interval", probe.interval.count()}, {"deadline", probe.deadline.count()}};
+  json j = {{"interval", probe.interval.count()}, {"deadline", probe.deadline.count()},
+            {"timeout", probe.timeout.count()}, {"retries", probe.retries},
+            {"start_period", probe.start_period.count()}, {"start_interval", probe.start_interval.count()}};
   switch (probe.kind) {
     case ReadyProbe::Kind::kNone: return nullptr;
     case ReadyProbe::Kind::kTcp: j["tcp"] = probe.port; break;
@@ -167,6 +186,12 @@ ServiceSpec parse_service(const json& body, const std::string& where, const Limi
       }
     } else if (key == "publish") {
       service.publish = parse_publish(value, where + ".publish");
+    } else if (key == "stop_grace") {
+      service.stop_grace = duration_field(value, where + ".stop_grace");
+      const std::chrono::milliseconds most = policy.maxima.kill_grace;
+      if (most.count() > 0 && service.stop_grace > most) {
+        invalid(where + ".stop_grace", "must be at most " + std::to_string(most.count()) + " ms (the daemon's max kill_grace)");
+      }
     } else if (key == "ttl" || key == "idle_ttl" || key == "on_expiry" || key == "persist_shell_state") {
       invalid(where + "." + key, "a service lives as long as its stack (give ttl at the top)");
     } else {
@@ -254,6 +279,12 @@ std::string check_log_pattern(const std::string& pattern) {
   char message[256];
   regerror(status, &compiled, message, sizeof message);
   return message;
+}
+
+std::chrono::milliseconds ReadyProbe::attempt_timeout() const {
+  if (timeout.count() > 0) return timeout;
+  if (kind == Kind::kExec) return std::chrono::seconds(30);
+  return std::clamp(interval * 5, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
 }
 
 const char* depends_on_name(DependsOn condition) {
@@ -355,6 +386,7 @@ json to_json(const StackSpec& stack) {
       publish.push_back({{"port", published.port}, {"host_port", published.host_port}});
     }
     j["publish"] = publish;
+    j["stop_grace"] = service.stop_grace.count();
     services[name] = j;
   }
   json stages = json::array();

@@ -28,8 +28,20 @@ struct ReadyProbe {
   std::string success;       // log: POSIX extended regex (no back-references) searched in each output line
   std::string failure;       // log: a line matching it fails the service (readiness_failed)
   std::vector<std::string> argv;  // exec: exit 0 means ready
-  std::chrono::milliseconds interval{100};
+  std::chrono::milliseconds interval{100};    // from the end of one attempt to the start of the next
   std::chrono::milliseconds deadline{60000};  // from the command's start
+  // One attempt's own time (compose's healthcheck.timeout): an exec probe still running then is killed and
+  // counts as failed. 0: compose's default, 30s for exec; tcp and http, made on the stack's thread,
+  // 5 x interval within 200ms..5s.
+  std::chrono::milliseconds timeout{0};
+  // Compose's retries and start_period: failed attempts within start_period (from the command's start) do not
+  // count; `retries` failed attempts in a row after it fail the service (0: none do; only the deadline ends it).
+  std::uint32_t retries = 0;
+  std::chrono::milliseconds start_period{0};
+  std::chrono::milliseconds start_interval{0};  // the interval within start_period; 0: `interval`
+
+  // The attempt's time limit as the stack's thread uses it (timeout, or its default for the kind).
+  std::chrono::milliseconds attempt_timeout() const;
 };
 
 // A service port reachable from the host's loopback (capsuled relays it): 127.0.0.1:host_port -> port.
@@ -46,6 +58,9 @@ struct ServiceSpec {
   std::map<std::string, DependsOn> depends_on;
   ReadyProbe ready;
   std::vector<PublishedPort> publish;  // nothing of a stack listens on the host unless it is listed here
+  // How long the command has, after SIGTERM, to end when the stack ends (compose's stop_grace_period) before it is
+  // killed; 0: the session's limits.kill_grace. At most the daemon's max kill_grace.
+  std::chrono::milliseconds stop_grace{0};
 };
 
 struct StageSpec {
@@ -74,7 +89,9 @@ constexpr std::size_t kMaxStackServices = 16;
 constexpr std::size_t kMaxStackStages = 32;
 constexpr std::size_t kMaxProbePattern = 512;
 constexpr std::size_t kMaxPublishedPorts = 8;  // per service
-constexpr std::size_t kMaxReportPaths = 32;    // a stage's junit paths (64 MiB of reports in all)
+constexpr std::size_t kMaxReportPaths = 32;
+constexpr std::uint32_t kMaxProbeRetries = 100000;
+constexpr std::chrono::milliseconds kMaxSocketProbeTimeout{30000};  // a tcp or http attempt's timeout    // a stage's junit paths (64 MiB of reports in all)
 
 // A log probe's pattern compiled as the stack's thread will use it (regcomp, REG_EXTENDED): "" when it
 // compiles, else regerror's text.

@@ -15,6 +15,39 @@ using nlohmann::json;
 namespace {
 
 constexpr std::size_t kMaxFailuresListed = 1000;
+constexpr std::size_t kFailureTailLines = 5;        // of a failure's output, in the summary
+constexpr std::size_t kFailureTailLineChars = 300;  // each cut there
+
+// The last lines of a failed run's output, from its run object's result.stderr (else result.stdout, where Maven
+// and pytest print their errors): tail_lines when the record has them, else its tail text cut into lines.
+json output_tail(const json& run) {
+  const json result = run.is_object() ? run.value("result", json::object()) : json::object();
+  for (const char* stream : {"stderr", "stdout"}) {
+    const json output = result.is_object() ? result.value(stream, json::object()) : json::object();
+    if (!output.is_object()) continue;
+    std::vector<std::string> lines;
+    if (output.contains("tail_lines") && output["tail_lines"].is_array()) {
+      for (const json& line : output["tail_lines"]) {
+        if (line.is_string()) lines.push_back(line.get<std::string>());
+      }
+    } else if (output.contains("tail") && output["tail"].is_string()) {
+      std::istringstream text(output["tail"].get<std::string>());
+      for (std::string line; std::getline(text, line);) lines.push_back(line);
+    }
+    std::erase_if(lines, [](const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; });
+    if (lines.empty()) continue;
+    json tail = json::array();
+    for (std::size_t i = lines.size() > kFailureTailLines ? lines.size() - kFailureTailLines : 0; i < lines.size(); ++i) {
+      std::string line = lines[i].substr(0, kFailureTailLineChars);
+      for (char& c : line) {  // what a sandbox wrote reaches a terminal: no control characters
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) c = '?';
+      }
+      tail.push_back(std::move(line));
+    }
+    return {{"stream", stream}, {"lines", tail}};
+  }
+  return nullptr;
+}
 
 std::uint64_t percentile(const std::vector<std::uint64_t>& sorted, double p) {
   if (sorted.empty()) return 0;
@@ -68,7 +101,8 @@ json summarize(const BatchDir& batch, bool alive) {
     if (r.state != "succeeded" && failures.size() < kMaxFailuresListed) {
       failures.push_back({{"key", r.key}, {"state", r.state},
                           {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
-                          {"reason", r.reason.substr(0, 500)}, {"run_id", r.run_id}, {"node", r.node}});
+                          {"reason", r.reason.substr(0, 500)}, {"run_id", r.run_id}, {"node", r.node},
+                          {"output_tail", output_tail(r.run)}});
     }
   }
   std::sort(durations.begin(), durations.end());
@@ -119,6 +153,11 @@ std::string summary_text(const json& s) {
     if (f["exit_code"].is_number()) out << " (exit " << f["exit_code"] << ")";
     if (!f["reason"].get<std::string>().empty()) out << ": " << f["reason"].get<std::string>().substr(0, 120);
     out << "\n";
+    if (f.contains("output_tail") && f["output_tail"].is_object()) {
+      for (const json& line : f["output_tail"]["lines"]) {
+        out << "    " << f["output_tail"]["stream"].get<std::string>() << "| " << line.get<std::string>() << "\n";
+      }
+    }
   }
   if (failures.size() > 50) out << "  ... " << failures.size() - 50 << " more (--format json lists them)\n";
   if (s["corrupt_lines"].get<std::size_t>() > 0) out << s["corrupt_lines"] << " torn result lines skipped\n";
@@ -156,7 +195,13 @@ std::string summary_html(const json& s) {
   for (const json& f : s["failures"]) {
     out << "<tr><td>" << proxy::pypi::html_escape(f["key"].get<std::string>()) << "</td><td>" << proxy::pypi::html_escape(f["state"].get<std::string>())
         << "</td><td>" << (f["exit_code"].is_number() ? f["exit_code"].dump() : "") << "</td><td>"
-        << proxy::pypi::html_escape(f["reason"].get<std::string>()) << "</td><td>" << proxy::pypi::html_escape(f["run_id"].get<std::string>())
+        << proxy::pypi::html_escape(f["reason"].get<std::string>());
+    if (f.contains("output_tail") && f["output_tail"].is_object()) {
+      std::string tail;
+      for (const json& line : f["output_tail"]["lines"]) tail += line.get<std::string>() + "\n";
+      out << "<pre>" << proxy::pypi::html_escape(tail) << "</pre>";
+    }
+    out << "</td><td>" << proxy::pypi::html_escape(f["run_id"].get<std::string>())
         << "</td><td>" << proxy::pypi::html_escape(f["node"].get<std::string>()) << "</td></tr>";
   }
   out << "</table></body></html>\n";

@@ -12,7 +12,9 @@ namespace capsule::client::batch {
 // {"id", "engine", "specs", "done", "pending", "cached", "corrupt_lines", "state" (running | finished |
 //  incomplete | cancelled), "by_state": {state: n}, "by_label": {"k=v": {state: n}},
 //  "duration_ms": {"count", "p50", "p90", "p99", "max", "histogram": [{"le_ms", "count"}]},
-//  "failures": [{"key", "state", "exit_code", "reason", "run_id", "node"}] (the first 1000)}.
+//  "failures": [{"key", "state", "exit_code", "reason", "run_id", "node", "output_tail": null | {"stream",
+//  "lines": the last 5 non-blank lines of its stderr, else of its stdout, each cut at 300 characters}}]
+//  (the first 1000)}.
 // `alive`: whether workers may still run (batch_engine's workers_alive).
 nlohmann::json summarize(const BatchDir& batch, bool alive);
 

@@ -53,17 +53,23 @@ void submit_run(ApiContext& ctx, const http::Request& request, http::Responder r
   start_run(ctx, run, peer, ndjson, wait, responder);
 }
 
-// A page of the runs `caller` may see: the ledger's pages, filtered to the caller's own runs unless it sees
-// all, read on until `filter.limit` runs are found or the ledger has no more. `next` is the last run returned.
-RunPage visible_runs(ApiContext& ctx, const Caller& caller, RunFilter filter) {
-  if (sees_all_runs(caller, ctx.access)) return ctx.ledger.list(filter);
+// Whether a run is a stack's readiness probe (labelled capsule/probe): one every interval per service, so the
+// list hides them unless asked (?include=probes, or a label filter naming capsule/probe).
+bool is_probe_run(const RunRow& row) { return row.labels.is_object() && row.labels.contains("capsule/probe"); }
+
+// A page of the runs `caller` may see (without probe runs unless `with_probes`): the ledger's pages, filtered,
+// read on until `filter.limit` runs are found or the ledger has no more. `next` is the last run returned.
+RunPage visible_runs(ApiContext& ctx, const Caller& caller, RunFilter filter, bool with_probes) {
+  const bool sees_all = sees_all_runs(caller, ctx.access);
+  if (sees_all && with_probes) return ctx.ledger.list(filter);
   const std::size_t wanted = std::clamp<std::size_t>(filter.limit, 1, Ledger::kMaxListLimit);
   filter.limit = Ledger::kMaxListLimit;
   RunPage visible;
   for (;;) {
     RunPage page = ctx.ledger.list(filter);
     for (auto& row : page.runs) {
-      if (!may_see_run(caller, ctx.access, row.peer_uid)) continue;
+      if (!sees_all && !may_see_run(caller, ctx.access, row.peer_uid)) continue;
+      if (!with_probes && is_probe_run(row)) continue;
       if (visible.runs.size() == wanted) {
         visible.next = visible.runs.back().id;  // there is more after the last one returned
         return visible;
@@ -91,9 +97,14 @@ http::Response list_runs(ApiContext& ctx, const http::Request& request) {
   }
   filter.limit = query_limit(request, filter.limit);
   if (auto it = request.query.find("after"); it != request.query.end()) filter.after = it->second;
+  bool with_probes = filter.labels.contains("capsule/probe");
+  if (auto it = request.query.find("include"); it != request.query.end()) {
+    if (it->second != "probes") throw http::ApiError("invalid_query", "include: only \"probes\" (stacks' probe runs)");
+    with_probes = true;
+  }
   RunPage page;
   try {
-    page = visible_runs(ctx, caller_of(request.peer), filter);
+    page = visible_runs(ctx, caller_of(request.peer), filter, with_probes);
   } catch (const LedgerCursorError& e) {
     throw http::ApiError("invalid_query", std::string("after: ") + e.what());
   }

@@ -11,9 +11,55 @@ namespace capsule::daemon {
 
 using nlohmann::json;
 
+StackRun::Probe StackRun::exec_probe(Service& service, std::string& detail) {
+  const spec::ReadyProbe& ready = service.spec->ready;
+  const auto timeout = ready.attempt_timeout();
+  if (!service.probe_run) {
+    spec::ExecSpec exec;
+    exec.argv = ready.argv;
+    exec.timeout = timeout;  // the session kills it then (its run ends timed_out)
+    exec.labels["capsule/probe"] = service.name;
+    try {
+      service.probe_run = start_exec(service, exec, false);
+    } catch (const std::exception& e) {
+      detail = std::string("the probe could not start: ") + e.what();
+      return Probe::kNotYet;
+    }
+    service.probe_started = Clock::now();
+  }
+  std::optional<json> run;
+  {
+    std::lock_guard lock(service.probe_run->mutex);
+    run = service.probe_run->finished;
+  }
+  if (!run) {
+    // The session's own kill at `timeout` ends the run; should its end not come soon after, it is cancelled here.
+    if (Clock::now() < service.probe_started + timeout + kProbeEndGrace) return Probe::kPending;
+    try {
+      manager_.sessions_.cancel_exec(service.session, service.probe_run->id);
+    } catch (const std::exception&) {
+      // It ended meanwhile, or its session went: nothing is left to cancel.
+    }
+    detail = "the probe ran past its timeout of " + std::to_string(timeout.count()) + " ms and was killed (run " +
+             service.probe_run->id + ")";
+    service.probe_run.reset();
+    return Probe::kNotYet;
+  }
+  const std::string id = service.probe_run->id;
+  service.probe_run.reset();
+  const std::string status = status_of(*run);
+  if (status == "timed_out") {
+    detail = "the probe ran past its timeout of " + std::to_string(timeout.count()) + " ms and was killed (run " + id + ")";
+    return Probe::kNotYet;
+  }
+  const std::optional<int> code = exit_code_of(*run);
+  detail = "probe " + status + (code ? " (exit " + std::to_string(*code) + ")" : std::string());
+  return status == "succeeded" ? Probe::kReady : Probe::kNotYet;
+}
+
 StackRun::Probe StackRun::probe(Service& service, std::string& detail, bool& refused) {
   const spec::ReadyProbe& ready = service.spec->ready;
-  const auto timeout = std::clamp(ready.interval * 5, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+  const auto timeout = ready.attempt_timeout();
   switch (ready.kind) {
     case spec::ReadyProbe::Kind::kNone: return Probe::kReady;
     case spec::ReadyProbe::Kind::kTcp: {
@@ -48,26 +94,7 @@ StackRun::Probe StackRun::probe(Service& service, std::string& detail, bool& ref
       detail = "the success pattern has not matched yet";
       return Probe::kNotYet;
     }
-    case spec::ReadyProbe::Kind::kExec: {
-      spec::ExecSpec exec;
-      exec.argv = ready.argv;
-      exec.timeout = timeout;
-      exec.labels["capsule/probe"] = service.name;
-      try {
-        std::shared_ptr<CommandWatch> watch = start_exec(service, exec, false);
-        const std::optional<json> run = await_exec(*watch, Clock::now() + timeout + std::chrono::seconds(5));
-        if (!run) {
-          detail = "the probe did not end in time";
-          return Probe::kNotYet;
-        }
-        const std::optional<int> code = exit_code_of(*run);
-        detail = "probe " + status_of(*run) + (code ? " (exit " + std::to_string(*code) + ")" : std::string());
-        return status_of(*run) == "succeeded" ? Probe::kReady : Probe::kNotYet;
-      } catch (const std::exception& e) {
-        detail = std::string("the probe could not start: ") + e.what();
-        return Probe::kNotYet;
-      }
-    }
+    case spec::ReadyProbe::Kind::kExec: return exec_probe(service, detail);
   }
   return Probe::kNotYet;
 }
@@ -90,6 +117,10 @@ bool StackRun::deploy(std::size_t index) {
   }
   const std::vector<std::string> order = stack_.spec.start_order();
   std::map<std::string, bool> last_refused;
+  std::map<std::string, std::string> last_detail;
+  const auto in_start_period = [](const Service& service) {
+    return Clock::now() < service.started + service.spec->ready.start_period;
+  };
   for (;;) {
     if (ending()) {
       fail(index, stack_reason::kCancelled, "", "the stack was ended during deploy");
@@ -123,12 +154,16 @@ bool StackRun::deploy(std::size_t index) {
         exec.argv = spec.command;
         exec.background = true;
         exec.timeout = std::chrono::milliseconds(0);
+        exec.kill_grace = spec.stop_grace;  // SIGTERM at the stack's end, SIGKILL this long after
         exec.labels["capsule/command"] = name;
         try {
           service.command = start_exec(service, exec, spec.ready.kind == spec::ReadyProbe::Kind::kLog);
         } catch (const std::exception& e) {
           set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
-          fail(index, stack_reason::kContainerExit, name, std::string("its command could not start: ") + e.what());
+          const std::string missing = missing_artifact(service, spec.command);
+          fail(index, missing.empty() ? stack_reason::kContainerExit : stack_reason::kMissingArtifact, name,
+               std::string("its command could not start: ") + e.what() +
+                   (missing.empty() ? std::string() : "; it names " + missing + ", which is not in its box"));
           return false;
         }
         service.state = "started";
@@ -156,11 +191,13 @@ bool StackRun::deploy(std::size_t index) {
             s.exit_code = code;
           });
           if (!expected) {
-            fail(index, stack_reason::kContainerExit, name,
-                 "its command ended " + status_of(*ended) +
-                     (code ? " with exit code " + std::to_string(*code) : std::string()) +
-                     (was_ready ? " after it was ready" : " before it was ready") + " (run " +
-                     service.command->id + ")");
+            const std::string missing = was_ready ? std::string() : missing_artifact(service, spec.command);
+            std::string message = "its command ended " + status_of(*ended) +
+                                  (code ? " with exit code " + std::to_string(*code) : std::string()) +
+                                  (was_ready ? " after it was ready" : " before it was ready") + " (run " +
+                                  service.command->id + ")";
+            if (!missing.empty()) message += "; it names " + missing + ", which is not in its box";
+            fail(index, missing.empty() ? stack_reason::kContainerExit : stack_reason::kMissingArtifact, name, message);
             return false;
           }
         }
@@ -168,14 +205,21 @@ bool StackRun::deploy(std::size_t index) {
       if (service.state == "started") {
         all_ready = false;
         const spec::ReadyProbe& ready = spec.ready;
-        if (Clock::now() >= service.next_probe) {
-          service.next_probe = Clock::now() + ready.interval;
+        if (service.probe_run || Clock::now() >= service.next_probe) {
           std::string detail;
           bool refused = false;
           const Probe outcome = probe(service, detail, refused);
-          last_refused[name] = refused;
-          set_service(name, [&](ServiceStatus& s) { s.probe = detail; }, false);
-          if (outcome != Probe::kNotYet && service.command) service.command->stop_keeping_lines();
+          if (outcome != Probe::kPending) {
+            const bool starting = in_start_period(service);
+            service.next_probe = Clock::now() + (starting && ready.start_interval.count() > 0
+                                                     ? ready.start_interval : ready.interval);
+            last_refused[name] = refused;
+            last_detail[name] = detail;
+            set_service(name, [&](ServiceStatus& s) { s.probe = detail; }, false);
+          }
+          if (outcome == Probe::kReady || outcome == Probe::kFailed) {
+            if (service.command) service.command->stop_keeping_lines();
+          }
           if (outcome == Probe::kReady) {
             service.state = "ready";
             const std::int64_t ready_ms = ms_since(service.started);
@@ -190,13 +234,20 @@ bool StackRun::deploy(std::size_t index) {
             fail(index, stack_reason::kReadinessFailed, name, detail);
             return false;
           }
+          if (outcome == Probe::kNotYet && !in_start_period(service) && ++service.failed_in_row == ready.retries) {
+            set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
+            fail(index, refused ? stack_reason::kConnectionRefused : stack_reason::kReadinessFailed, name,
+                 "unhealthy: " + std::to_string(ready.retries) + " probes in a row failed after its start period of " +
+                     std::to_string(ready.start_period.count()) + " ms; the last: " + detail);
+            return false;
+          }
         }
         if (Clock::now() >= service.started + ready.deadline) {
           set_service(name, [](ServiceStatus& s) { s.state = "failed"; });
           const bool refused = last_refused[name];
+          const std::string last = last_detail[name].empty() ? "none has ended yet" : last_detail[name];
           fail(index, refused ? stack_reason::kConnectionRefused : stack_reason::kDeployTimeout, name,
-               "not ready within " + std::to_string(ready.deadline.count()) + " ms; the last probe: " +
-                   services_.at(name)->name + ": " + (refused ? "connection refused" : "not ready"));
+               "not ready within " + std::to_string(ready.deadline.count()) + " ms; the last probe: " + last);
           return false;
         }
       }

@@ -24,6 +24,7 @@ inline constexpr const char* kReadinessFailed = "readiness_failed";
 inline constexpr const char* kTestFailed = "test_failed";
 inline constexpr const char* kStageTimeout = "stage_timeout";
 inline constexpr const char* kCancelled = "cancelled";
+inline constexpr const char* kMissingArtifact = "missing_artifact";
 }  // namespace stack_reason
 
 struct ServiceStatus {

@@ -13,6 +13,7 @@
 
 #include "base/unique_fd.h"
 #include "daemon/record/junit.h"
+#include "daemon/stacks/named_artifacts.h"
 #include "daemon/stacks/stack_run_parts.h"
 #include "http/response.h"
 #include "sandbox/command.h"
@@ -145,7 +146,10 @@ void StackRun::fail(std::size_t stage, const std::string& reason, const std::str
   manager_.update(stack_, [&](StackRecord& record) {
     if (record.failure) return;  // the first failure is the stack's
     record.failure = StackFailure{record.stages.at(stage).name, reason, service, message};
-    if (record.stages[stage].state != "passed") record.stages[stage].state = "failed";
+    StageStatus& status = record.stages[stage];
+    if (status.state != "passed") status.state = "failed";
+    // A stage that ends here (deploy, or an exec stage that could not start) has run from its start until now.
+    if (status.wall_ms == 0 && status.started_ms > 0) status.wall_ms = std::max<std::int64_t>(0, unix_ms() - status.started_ms);
   });
 }
 
@@ -173,6 +177,32 @@ std::optional<json> StackRun::await_exec(CommandWatch& watch, Clock::time_point 
     watch.ended.wait_for(lock, std::chrono::milliseconds(100));
   }
   return watch.finished;
+}
+
+std::string StackRun::missing_artifact(Service& service, const std::vector<std::string>& argv) {
+  const std::vector<std::string> named = named_artifacts(argv);
+  if (named.empty() || service.session.empty()) return "";
+  const spec::RunSpec& box = service.spec->box.environment;
+  const std::string cwd = box.cwd ? *box.cwd : box.workspace ? "/workspace" : "/";
+  std::string missing;
+  try {
+    manager_.sessions_.with_frozen_box(service.session, [&](const SessionBox& frozen) {
+      const base::UniqueFd root = frozen.sandbox.open_root();
+      for (const std::string& path : named) {
+        try {
+          sandbox::open_for_read(root.get(), path.starts_with("/") ? path : cwd + "/" + path);
+        } catch (const base::Error& e) {
+          if (e.code() != "not_found") continue;  // there, if not readable as a file: not missing
+          missing = path;
+          return;
+        }
+      }
+    });
+  } catch (const std::exception& e) {
+    spdlog::debug("stack {}: service {}: its artifacts could not be looked up: {}", stack_.id, service.name, e.what());
+    return "";
+  }
+  return missing;
 }
 
 bool StackRun::run_exec_stage(std::size_t index, bool after_deploy) {
@@ -283,6 +313,23 @@ void StackRun::tear_down() {
   {
     std::lock_guard lock(manager_.mutex_);
     end_reason = stack_.end_reason;
+  }
+  // Commands with a stop_grace get SIGTERM first, all at once, and that long (SIGKILL then) to end by themselves.
+  Clock::time_point stopped_by = Clock::now();
+  for (const auto& [name, service] : services_) {
+    if (service->spec->stop_grace.count() == 0 || !service->command) continue;
+    try {
+      manager_.sessions_.cancel_exec(service->session, service->command->id);
+      stopped_by = std::max(stopped_by, Clock::now() + service->spec->stop_grace + kProbeEndGrace);
+    } catch (const std::exception&) {
+      // It has ended already.
+    }
+  }
+  for (const auto& [name, service] : services_) {
+    if (service->spec->stop_grace.count() > 0 && service->command) {
+      std::unique_lock lock(service->command->mutex);
+      service->command->ended.wait_until(lock, stopped_by, [&] { return service->command->finished.has_value(); });
+    }
   }
   for (const auto& [name, service] : services_) {
     if (service->session.empty()) continue;

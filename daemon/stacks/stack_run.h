@@ -43,9 +43,14 @@ class StackRun {
   std::shared_ptr<CommandWatch> start_exec(Service& service, spec::ExecSpec exec, bool keep_lines);
   // Waits for the exec's end, until `deadline` or the stack ending. nullopt: not ended.
   std::optional<nlohmann::json> await_exec(CommandWatch& watch, Clock::time_point deadline);
-  // One probe of a started service: ready, still not ready, or failed for good (readiness_failed).
-  enum class Probe { kReady, kNotYet, kFailed };
+  // One attempt of a started service's probe: ready, not ready, failed for good (readiness_failed), or, for an
+  // exec probe, still running (kPending: asked again on the next tick; past its timeout it is killed: kNotYet).
+  enum class Probe { kReady, kNotYet, kFailed, kPending };
   Probe probe(Service& service, std::string& detail, bool& refused);
+  Probe exec_probe(Service& service, std::string& detail);
+  // The first of the artifacts the command names (its program as a path, *.jar / *.war / *.ear words) that is
+  // not in the service's box; "" when all are (or the box cannot be read).
+  std::string missing_artifact(Service& service, const std::vector<std::string>& argv);
   // JUnit counts of the reports at `paths` inside the service's box (copied out through its root: nothing a
   // sandbox plants leads the daemon outside it).
   nlohmann::json collect_reports(Service& service, const std::vector<std::string>& paths);

@@ -22,6 +22,8 @@ namespace capsule::daemon {
 inline constexpr std::size_t kMaxLine = 4096;               // longer lines are cut for the log probe
 inline constexpr std::size_t kMaxQueuedBytes = 1 << 20;     // between two looks of the stack thread; older lines go
 inline constexpr auto kTick = std::chrono::milliseconds(20);
+// After an exec probe's timeout, how long its run may take to be seen ending before it is cancelled.
+inline constexpr auto kProbeEndGrace = std::chrono::seconds(5);
 
 inline std::int64_t ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -123,6 +125,10 @@ struct StackRun::Service {
   std::shared_ptr<CommandWatch> command;
   Clock::time_point started{};
   Clock::time_point next_probe{};
+  // An exec probe's attempt in flight (the stack's thread goes on probing the others meanwhile).
+  std::shared_ptr<CommandWatch> probe_run;
+  Clock::time_point probe_started{};
+  std::uint32_t failed_in_row = 0;  // failed attempts after start_period, in a row (compose's retries)
   std::string state = "pending";
   std::unique_ptr<LogPattern> success, failure;
 };

@@ -175,6 +175,32 @@ TEST_F(BatchDirTest, TheSummaryCountsByStateAndLabelInInputOrder) {
   EXPECT_EQ(summary_html(s).find("<script"), std::string::npos);
 }
 
+// A failure shows the last lines of its output: stderr's when it has any, else stdout's (Maven prints its errors
+// there); bounded, and nothing a run wrote reaches the terminal as a control character.
+TEST_F(BatchDirTest, TheSummaryShowsTheLastLinesOfEachFailuresOutput) {
+  const BatchDir dir = make(3, 3);
+  auto fd = dir.lock_chunk(0);
+  BatchResult noisy = result("k0", "failed");
+  noisy.run = {{"result", {{"stderr", {{"tail_lines", {"e1", "e2", "", "e3", "e4", "e5", "e6\x1b[2J", std::string(500, 'x')}}}},
+                           {"stdout", {{"tail_lines", {"o1"}}}}}}};
+  BatchResult maven = result("k1", "failed");
+  maven.run = {{"result", {{"stderr", {{"tail_lines", json::array()}, {"tail", ""}}},
+                           {"stdout", {{"tail", "[INFO] Building\n[ERROR] BUILD FAILURE\n"}}}}}};
+  BatchResult silent = result("k2", "failed");
+  for (const BatchResult& r : {noisy, maven, silent}) BatchDir::append_result(fd->get(), r);
+  const json s = summarize(dir, false);
+  ASSERT_EQ(s["failures"].size(), 3u);
+  EXPECT_EQ(s["failures"][0]["output_tail"],
+            (json{{"stream", "stderr"}, {"lines", {"e3", "e4", "e5", "e6?[2J", std::string(300, 'x')}}}));
+  EXPECT_EQ(s["failures"][1]["output_tail"],
+            (json{{"stream", "stdout"}, {"lines", {"[INFO] Building", "[ERROR] BUILD FAILURE"}}}));
+  EXPECT_EQ(s["failures"][2]["output_tail"], nullptr);
+  const std::string text = summary_text(s);
+  EXPECT_NE(text.find("    stderr| e5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    stdout| [ERROR] BUILD FAILURE\n"), std::string::npos) << text;
+  EXPECT_NE(summary_html(s).find("<pre>[INFO] Building\n[ERROR] BUILD FAILURE\n</pre>"), std::string::npos);
+}
+
 TEST_F(BatchDirTest, InputIsReadByLineAndRefusedByLine) {
   write(root_ / "a.jsonl", "# comment\n{\"key\": \"x\", \"argv\": [\"true\"]}\n\n{\"argv\": [\"false\"]}\n");
   const auto specs = read_input((root_ / "a.jsonl").string());

@@ -8,6 +8,7 @@
 
 #include "client/cli_stack.h"
 #include "client/stack_compose.h"
+#include "spec/stack_spec.h"
 #include "tests/support/scripted_server.h"
 
 namespace capsule::client {
@@ -92,26 +93,89 @@ TEST(StackCompose, DependsOnListAndConditions) {
                   "services.app.depends_on.db.restart: not supported"));
 }
 
-TEST(StackCompose, HealthcheckBecomesAnExecProbeWithItsDeadline) {
+TEST(StackCompose, HealthcheckBecomesAnExecProbeWithComposesTimingFields) {
   const json ready = service_of_compose(R"(    healthcheck:
       test: ["CMD", "pg_isready", "-h", "127.0.0.1"]
       interval: 500ms
       timeout: 5s
       retries: 5
       start_period: 1m30s
+      start_interval: 200ms
 )")["ready"];
-  EXPECT_EQ(ready, json::parse(R"({"exec": ["pg_isready", "-h", "127.0.0.1"], "interval": 500,
-                                   "deadline": 92500})"));
+  // The deadline is the longest compose would wait: the start period, then 5 + 1 attempts with their intervals.
+  EXPECT_EQ(ready, json::parse(R"({"exec": ["pg_isready", "-h", "127.0.0.1"], "interval": 500, "timeout": 5000,
+                                   "retries": 5, "start_period": 90000, "start_interval": 200,
+                                   "deadline": 123000})"));
 }
 
 TEST(StackCompose, HealthcheckShellFormsAndDefaults) {
   const json expected = json::parse(R"({"exec": ["/bin/sh", "-c", "curl -f localhost"], "interval": 30000,
-                                        "deadline": 90000})");
+                                        "timeout": 30000, "retries": 3, "start_period": 0, "deadline": 240000})");
   EXPECT_EQ(service_of_compose("    healthcheck: {test: [CMD-SHELL, curl -f localhost]}\n")["ready"], expected);
   EXPECT_EQ(service_of_compose("    healthcheck: {test: curl -f localhost}\n")["ready"], expected);
-  EXPECT_EQ(service_of_compose("    healthcheck: {test: true, interval: 1.5s, retries: 2}\n")["ready"]["deadline"],
-            3000);
+  EXPECT_EQ(service_of_compose("    healthcheck: {test: true, interval: 1.5s, timeout: 500ms, retries: 2}\n")
+                ["ready"]["deadline"], 6000);
   EXPECT_EQ(service_of_compose("    healthcheck: {test: true, interval: 1h1m1s}\n")["ready"]["interval"], 3661000);
+}
+
+// The mapped probe is one the API takes as it stands (parse_stack_spec is what capsuled runs on the body).
+TEST(StackCompose, MappedHealthcheckIsAValidReadyProbe) {
+  const json body = compose_to_stack_body(
+      "services:\n  db:\n    image: a\n    command: [postgres]\n"
+      "    healthcheck: {test: [CMD, pg_isready], interval: 1s, timeout: 10s, retries: 30, start_period: 5s}\n");
+  const spec::StackSpec stack = spec::parse_stack_spec(body, spec::default_limit_policy());
+  const spec::ReadyProbe& ready = stack.services.at("db").ready;
+  EXPECT_EQ(ready.kind, spec::ReadyProbe::Kind::kExec);
+  EXPECT_EQ(ready.attempt_timeout(), std::chrono::seconds(10)) << "healthcheck.timeout is the attempt's own";
+  EXPECT_EQ(ready.retries, 30u);
+  EXPECT_EQ(ready.start_period, std::chrono::seconds(5));
+  EXPECT_EQ(ready.deadline, std::chrono::milliseconds(5000 + 31 * 11000));
+}
+
+TEST(StackCompose, PortsAndExposeBecomePublish) {
+  const json service = service_of_compose(R"(    image: a
+    ports:
+      - "8080:80"
+      - 127.0.0.1:15432:5432/tcp
+      - "9000"
+      - {target: 7000, published: 17000, host_ip: 0.0.0.0, protocol: tcp}
+    expose: ["3000", 80, "4000/tcp"]
+)");
+  EXPECT_EQ(service["publish"], json::parse(R"([{"port": 80, "host_port": 8080}, {"port": 5432, "host_port": 15432},
+      {"port": 9000}, {"port": 7000, "host_port": 17000}, {"port": 3000}, {"port": 4000}])"))
+      << "port 80, published and exposed, keeps its host port";
+  const spec::StackSpec stack =
+      spec::parse_stack_spec(compose_to_stack_body("services:\n  app:\n" + std::string("    image: a\n    ports: [\"8080:80\"]\n")),
+                             spec::default_limit_policy());
+  ASSERT_EQ(stack.services.at("app").publish.size(), 1u);
+  EXPECT_EQ(stack.services.at("app").publish[0].port, 80);
+  EXPECT_EQ(stack.services.at("app").publish[0].host_port, 8080);
+}
+
+TEST(StackCompose, MemLimitLabelsAndStopGracePeriodMapToTheirFields) {
+  const json service = service_of_compose(R"(    image: a
+    mem_limit: 512MB
+    labels: {role: db, tier: "1"}
+    stop_grace_period: 1m30s
+)");
+  EXPECT_EQ(service["limits"], json::parse(R"({"memory": "512m"})"));
+  EXPECT_EQ(service["labels"], json::parse(R"({"role": "db", "tier": "1"})"));
+  EXPECT_EQ(service["stop_grace"], 90000);
+  EXPECT_EQ(service_of_compose("    mem_limit: 1073741824\n")["limits"]["memory"], 1073741824);
+  EXPECT_EQ(service_of_compose("    labels: [a=b, c=d]\n")["labels"], json::parse(R"({"a": "b", "c": "d"})"));
+  // x-capsule's limits keep mem_limit's memory unless they set their own.
+  EXPECT_EQ(service_of_compose("    mem_limit: 2g\n    x-capsule: {limits: {pids: 64}}\n")["limits"],
+            json::parse(R"({"pids": 64, "memory": "2g"})"));
+  EXPECT_EQ(service_of_compose("    mem_limit: 2g\n    x-capsule: {limits: {memory: 1g}}\n")["limits"]["memory"], "1g");
+
+  const spec::StackSpec stack = spec::parse_stack_spec(
+      compose_to_stack_body("services:\n  app:\n    image: a\n    mem_limit: 512m\n    labels: {role: db}\n"
+                            "    stop_grace_period: 10s\n"),
+      spec::default_limit_policy());
+  const spec::ServiceSpec& app = stack.services.at("app");
+  EXPECT_EQ(app.box.environment.limits.memory_bytes, 512ull << 20);
+  EXPECT_EQ(app.box.environment.labels.at("role"), "db");
+  EXPECT_EQ(app.stop_grace, std::chrono::seconds(10));
 }
 
 TEST(StackCompose, DisabledHealthcheckHasNoProbe) {
@@ -175,7 +239,7 @@ TEST(StackCompose, EntrypointIsRefused) {
 }
 
 TEST(StackCompose, IsolationKeysAreRefusedNamingThePrivateNetwork) {
-  for (const std::string key : {"ports", "networks", "network_mode", "volumes", "build", "privileged", "cap_add",
+  for (const std::string key : {"networks", "network_mode", "volumes", "build", "privileged", "cap_add",
                                 "devices", "restart", "deploy"}) {
     const std::string error = compose_error("services:\n  app:\n    image: a\n    " + key + ": [x]\n");
     EXPECT_TRUE(has(error, "compose: services.app." + key + ": not supported by stacks")) << error;
@@ -209,8 +273,22 @@ const std::pair<const char*, const char*> kRefusals[] = {
     {"services: {app: {healthcheck: {test: x, disable: maybe}}}",
      "compose: services.app.healthcheck.disable: must be true or false"},
     {"services: {app: {healthcheck: {interval: 1s}}}", "compose: services.app.healthcheck: needs a test"},
-    {"services: {app: {healthcheck: {test: x, start_interval: 1s}}}",
-     "compose: services.app.healthcheck.start_interval: not supported by stacks"},
+    {"services: {app: {healthcheck: {test: x, start_timeout: 1s}}}",
+     "compose: services.app.healthcheck.start_timeout: not supported by stacks"},
+    {"services: {app: {ports: [\"53:53/udp\"]}}}", "compose: services.app.ports[0]: only TCP ports are published"},
+    {"services: {app: {ports: [\"10.0.0.1:80:80\"]}}}", "compose: services.app.ports[0]: a stack publishes on the "
+                                                        "host's 127.0.0.1 only, not on 10.0.0.1"},
+    {"services: {app: {ports: [\"8000-8010:8000-8010\"]}}}", "compose: services.app.ports[0]: port ranges are not"},
+    {"services: {app: {ports: [\"http\"]}}}", "compose: services.app.ports[0]: must be a TCP port (1-65535)"},
+    {"services: {app: {ports: [\"80\", \"8080:80\"]}}}", "compose: services.app.ports[1]: publishes port 80 twice"},
+    {"services: {app: {ports: 80}}}", "compose: services.app.ports: must be a list"},
+    {"services: {app: {ports: [{published: 80}]}}}", "compose: services.app.ports[0].target: is required"},
+    {"services: {app: {expose: [\"70000\"]}}}", "compose: services.app.expose[0]: must be a TCP port"},
+    {"services: {app: {expose: [\"53/udp\"]}}}", "compose: services.app.expose[0]: only TCP ports"},
+    {"services: {app: {mem_limit: lots}}}", "compose: services.app.mem_limit: must be a size such as 512m"},
+    {"services: {app: {mem_limit: 5t}}}", "compose: services.app.mem_limit: must be a size"},
+    {"services: {app: {labels: [nolabel]}}}", "compose: services.app.labels[0]"},
+    {"services: {app: {stop_grace_period: soon}}}", "compose: services.app.stop_grace_period: must be a duration"},
 };
 
 TEST(StackCompose, RefusalsNameTheKeyPath) {

@@ -63,7 +63,8 @@ TEST_F(CapsuledBatch, ResultsByKeyAndASecondSubmissionRunsNothing) {
   start();
   std::vector<json> specs;
   for (int i = 0; i < 20; ++i) {
-    specs.push_back(keyed("k" + std::to_string(i), "echo out-" + std::to_string(i) + "; exit " + std::to_string(i % 4 == 3 ? 3 : 0),
+    const std::string fails = i % 4 == 3 ? "printf 'e1\\ne2\\ne3\\ne4\\ne5\\ne6\\ne7\\n' >&2; exit 3" : "exit 0";
+    specs.push_back(keyed("k" + std::to_string(i), "echo out-" + std::to_string(i) + "; " + fails,
                           {{"group", i % 2 ? "odd" : "even"}}));
   }
   const fs::path file = write_specs("specs.jsonl", specs);
@@ -94,6 +95,12 @@ TEST_F(CapsuledBatch, ResultsByKeyAndASecondSubmissionRunsNothing) {
   EXPECT_EQ(summary["by_label"]["group=odd"], (json{{"succeeded", 5}, {"failed", 5}}));
   EXPECT_EQ(summary["failures"].size(), 5u);
   EXPECT_EQ(summary["duration_ms"]["count"], 20);
+  // Each failure with the last lines of its stderr, from the run's record, not only "exited with code 3".
+  EXPECT_EQ(summary["failures"][0]["output_tail"], (json{{"stream", "stderr"}, {"lines", {"e3", "e4", "e5", "e6", "e7"}}}))
+      << summary["failures"][0].dump();
+  const Cli text = capsule({"batch", "summary", id});
+  EXPECT_NE(text.out.find("  k3: failed (exit 3)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("    stderr| e7\n"), std::string::npos) << text.out;
 
   // The same specs again: every manifest has a result, so nothing runs and the verdicts are the same.
   const std::string again = submit(file);

@@ -2,6 +2,8 @@
 // the JDBC driver, pytest): build (javac) -> deploy (database ready by pg_isready, application by HTTP) -> test,
 // with counts in the record; three copies at once; a broken application gives the right stage and reason each
 // time; the database is unreachable from the host and from another stack.
+#include <fstream>
+
 #include "tests/support/test_support.h"
 #include "tests/e2e/recipes_fixture.h"
 
@@ -145,6 +147,55 @@ TEST_F(CapsuledRecipesStack, ABrokenApplicationFailsAtTheRightStageWithTheRightR
   EXPECT_EQ(broken_build["services"]["db"]["exec_id"], "");
 
   for (const json& stack : {crashed, wrong_port, unhealthy, broken_build}) remove(stack["id"]);
+}
+
+// The database as a ScarfBench author's compose.yaml has it: PostgreSQL that takes longer than 5 s to be ready
+// (6 s before it starts, as one replaying its log under load), its healthcheck with compose's timeout, retries and
+// start_period, mem_limit, labels and stop_grace_period; its log (on stderr) through `stack logs`.
+TEST_F(CapsuledRecipesStack, AComposeDatabaseSlowToBeReadyPassesItsHealthcheckAndLogsToStderr) {
+  const std::string port = std::to_string(kDbPort);
+  const fs::path compose = make_dir("compose") / "compose.yaml";
+  std::ofstream(compose) << "services:\n"
+                            "  db:\n"
+                            "    image: " << image_ << "\n"
+                            "    user: postgres\n"
+                            "    command: [\"sh\", \"-c\", \"sleep 6; exec /usr/local/bin/stack-demo-db\"]\n"
+                            "    environment: {PGPORT: \"" << port << "\"}\n"
+                            "    mem_limit: 1g\n"
+                            "    labels: {role: database}\n"
+                            "    stop_grace_period: 10s\n"
+                            "    expose: [\"" << port << "\"]\n"
+                            "    healthcheck:\n"
+                            "      test: [\"CMD\", \"pg_isready\", \"-q\", \"-h\", \"127.0.0.1\", \"-p\", \"" << port << "\"]\n"
+                            "      interval: 100ms\n"
+                            "      timeout: 10s\n"
+                            "      retries: 5\n"
+                            "      start_period: 90s\n"
+                            "    x-capsule: {limits: {disk: 2g}}\n";
+  const Cli up = run_capsule_cli(dir_, {"--socket", socket_, "stack", "up", "--json", compose.string()});
+  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  const json stack = json::parse(up.out);
+  const std::string id = stack["id"];
+  const json& db = stack["services"]["db"];
+  EXPECT_EQ(db["state"], "ready") << stack.dump(1);
+  EXPECT_GE(db["ready_ms"].get<std::int64_t>(), 6000);
+  note("db ready in " + db["ready_ms"].dump() + " ms");
+  EXPECT_EQ(stack["spec"]["services"]["db"]["limits"]["memory"], 1ll << 30);
+  EXPECT_EQ(stack["spec"]["services"]["db"]["labels"]["role"], "database");
+  EXPECT_EQ(stack["spec"]["services"]["db"]["stop_grace"], 10000);
+  EXPECT_EQ(stack["spec"]["services"]["db"]["ready"]["timeout"], 10000);
+  ASSERT_EQ(db["published"].size(), 1u) << db.dump();
+  EXPECT_TRUE(host_loopback_accepts(std::stoi(db["published"][0]["host"].get<std::string>().substr(10))))
+      << "expose publishes on the host's loopback";
+
+  const Cli logs = run_capsule_cli(dir_, {"--socket", socket_, "stack", "logs", id, "db"});
+  EXPECT_EQ(logs.code, 0) << logs.err;
+  EXPECT_NE(logs.err.find("database system is ready to accept connections"), std::string::npos)
+      << "PostgreSQL logs on stderr: " << logs.out << logs.err;
+  // stop_grace: the stack's end sends SIGTERM, and PostgreSQL shuts down by itself.
+  EXPECT_EQ(run_capsule_cli(dir_, {"--socket", socket_, "stack", "down", id}).code, 0);
+  const std::string log = call("GET", "/v1/runs/" + db["exec_id"].get<std::string>() + "/logs?stream=stderr").body;
+  EXPECT_NE(log.find("database system is shut down"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "base/unique_fd.h"
 #include "tests/support/test_support.h"
 #include "tests/support/auth_users.h"
@@ -449,6 +451,104 @@ TEST_F(CapsuledStacks, APublishedPortIsTheOnlyWayInFromTheHost) {
   for (const json& stack : {one, two, clash}) remove(stack["id"]);
   EXPECT_FALSE(host_loopback_accepts(taken)) << "the published port outlived its stack";
   EXPECT_EQ(get_stack(one["id"])["services"]["web"]["published"], json::array());
+  EXPECT_TRUE(netns_files().empty());
+}
+
+// Compose's healthcheck as ScarfBench writes it, on a service slow to be ready (a database replaying its log):
+// ready only after 6 s, each probe taking 1 s (twice the 5 x interval the probes used to be killed at), failures
+// within the start period not counted. A probe that hangs is killed at its own timeout and counts as failed;
+// `retries` of them in a row fail the service. Probe runs stay out of the runs list unless asked for.
+TEST_F(CapsuledStacks, ASlowServicePassesItsHealthcheckAndAHungProbeIsKilledAtItsTimeout) {
+  start();
+  const json slow = {{"image", "host"},
+                     {"limits", kSmallDisk},
+                     {"command", {"sh", "-c", "sleep 6; touch /tmp/ready; exec sleep 600"}},
+                     {"ready", {{"exec", {"sh", "-c", "sleep 1; test -f /tmp/ready"}}, {"interval", "100ms"},
+                                {"timeout", "20s"}, {"retries", 2}, {"start_period", "40s"}, {"deadline", "120s"}}}};
+  const json up = create({{"services", {{"db", slow}}}});
+  ASSERT_EQ(up["state"], "up") << up.dump(1);
+  EXPECT_EQ(up["services"]["db"]["state"], "ready");
+  EXPECT_GE(up["services"]["db"]["ready_ms"].get<std::int64_t>(), 6000) << "ready before its command made it so";
+  EXPECT_EQ(up["services"]["db"]["probe"], "probe succeeded (exit 0)");
+
+  json hung = slow;
+  hung["command"] = {"sleep", "600"};
+  hung["ready"] = {{"exec", {"sleep", "600"}}, {"interval", "100ms"}, {"timeout", "1s"}, {"retries", 2},
+                   {"deadline", "120s"}};
+  const json failed = create({{"services", {{"hung", hung}}}});
+  expect_failure(failed, "deploy", "readiness_failed", "hung");
+  const std::string message = failed["failure"]["message"];
+  EXPECT_NE(message.find("unhealthy: 2 probes in a row failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("ran past its timeout of 1000 ms and was killed"), std::string::npos) << message;
+  EXPECT_GT(failed["stages"][0]["wall_ms"].get<std::int64_t>(), 0) << "a failed deploy has its wall time";
+
+  // The probes are runs (labelled capsule/probe), each hung one ended by its timeout; the list leaves them out.
+  const json probes = body_json(call("GET", "/v1/runs?label=capsule/probe=hung&limit=500"))["runs"];
+  ASSERT_EQ(probes.size(), 2u) << probes.dump(1);
+  for (const json& run : probes) EXPECT_EQ(run["state"], "timed_out") << run.dump(1);
+  auto labelled_probe = [](const json& runs) {
+    return std::count_if(runs.begin(), runs.end(), [](const json& run) { return run["labels"].contains("capsule/probe"); });
+  };
+  const json listed = body_json(call("GET", "/v1/runs?limit=500"))["runs"];
+  EXPECT_EQ(labelled_probe(listed), 0) << listed.dump(1);
+  EXPECT_GE(listed.size(), 2u) << "the services' commands are listed";
+  const json everything = body_json(call("GET", "/v1/runs?limit=500&include=probes"))["runs"];
+  EXPECT_GT(labelled_probe(everything), 2) << "the slow service's probes and the hung ones";
+  expect_error(call("GET", "/v1/runs?include=everything"), 400, "invalid_query", "include");
+  const Cli ls = run_capsule_cli(dir_, {"--socket", socket_, "runs", "ls", "--json", "--limit", "500"});
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_EQ(labelled_probe(json::parse(ls.out)["runs"]), 0);
+  const Cli all = run_capsule_cli(dir_, {"--socket", socket_, "runs", "ls", "--all", "--json", "--limit", "500"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_EQ(labelled_probe(json::parse(all.out)["runs"]), labelled_probe(everything));
+  // Hidden from the list only: a probe run is still there to read, as any run.
+  EXPECT_EQ(get_run(probes[0]["id"])["state"], "timed_out");
+  for (const json& stack : {up, failed}) remove(stack["id"]);
+  EXPECT_TRUE(netns_files().empty());
+}
+
+// A command that names an artifact the box lacks (the jar a build should have made, its program by path) fails
+// as missing_artifact; `stack logs` shows the command's stderr as well as its stdout.
+TEST_F(CapsuledStacks, AMissingArtifactIsNamedAndStackLogsShowStderr) {
+  start();
+  const fs::path app = make_dir("app");
+  auto service = [&](const json& command) {
+    return json{{"image", "host"}, {"limits", kSmallDisk}, {"workspace", {{"path", app.string()}}},
+                {"cwd", "/workspace"}, {"command", command}, {"ready", {{"tcp", kWebPort}, {"deadline", "30s"}}}};
+  };
+  const json no_jar = create({{"services", {{"app", service({"sh", "-c", "exec java -jar target/app.jar"})}}}});
+  expect_failure(no_jar, "deploy", "missing_artifact", "app");
+  EXPECT_NE(no_jar["failure"]["message"].get<std::string>().find("target/app.jar, which is not in its box"),
+            std::string::npos) << no_jar["failure"].dump();
+  EXPECT_GT(no_jar["stages"][0]["wall_ms"].get<std::int64_t>(), 0);
+  const json no_program = create({{"services", {{"app", service({"/workspace/bin/server", "--port", "18080"})}}}});
+  expect_failure(no_program, "deploy", "missing_artifact", "app");
+  EXPECT_NE(no_program["failure"]["message"].get<std::string>().find("/workspace/bin/server"), std::string::npos)
+      << no_program["failure"].dump();
+  // The jar there, the command failing for another reason: not an artifact's fault.
+  fs::create_directories(app / "target");
+  write_file(app / "target/app.jar", "not really a jar");
+  const json present = create({{"services", {{"app", service({"sh", "-c", "test -f target/app.jar && exit 4"})}}}});
+  expect_failure(present, "deploy", "container_exit", "app");
+
+  json talker = service({"sh", "-c", "echo to-stderr >&2; echo to-stdout; exec sleep 600"});
+  talker["ready"] = {{"log", {{"success", "to-stdout"}}}};
+  const json talking = create({{"services", {{"db", talker}}}});
+  ASSERT_EQ(talking["state"], "up") << talking.dump(1);
+  const std::string id = talking["id"];
+  Cli logs;
+  EXPECT_TRUE(eventually([&] {
+    logs = run_capsule_cli(dir_, {"--socket", socket_, "stack", "logs", id, "db"});
+    return logs.code == 0 && logs.err.find("to-stderr") != std::string::npos;
+  })) << logs.out << logs.err;
+  EXPECT_EQ(logs.out, "to-stdout\n");
+  EXPECT_EQ(logs.err, "to-stderr\n");
+  const Cli only_stderr = run_capsule_cli(dir_, {"--socket", socket_, "stack", "logs", id, "db", "--stderr"});
+  EXPECT_EQ(only_stderr.out, "to-stderr\n") << only_stderr.err;
+  const Cli only_stdout = run_capsule_cli(dir_, {"--socket", socket_, "stack", "logs", id, "db", "--stdout"});
+  EXPECT_EQ(only_stdout.out, "to-stdout\n") << only_stdout.err;
+  EXPECT_EQ(only_stdout.err, "");
+  for (const json& stack : {no_jar, no_program, present, talking}) remove(stack["id"]);
   EXPECT_TRUE(netns_files().empty());
 }
 

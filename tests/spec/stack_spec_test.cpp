@@ -92,7 +92,47 @@ TEST(StackSpec, ADeployStageIsAddedLastWhenAbsent) {
   EXPECT_EQ(spec.services.at("web").ready.port, 80);
 }
 
+// Compose's healthcheck timing: an attempt's own timeout (30s by default for exec, the old 5 x interval for the
+// socket probes), retries after a start period with its own interval, and the command's stop grace.
+TEST(StackSpec, ProbeTimingAndStopGraceRoundTrip) {
+  json body = demo();
+  body["services"]["db"]["ready"] = {{"exec", {"pg_isready"}}, {"interval", "1s"}, {"timeout", "10s"},
+                                     {"retries", 5}, {"start_period", "8s"}, {"start_interval", "200ms"}};
+  body["services"]["db"]["stop_grace"] = "20s";
+  const StackSpec spec = parse_stack_spec(body, default_limit_policy());
+  const ServiceSpec& db = spec.services.at("db");
+  EXPECT_EQ(db.ready.attempt_timeout(), std::chrono::seconds(10));
+  EXPECT_EQ(db.ready.retries, 5u);
+  EXPECT_EQ(db.ready.start_period, std::chrono::seconds(8));
+  EXPECT_EQ(db.ready.start_interval, std::chrono::milliseconds(200));
+  EXPECT_EQ(db.stop_grace, std::chrono::seconds(20));
+  const json printed = to_json(spec);
+  EXPECT_EQ(to_json(parse_stack_spec(printed, default_limit_policy())), printed);
+  EXPECT_EQ(printed["services"]["db"]["stop_grace"], 20000);
+
+  json defaults = demo();
+  defaults["services"]["db"]["ready"] = {{"exec", {"pg_isready"}}, {"interval", "100ms"}};
+  EXPECT_EQ(parse_stack_spec(defaults, default_limit_policy()).services.at("db").ready.attempt_timeout(),
+            std::chrono::seconds(30)) << "an exec probe is not cut at 5 x interval";
+  EXPECT_EQ(parse_stack_spec(demo(), default_limit_policy()).services.at("app").ready.attempt_timeout(),
+            std::chrono::milliseconds(500));
+}
+
 TEST(StackSpec, EachBadFieldIsNamed) {
+  json retries = demo();
+  retries["services"]["db"]["ready"]["retries"] = -1;
+  EXPECT_EQ(stack_error(retries), "invalid_spec: services.db.ready.retries: must be a whole number from 0 to 100000");
+  json socket_timeout = demo();
+  socket_timeout["services"]["app"]["ready"]["timeout"] = "1m";
+  EXPECT_EQ(stack_error(socket_timeout), "invalid_spec: services.app.ready.timeout: a tcp or http attempt is made on "
+                                         "the stack's own thread: at most 30s");
+  json grace = demo();
+  grace["services"]["db"]["stop_grace"] = "10m";
+  EXPECT_EQ(stack_error(grace), "invalid_spec: services.db.stop_grace: must be at most 60000 ms (the daemon's max kill_grace)");
+  json start_interval = demo();
+  start_interval["services"]["db"]["ready"]["start_interval"] = "1ms";
+  EXPECT_EQ(stack_error(start_interval), "invalid_spec: services.db.ready.start_interval: must be at least 10ms");
+
   json cycle = demo();
   cycle["services"]["db"]["depends_on"] = {{"tests", "started"}};
   EXPECT_EQ(stack_error(cycle), "invalid_spec: services: depends_on has a cycle");
