@@ -109,7 +109,9 @@ ReadyProbe parse_ready(const json& body, const std::string& where) {
   if (body.contains("start_period")) probe.start_period = duration_field(body["start_period"], where + ".start_period");
   if (body.contains("start_interval")) {
     probe.start_interval = duration_field(body["start_interval"], where + ".start_interval");
-    if (probe.start_interval < std::chrono::milliseconds(10)) invalid(where + ".start_interval", "must be at least 10ms");
+    if (probe.start_interval.count() != 0 && probe.start_interval < std::chrono::milliseconds(10)) {
+      invalid(where + ".start_interval", "must be 0 (the interval) or at least 10ms");
+    }
   }
   if (body.contains("retries")) {
     if (!is_count(body["retries"]) || body["retries"].get<std::uint64_t>() > kMaxProbeRetries) {

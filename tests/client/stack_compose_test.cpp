@@ -8,7 +8,6 @@
 
 #include "client/cli_stack.h"
 #include "client/stack_compose.h"
-#include "spec/stack_spec.h"
 #include "tests/support/scripted_server.h"
 
 namespace capsule::client {
@@ -118,20 +117,6 @@ TEST(StackCompose, HealthcheckShellFormsAndDefaults) {
   EXPECT_EQ(service_of_compose("    healthcheck: {test: true, interval: 1h1m1s}\n")["ready"]["interval"], 3661000);
 }
 
-// The mapped probe is one the API takes as it stands (parse_stack_spec is what capsuled runs on the body).
-TEST(StackCompose, MappedHealthcheckIsAValidReadyProbe) {
-  const json body = compose_to_stack_body(
-      "services:\n  db:\n    image: a\n    command: [postgres]\n"
-      "    healthcheck: {test: [CMD, pg_isready], interval: 1s, timeout: 10s, retries: 30, start_period: 5s}\n");
-  const spec::StackSpec stack = spec::parse_stack_spec(body, spec::default_limit_policy());
-  const spec::ReadyProbe& ready = stack.services.at("db").ready;
-  EXPECT_EQ(ready.kind, spec::ReadyProbe::Kind::kExec);
-  EXPECT_EQ(ready.attempt_timeout(), std::chrono::seconds(10)) << "healthcheck.timeout is the attempt's own";
-  EXPECT_EQ(ready.retries, 30u);
-  EXPECT_EQ(ready.start_period, std::chrono::seconds(5));
-  EXPECT_EQ(ready.deadline, std::chrono::milliseconds(5000 + 31 * 11000));
-}
-
 TEST(StackCompose, PortsAndExposeBecomePublish) {
   const json service = service_of_compose(R"(    image: a
     ports:
@@ -144,12 +129,6 @@ TEST(StackCompose, PortsAndExposeBecomePublish) {
   EXPECT_EQ(service["publish"], json::parse(R"([{"port": 80, "host_port": 8080}, {"port": 5432, "host_port": 15432},
       {"port": 9000}, {"port": 7000, "host_port": 17000}, {"port": 3000}, {"port": 4000}])"))
       << "port 80, published and exposed, keeps its host port";
-  const spec::StackSpec stack =
-      spec::parse_stack_spec(compose_to_stack_body("services:\n  app:\n" + std::string("    image: a\n    ports: [\"8080:80\"]\n")),
-                             spec::default_limit_policy());
-  ASSERT_EQ(stack.services.at("app").publish.size(), 1u);
-  EXPECT_EQ(stack.services.at("app").publish[0].port, 80);
-  EXPECT_EQ(stack.services.at("app").publish[0].host_port, 8080);
 }
 
 TEST(StackCompose, MemLimitLabelsAndStopGracePeriodMapToTheirFields) {
@@ -167,15 +146,6 @@ TEST(StackCompose, MemLimitLabelsAndStopGracePeriodMapToTheirFields) {
   EXPECT_EQ(service_of_compose("    mem_limit: 2g\n    x-capsule: {limits: {pids: 64}}\n")["limits"],
             json::parse(R"({"pids": 64, "memory": "2g"})"));
   EXPECT_EQ(service_of_compose("    mem_limit: 2g\n    x-capsule: {limits: {memory: 1g}}\n")["limits"]["memory"], "1g");
-
-  const spec::StackSpec stack = spec::parse_stack_spec(
-      compose_to_stack_body("services:\n  app:\n    image: a\n    mem_limit: 512m\n    labels: {role: db}\n"
-                            "    stop_grace_period: 10s\n"),
-      spec::default_limit_policy());
-  const spec::ServiceSpec& app = stack.services.at("app");
-  EXPECT_EQ(app.box.environment.limits.memory_bytes, 512ull << 20);
-  EXPECT_EQ(app.box.environment.labels.at("role"), "db");
-  EXPECT_EQ(app.stop_grace, std::chrono::seconds(10));
 }
 
 TEST(StackCompose, DisabledHealthcheckHasNoProbe) {
@@ -275,20 +245,20 @@ const std::pair<const char*, const char*> kRefusals[] = {
     {"services: {app: {healthcheck: {interval: 1s}}}", "compose: services.app.healthcheck: needs a test"},
     {"services: {app: {healthcheck: {test: x, start_timeout: 1s}}}",
      "compose: services.app.healthcheck.start_timeout: not supported by stacks"},
-    {"services: {app: {ports: [\"53:53/udp\"]}}}", "compose: services.app.ports[0]: only TCP ports are published"},
-    {"services: {app: {ports: [\"10.0.0.1:80:80\"]}}}", "compose: services.app.ports[0]: a stack publishes on the "
+    {"services: {app: {ports: [\"53:53/udp\"]}}", "compose: services.app.ports[0]: only TCP ports are published"},
+    {"services: {app: {ports: [\"10.0.0.1:80:80\"]}}", "compose: services.app.ports[0]: a stack publishes on the "
                                                         "host's 127.0.0.1 only, not on 10.0.0.1"},
-    {"services: {app: {ports: [\"8000-8010:8000-8010\"]}}}", "compose: services.app.ports[0]: port ranges are not"},
-    {"services: {app: {ports: [\"http\"]}}}", "compose: services.app.ports[0]: must be a TCP port (1-65535)"},
-    {"services: {app: {ports: [\"80\", \"8080:80\"]}}}", "compose: services.app.ports[1]: publishes port 80 twice"},
-    {"services: {app: {ports: 80}}}", "compose: services.app.ports: must be a list"},
-    {"services: {app: {ports: [{published: 80}]}}}", "compose: services.app.ports[0].target: is required"},
-    {"services: {app: {expose: [\"70000\"]}}}", "compose: services.app.expose[0]: must be a TCP port"},
-    {"services: {app: {expose: [\"53/udp\"]}}}", "compose: services.app.expose[0]: only TCP ports"},
-    {"services: {app: {mem_limit: lots}}}", "compose: services.app.mem_limit: must be a size such as 512m"},
-    {"services: {app: {mem_limit: 5t}}}", "compose: services.app.mem_limit: must be a size"},
-    {"services: {app: {labels: [nolabel]}}}", "compose: services.app.labels[0]"},
-    {"services: {app: {stop_grace_period: soon}}}", "compose: services.app.stop_grace_period: must be a duration"},
+    {"services: {app: {ports: [\"8000-8010:8000-8010\"]}}", "compose: services.app.ports[0]: port ranges are not"},
+    {"services: {app: {ports: [\"http\"]}}", "compose: services.app.ports[0]: must be a TCP port (1-65535)"},
+    {"services: {app: {ports: [\"80\", \"8080:80\"]}}", "compose: services.app.ports[1]: publishes port 80 twice"},
+    {"services: {app: {ports: 80}}", "compose: services.app.ports: must be a list"},
+    {"services: {app: {ports: [{published: 80}]}}", "compose: services.app.ports[0].target: is required"},
+    {"services: {app: {expose: [\"70000\"]}}", "compose: services.app.expose[0]: must be a TCP port"},
+    {"services: {app: {expose: [\"53/udp\"]}}", "compose: services.app.expose[0]: only TCP ports"},
+    {"services: {app: {mem_limit: lots}}", "compose: services.app.mem_limit: must be a size such as 512m"},
+    {"services: {app: {mem_limit: 5t}}", "compose: services.app.mem_limit: must be a size"},
+    {"services: {app: {labels: [nolabel]}}", "compose: services.app.labels[0]"},
+    {"services: {app: {stop_grace_period: soon}}", "compose: services.app.stop_grace_period: must be a duration"},
 };
 
 TEST(StackCompose, RefusalsNameTheKeyPath) {
