@@ -307,6 +307,7 @@ TEST_F(CapsuledSessionCli, ExecCollectsPytestsReportAndTheDiffLeavesOutExcludedP
   start();
   const fs::path workspace = make_dir("pyproject");
   write_file(workspace / "app.py", "def add(a, b):\n    return a + b\n");
+  fs::create_directories(workspace / "tests");
   write_file(workspace / "tests/test_app.py",
              "import pytest\nfrom app import add\n\n"
              "def test_adds():\n    assert add(2, 3) == 5\n\n"
