@@ -161,8 +161,14 @@ int dispatch(const std::string& socket, SessionCommands& c) {
     return 0;
   }
   if (c.diff->parsed()) {
-    const json diff = http::request_json(client, "GET", session_path(c.id) + "/diff" + (c.patch ? "?patch=1" : ""));
+    const json diff = http::request_json(client, "GET", session_diff_target(c.id, c.patch, c.diff_include, c.diff_exclude));
     std::cout << (c.json ? diff.dump(2) + "\n" : format_session_diff(diff, c.patch));
+    return 0;
+  }
+  if (c.network->parsed()) {
+    const json session = http::request_json(client, "POST", session_path(c.id) + "/network", {{"mode", c.network_mode}});
+    if (c.json) std::cout << session.dump(2) << "\n";
+    std::cerr << "capsule: session " << c.id << " network " << text(session, "network") << "\n";
     return 0;
   }
   if (c.reset->parsed()) {
@@ -211,6 +217,7 @@ void add_exec_flags(CLI::App& exec, ExecOptions& e) {
   exec.add_option("--script", e.script_file, "run this file's text with /bin/sh instead of a command");
   exec.add_option("-c", e.script, "run this text with /bin/sh instead of a command");
   exec.add_flag("--json", e.json, "print the finished run object instead of the command's output");
+  add_run_flags(exec, e.collect, {RunFlag::kJunit, RunFlag::kClassfiles, RunFlag::kCoverage, RunFlag::kTailLines});
   exec.prefix_command();  // `session exec ID make test` also works without "--"
   exec.footer(kExitCodeHelp);
 }
@@ -289,6 +296,18 @@ void add_session_commands(CLI::App& app, SessionCommands& c) {
   c.diff->add_option("id", c.id, "session id")->required();
   c.diff->add_flag("--patch,-p", c.patch, "also print unified diffs of text files");
   c.diff->add_flag("--json", c.json, "print the API's JSON");
+  c.diff->add_option("--exclude", c.diff_exclude, "leave out paths matching this glob and what is below them, e.g. "
+                     "'target/**' or target (repeatable)")->allow_extra_args(false);
+  c.diff->add_option("--include", c.diff_include, "show only paths matching this glob or below it, e.g. 'src/**' "
+                     "(repeatable)")->allow_extra_args(false);
+
+  c.network = c.session->add_subcommand("network", "switch a network proxy session's package proxy off or on again "
+                                                   "between execs: capsule session network ID none|proxy");
+  c.network->add_option("id", c.id, "session id")->required();
+  c.network->add_option("mode", c.network_mode, "none (off: the box reaches nothing) or proxy (on)")
+      ->required()
+      ->check(CLI::IsMember({"none", "proxy"}));
+  c.network->add_flag("--json", c.json, "print the session object");
 
   c.reset = c.session->add_subcommand("reset", "discard changes: back to the start or to a checkpoint");
   c.reset->add_option("id", c.id, "session id")->required();
@@ -343,7 +362,24 @@ json build_exec_body(const ExecOptions& o) {
   if (!o.idle_timeout.empty()) body["idle_timeout"] = o.idle_timeout;
   if (!o.kill_grace.empty()) body["kill_grace"] = o.kill_grace;
   if (o.background) body["background"] = true;
+  RunOptions collecting = o.collect;  // the collect half of a run's body, built as a run's
+  collecting.argv = {"-"};
+  if (json run = build_run_body(collecting); run.contains("collect")) body["collect"] = run["collect"];
   return body;
+}
+
+std::string session_diff_target(const std::string& id, bool patch, const std::vector<std::string>& include,
+                                const std::vector<std::string>& exclude) {
+  std::string target = session_path(id) + "/diff";
+  char separator = '?';
+  const auto add = [&](const std::string& name, const std::string& value) {
+    target += separator + name + "=" + http::url_encode(value);
+    separator = '&';
+  };
+  if (patch) add("patch", "1");
+  for (const auto& glob : include) add("include", glob);
+  for (const auto& glob : exclude) add("exclude", glob);
+  return target;
 }
 
 std::string format_session_diff(const json& diff, bool patch) {
@@ -380,6 +416,9 @@ std::string format_session_diff(const json& diff, bool patch) {
     listing += "# only part of the changes is listed: " + std::to_string(number(totals, "added")) + " added, " +
                std::to_string(number(totals, "modified")) + " modified, " + std::to_string(number(totals, "deleted")) +
                " deleted in all\n";
+  }
+  if (const json& filter = member(diff, "filter"); number(filter, "left_out") > 0) {
+    listing += "# " + std::to_string(number(filter, "left_out")) + " changed paths left out by --include/--exclude\n";
   }
   return listing + texts;
 }

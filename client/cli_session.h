@@ -1,4 +1,4 @@
-// `capsule session create|ls|show|exec|attach|execs|kill|cp|diff|reset|checkpoint|commit|rm`: their flags, the SessionSpec
+// `capsule session create|ls|show|exec|attach|execs|kill|cp|diff|reset|checkpoint|commit|network|rm`: their flags, the SessionSpec
 // and ExecSpec bodies they build, and the requests to capsuled's /v1/sessions routes (docs/api.md "Sessions").
 #pragma once
 
@@ -42,6 +42,7 @@ struct ExecOptions {
   bool tty = false;                         // -t: a pty in the session, driven from our terminal
   bool background = false;
   bool json = false;                        // print the finished run object instead of the output
+  RunOptions collect;                       // --junit, --collect-classfiles, --collect-coverage, --tail-lines
 };
 
 // The session subcommands as parsed: which one ran (its App is parsed()) and what it was given.
@@ -60,6 +61,7 @@ struct SessionCommands {
   CLI::App* checkpoint = nullptr;
   CLI::App* commit = nullptr;
   CLI::App* rm = nullptr;
+  CLI::App* network = nullptr;
   SessionCreateOptions create_options;
   ExecOptions exec_options;
   std::string id, name /* checkpoint name, commit ref */, to, state, label, source, destination, after;
@@ -70,6 +72,8 @@ struct SessionCommands {
   std::vector<std::string> ids;
   bool json = false;
   bool patch = false;
+  std::vector<std::string> diff_include, diff_exclude;  // session diff --include / --exclude globs
+  std::string network_mode;                             // session network ID none|proxy
 };
 
 // Adds `session` and its subcommands to `app`, bound to `commands` (which must outlive the parse).
@@ -86,6 +90,10 @@ nlohmann::json build_session_body(const SessionCreateOptions& options);
 // read from --stdin-file) as stdin_b64. Throws std::invalid_argument when both or neither of a command and a
 // script are given, for -i with --stdin-file, and std::runtime_error for an unreadable file.
 nlohmann::json build_exec_body(const ExecOptions& options);
+
+// GET .../diff's target: ?patch=1 and each --include and --exclude glob as its own query parameter.
+std::string session_diff_target(const std::string& id, bool patch, const std::vector<std::string>& include,
+                                const std::vector<std::string>& exclude);
 
 // `session diff`: "A path", "M path", "D path" lines (binary files marked, a note when the list is truncated),
 // then with `patch` each file's unified diff from "patches" (or why it has none).

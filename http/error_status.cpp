@@ -34,6 +34,7 @@ unsigned status_for(std::string_view code) {
       {"conflict", 409}, {"already_finished", 409}, {"run_active", 409}, {"pin_mismatch", 409}, {"not_a_file", 409},
       {"session_ended", 409}, {"session_frozen", 409}, {"stack_ended", 409}, {"snapshot_in_use", 409},
       {"bundle_incomplete", 409}, {"run_exists", 409},  // a bundle's export lacks a pinned object; an import's id is taken
+      {"execs_running", 409},  // a session's network is switched only between its execs
       {"record_incomplete", 409},  // a replay of a proxy run whose record kept no list of the objects it was served
       // 429 / 503 / 507: come back later.
       {"queue_full", 429}, {"too_many_sessions", 429}, {"too_many_stacks", 429}, {"draining", 503}, {"too_many_connections", 503}, {"offline_miss", 503},

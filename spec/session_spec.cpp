@@ -22,6 +22,18 @@ std::map<std::string, std::string> labels_field(const json& value, const std::st
   return labels;
 }
 
+// collect as parse_run_spec reads it (the same globs, checks and errors), without "outputs".
+void parse_exec_collect(const json& collect, ExecSpec& spec) {
+  if (collect.is_object() && collect.contains("outputs")) {
+    invalid("collect.outputs", "an exec keeps no outputs: the session's files stay in its box (GET .../files)");
+  }
+  const RunSpec parsed = parse_run_spec({{"argv", kPlaceholderArgv}, {"collect", collect}}, default_limit_policy());
+  spec.junit_globs = parsed.junit_globs;
+  spec.classfile_globs = parsed.classfile_globs;
+  spec.coverage_globs = parsed.coverage_globs;
+  spec.tail_lines = parsed.tail_lines;
+}
+
 }  // namespace
 
 SessionSpec parse_session_spec(const json& body, const LimitPolicy& policy) {
@@ -80,7 +92,7 @@ ExecSpec parse_exec_spec(const json& body) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"argv", "script", "cwd", "env", "stdin", "stdin_b64", "timeout", "idle_timeout",
                             "cpu_time", "kill_grace", "output_cap", "background", "stdin_open", "pty", "rows",
-                            "cols", "labels", "user"});
+                            "cols", "labels", "user", "collect"});
   ExecSpec spec;
   if (body.contains("argv") == body.contains("script")) invalid("argv", "give either argv or script");
   if (body.contains("argv")) {
@@ -134,7 +146,24 @@ ExecSpec parse_exec_spec(const json& body) {
   }
   if (body.contains("labels")) spec.labels = labels_field(body["labels"], "labels");
   if (body.contains("user")) spec.user = user_field(body["user"], "user");
+  if (body.contains("collect")) parse_exec_collect(body["collect"], spec);
   return spec;
+}
+
+bool parse_network_switch(const json& body) {
+  if (!body.is_object()) invalid("body", "must be a JSON object");
+  reject_unknown(body, "", {"mode"});
+  if (!body.contains("mode")) invalid("mode", "is required: \"none\" (off) or \"proxy\" (on)");
+  const std::string mode = string_field(body["mode"], "mode");
+  if (mode != "none" && mode != "proxy") invalid("mode", "must be \"none\" or \"proxy\"");
+  return mode == "proxy";
+}
+
+void apply_collect(const ExecSpec& spec, RunSpec& run) {
+  run.junit_globs = spec.junit_globs;
+  run.classfile_globs = spec.classfile_globs;
+  run.coverage_globs = spec.coverage_globs;
+  run.tail_lines = spec.tail_lines;
 }
 
 json to_json(const ExecSpec& spec) {
@@ -155,6 +184,10 @@ json to_json(const ExecSpec& spec) {
   else j["argv"] = spec.argv;
   if (spec.cwd) j["cwd"] = *spec.cwd;
   if (spec.stdin_data) j["stdin_b64"] = base::base64_encode(*spec.stdin_data);
+  RunSpec collecting;
+  collecting.argv = kPlaceholderArgv;
+  apply_collect(spec, collecting);
+  j["collect"] = to_json(collecting)["collect"];
   return j;
 }
 

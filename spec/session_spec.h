@@ -58,13 +58,26 @@ struct ExecSpec {
   std::uint16_t rows = 24;
   std::uint16_t cols = 80;
   std::map<std::string, std::string> labels;
+  // collect, as a run's (RunSpec's fields of the same names; parsed and printed by run_spec's code): what the
+  // exec's record reads from the session's workspace when it ends. No "outputs": a session's files stay in its box.
+  std::vector<std::string> junit_globs;
+  std::vector<std::string> classfile_globs;
+  std::vector<std::string> coverage_globs;
+  std::size_t tail_lines = sandbox::kDefaultTailLines;
 
+  // Whether the record reads anything of the workspace (a glob of collect).
+  bool collects() const { return !junit_globs.empty() || !classfile_globs.empty() || !coverage_globs.empty(); }
   // What runs: argv, or the script through /bin/sh -c.
   std::vector<std::string> command() const;
 };
 
 // Throws http::ApiError("invalid_spec", ...). stdin is "stdin" (text) or "stdin_b64" (bytes).
 ExecSpec parse_exec_spec(const nlohmann::json& body);
+// POST /v1/sessions/{id}/network: {"mode": "none" | "proxy"}; true for "proxy" (on). Throws invalid_spec.
+bool parse_network_switch(const nlohmann::json& body);
+
+// The exec's collect fields put into `run` (the RunSpec its record is built from: daemon/record/run_record.h).
+void apply_collect(const ExecSpec& spec, RunSpec& run);
 // Every field; stdin as stdin_b64. parse_exec_spec(to_json(spec)) == spec.
 nlohmann::json to_json(const ExecSpec& spec);
 

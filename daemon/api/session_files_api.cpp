@@ -13,6 +13,7 @@
 #include "daemon/record/diff_patches.h"
 #include "daemon/record/workspace_diff.h"
 #include "daemon/sessions/session_checkpoints.h"
+#include "daemon/sessions/session_diff_filter.h"
 #include "http/response.h"
 #include "sandbox/root_files.h"
 #include "sandbox/tar_in_root.h"
@@ -215,8 +216,10 @@ void get_files(ApiContext& ctx, const http::Request& request, const std::string&
 }
 
 // Both roots are opened on the session thread, while the box (and a non-root caller's workspace descriptor) is
-// sure to be there; the walk reads them after, on the transfer's worker.
+// sure to be there; the walk reads them after, on the transfer's worker. Path filters leave entries out
+// (session_diff_filter.h) before any patch is made.
 void diff(ApiContext& ctx, const http::Request& request, const std::string& id, const http::Responder& responder) {
+  const DiffFilter filter = parse_diff_filter(request.target);  // ?include=GLOB&exclude=GLOB, each repeatable
   base::UniqueFd upper, lower;
   ctx.sessions.with_box(id, [&](const SessionBox& box) {
     if (box.workspace_upper.empty() || box.workspace_layers.empty()) return;
@@ -226,9 +229,14 @@ void diff(ApiContext& ctx, const http::Request& request, const std::string& id, 
   });
   if (!upper || !lower) throw http::ApiError("invalid_request", "the session has no copy-on-write workspace to diff");
   const bool patch = query_flag(request, "patch");
-  const WorkspaceDiff found = diff_upper(upper.get(), lower.get());
-  responder.respond(http::json_response(
-      200, patch ? diff_with_patches(found, upper.get(), lower.get()) : found.to_json()));
+  WorkspaceDiff found = diff_upper(upper.get(), lower.get(), filter.empty() ? DiffLimits{} : filtered_walk_limits());
+  const std::uint64_t left_out = filter.empty() ? 0 : apply_diff_filter(found, filter);
+  nlohmann::json answer = patch ? diff_with_patches(found, upper.get(), lower.get()) : found.to_json();
+  if (!filter.empty()) {
+    answer["filter"] = filter.to_json();
+    answer["filter"]["left_out"] = left_out;
+  }
+  responder.respond(http::json_response(200, answer));
 }
 
 nlohmann::json checkpoint(ApiContext& ctx, const http::Request& request, const std::string& id) {

@@ -1,5 +1,5 @@
-// The /v1/sessions resource: create, list, get, delete, and the execs of a session: run one (200 run object,
-// ndjson events, or 202 in the background), list, get, stream its output from an offset, signal it.
+// The /v1/sessions resource: create, list, get, delete, switch its network, and the execs of a session: run one
+// (200 run object, ndjson events, or 202 in the background), list, get, stream its output from an offset, signal it.
 #include <signal.h>
 
 #include <algorithm>
@@ -167,6 +167,13 @@ void register_sessions_api(http::Router& router, ApiContext& ctx) {
   });
   router.add("POST", "/v1/sessions/{id}/exec", [&ctx](const http::Request& request, http::Responder responder) {
     run_exec(ctx, request, std::move(responder));
+  });
+  // Switched on the session thread between execs: quick (a listener stops or starts listening).
+  router.add("POST", "/v1/sessions/{id}/network", [&ctx](const http::Request& request) {
+    const std::string& id = request.params.at("id");
+    require_visible_session(ctx, request, id);
+    const bool online = spec::parse_network_switch(parse_body(request));
+    return http::json_response(200, ctx.sessions.set_network(id, online));
   });
   router.add("GET", "/v1/sessions/{id}/execs", [&ctx](const http::Request& request) { return list_execs(ctx, request); });
   router.add("GET", "/v1/sessions/{id}/execs/{exec_id}", [&ctx](const http::Request& request) {

@@ -93,7 +93,7 @@ void SessionManager::release_box(const std::shared_ptr<Session>& session) {
   }
   if (phase == Phase::kEnding && session->box) {
     session->box->destroy();
-  } else if (phase == Phase::kReady && session->box) {
+  } else if (phase == Phase::kReady && session->box && session->box->frozen()) {  // an exec's record holds it unfrozen
     try {
       session->box->thaw();
     } catch (const std::exception& e) {

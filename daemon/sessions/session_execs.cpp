@@ -101,6 +101,7 @@ std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& sp
 
   json stored = spec::to_json(spec);
   stored["session"] = id;
+  stored["network"] = session.network;  // what it runs with: set_network switches only while no exec is accepted
   run->row = queued_row(run->id, stored, session.row.pinned, spec.labels, peer.uid, peer.pid, unix_ms());
   ledger_.insert_queued(run->row, id);
   ++session.execs_total;
@@ -241,7 +242,35 @@ void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::R
   run->exec.reset();
   session.running.erase(run->id);
   session.last_used_ns = sandbox::monotonic_ns();
+  hold_box_for_record(*run);
   post_exec_record(run, std::move(result));
+}
+
+void SessionManager::hold_box_for_record(ExecRun& run) {
+  if (!run.spec.collects()) return;
+  Session& session = *run.session;
+  {
+    std::lock_guard lock(mutex_);
+    if (session.phase != Phase::kReady && session.phase != Phase::kFrozen) return;
+  }
+  if (!session.box || session.box->ended()) return;
+  const SessionBox view = box_view(session);
+  run.record_upper = view.workspace_upper;
+  // A non-root caller's directory is read only through the descriptor opened as that caller: its /proc/self/fd
+  // path, with "/." so that the diff's no-follow open applies to "." and not to that link.
+  run.record_lower = view.workspace_lower      ? view.workspace_lower->proc_path() + "/."
+                     : view.workspace_layers.empty() ? ""
+                                                      : view.workspace_layers.back();
+  ++session.held;  // the next exec starts once the record has read the reports this one left
+  run.holds_box = true;
+}
+
+void SessionManager::release_record_hold(const std::shared_ptr<ExecRun>& run) {
+  if (!run->holds_box) return;
+  run->holds_box = false;
+  std::lock_guard lock(mutex_);
+  tasks_.push_back([this, session = run->session] { release_box(session); });
+  wake();
 }
 
 void SessionManager::tidy_spent_execs(Session& session) {
@@ -283,16 +312,30 @@ void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandb
       spec::RunSpec as_run = run->session->spec.environment;
       as_run.argv = run->process.argv;
       as_run.labels = run->spec.labels;
+      spec::apply_collect(run->spec, as_run);
       RecordSources sources;
       if (run->proxy) sources.proxy = run->proxy->record(run->proxy_served_before);
       run->proxy.reset();
       if (run->stdout_log) sources.stdout_digest = run->stdout_log->digest();
       if (run->stderr_log) sources.stderr_digest = run->stderr_log->digest();
+      // Collectors read the workspace only while the box is held: a cow workspace's upper is on the box's disk.
+      if (run->holds_box) {
+        sources.upper_dir = run->record_upper;
+        sources.lower_dir = run->record_lower;
+      } else {
+        as_run.junit_globs.clear();
+        as_run.classfile_globs.clear();
+        as_run.coverage_globs.clear();
+      }
       record = build_record(as_run, result, sources);
+      if (!run->holds_box && run->spec.collects()) {
+        record["collect_error"] = "the session's box ended before the exec's reports could be read";
+      }
     } catch (const std::exception& e) {
       state = "internal_error";
       record = failure_record(std::string("finishing the exec failed: ") + e.what(), result);
     }
+    release_record_hold(run);
     RunRow& row = run->row;  // its started_ms set by record_exec_start once that row landed
     row.state = state;
     row.finished_ms = unix_ms();

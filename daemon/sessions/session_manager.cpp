@@ -110,6 +110,7 @@ json SessionManager::session_json_locked(const Session& session) const {
                      {"peak_memory_bytes", session.usage.peak_memory_bytes}}},
           // The count only: the objects are in each exec's record, and this is built under the manager's lock.
           {"proxy", session.proxy ? json{{"served_count", session.proxy->served_count()}} : json(nullptr)},
+          {"network", session.network},
           {"ended_reason", row.ended_reason.empty() ? json(nullptr) : json(row.ended_reason)}};
 }
 
@@ -122,6 +123,7 @@ std::optional<json> SessionManager::get(const std::string& id) const {
   if (!row) return std::nullopt;
   Session recorded;
   recorded.row = *row;
+  recorded.network = row->spec.is_object() ? row->spec.value("network", "none") : "none";
   RunFilter filter;
   filter.session = id;
   filter.limit = Ledger::kMaxListLimit;
@@ -177,6 +179,7 @@ json SessionManager::create(const spec::SessionSpec& spec, Submission submission
   session->spec = spec;
   session->submission = std::move(submission);
   session->dir = options_.sessions_dir + "/" + session->id;
+  session->network = spec.environment.network;
   const bool proxied = spec.environment.network == "proxy";
   if (proxied && !options_.proxies.proxy) {
     throw http::ApiError("invalid_spec", "network: this capsuled has no package proxy configured");
@@ -265,11 +268,7 @@ void SessionManager::create_box(const std::shared_ptr<Session>& session) {
     }
     session->workspace_seed.clear();
     session->box = launcher_.take_or_create(environment);  // one made ahead when the pool has it
-    std::shared_ptr<RunProxy> proxy;
-    if (std::vector<base::UniqueFd> listeners = session->box->take_listeners(); session->cutoff && !listeners.empty()) {
-      proxy = std::make_shared<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *session->cutoff,
-                                         std::move(listeners));
-    }
+    std::shared_ptr<RunProxy> proxy = serve_proxy_listeners(*session, session->box->take_listeners());
     session->start_deadline_ns = sandbox::monotonic_ns() + kStartLimitNs;
     std::lock_guard lock(mutex_);
     session->proxy = std::move(proxy);
@@ -334,6 +333,7 @@ void SessionManager::begin_end(const std::shared_ptr<Session>& session, const st
   session->spent.clear();
   if (session->box && session->held == 0) session->box->destroy();  // else when the last holder lets go
   std::shared_ptr<RunProxy> proxy;  // stops serving once the last exec that started under it is recorded
+  session->proxy_listeners.clear();
   std::lock_guard lock(mutex_);
   proxy.swap(session->proxy);
 }

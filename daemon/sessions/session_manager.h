@@ -124,6 +124,14 @@ class SessionManager {
   // 404, 409 session_ended, 500 session_failed when the new box cannot be made (the session is then failed).
   void recreate(const std::string& id, const BoxTask& while_down, const std::string& workspace_seed = "");
 
+  // Switches a network "proxy" session's package proxy off (`online` false: the proxy's listener in the box stops
+  // listening, so a connection to it is refused and the box reaches nothing) or on again, between execs; each
+  // exec's spec says which it ran with ("network"), and a reset keeps the switch. Returns the session object.
+  // 404, 409 session_ended / session_frozen / conflict (being reset) / execs_running (an exec is queued or
+  // running), 400 invalid_request for a session without a proxy listener of its own (network "none", or a
+  // stack's service in a shared namespace).
+  nlohmann::json set_network(const std::string& id, bool online);
+
   std::size_t live_count() const;
 
  private:
@@ -143,12 +151,19 @@ class SessionManager {
   nlohmann::json session_json_locked(const Session& session) const;
   std::shared_ptr<Session> live_session_locked(const std::string& id) const;
   void start_exec(const std::shared_ptr<ExecRun>& run);
-  // with_frozen_box's end, on the loop thread: thaw (unless the session froze or ended meanwhile), destroy a box
-  // whose session ended meanwhile, start the execs that waited.
+  // A holder's end (with_frozen_box, an exec's record), on the loop thread: thaw a frozen box (unless the session
+  // froze or ended meanwhile), destroy a box whose session ended meanwhile, start the execs that waited.
   void release_box(const std::shared_ptr<Session>& session);
   void finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
   // Loop thread: the ended execs' cgroups removed, the box's usage read, the next exec prepared.
   void tidy_spent_execs(Session& session);
+  // Loop thread, as an exec ends: an exec with collect globs holds the live box (run.holds_box) and notes the
+  // workspace dirs its record reads; the finisher lets go with release_record_hold once the record is built.
+  void hold_box_for_record(ExecRun& run);
+  void release_record_hold(const std::shared_ptr<ExecRun>& run);
+  // Loop thread, as a box is made: keeps duplicates of its proxy listeners and serves them when the network is
+  // on (stops their listening when it is off). Returns the proxy, or null.
+  std::shared_ptr<RunProxy> serve_proxy_listeners(Session& session, std::vector<base::UniqueFd> listeners);
   // On the finisher: closes its logs, records it, sends "finished" to its listeners, then has the loop tidy.
   void post_exec_record(const std::shared_ptr<ExecRun>& run, sandbox::Result result);
   // On the finisher: the exec's `running` row, unless already written.

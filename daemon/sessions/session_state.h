@@ -28,8 +28,14 @@ struct SessionManager::Session {
   // network "proxy": serving the box's listeners; made with each box (a reset makes a new one), set and dropped
   // by the loop thread.
   std::shared_ptr<RunProxy> proxy;
+  // What the next exec gets: "proxy" (the proxy listens in the box) or "none" (switched off, or the spec's
+  // network). Changed only between execs (set_network, session_network.cpp).
+  std::string network;
   // Loop thread only:
   std::unique_ptr<sandbox::Sandbox> box;
+  // The box's proxy listening sockets, kept (duplicates of those the proxy serves) so that switching the network
+  // off stops their listening and switching it on listens again on the same port; closed with the box.
+  std::vector<base::UniqueFd> proxy_listeners;
   std::map<std::string, std::shared_ptr<ExecRun>> running;
   // Ended execs, tidied (cgroup removed, usage read, the next exec prepared) once their answer is on its way, or
   // before the next exec or the box's end if that comes first: on a 2-vCPU machine the tidying took the CPU
@@ -42,8 +48,9 @@ struct SessionManager::Session {
   std::string end_reason;
   std::string failure_code;  // the code of the error that failed its box's creation, if it was a base::Error
   BoxTask while_down;
-  // with_frozen_box: callers holding the box frozen off this thread. While any does, the box is neither
-  // thawed nor destroyed, and execs wait in `waiting` (started, or cancelled, when the last one lets go).
+  // with_frozen_box: callers holding the box frozen off this thread, and exec records reading its workspace
+  // (ExecRun::holds_box, not frozen). While any does, the box is neither thawed nor destroyed, and execs wait
+  // in `waiting` (started, or cancelled, when the last one lets go).
   int held = 0;
   std::vector<std::shared_ptr<ExecRun>> waiting;
   std::string workspace_seed;  // recreate's seed for the next box's workspace upper, then cleared
@@ -70,6 +77,11 @@ struct SessionManager::ExecRun {
   std::int64_t started_ms = 0;
   std::shared_ptr<RunProxy> proxy;  // the session's proxy when the exec started, and
   std::size_t proxy_served_before = 0;  // how many objects it had served by then
+  // An exec with collect globs holds the box (SessionManager::Session::held) from its end until its record has
+  // read the workspace, so the box, its disk and the workspace upper on it stay meanwhile; loop thread, then
+  // the finisher's. The workspace dirs the record reads: its overlay upper and lower ("" for no cow workspace).
+  bool holds_box = false;
+  std::string record_upper, record_lower;
 };
 
 }  // namespace capsule::daemon

@@ -350,6 +350,44 @@ TEST_F(SessionArgs, DiffWithPatch) {
   EXPECT_FALSE(c_.json);
 }
 
+TEST_F(SessionArgs, DiffFiltersTravelAsRepeatedQueryParameters) {
+  parse({"diff", "s2", "--patch", "--exclude", "target/**", "--exclude", "*.log", "--include", "src dir/**"});
+  EXPECT_EQ(c_.diff_exclude, (std::vector<std::string>{"target/**", "*.log"}));
+  EXPECT_EQ(c_.diff_include, (std::vector<std::string>{"src dir/**"}));
+  EXPECT_EQ(session_diff_target(c_.id, c_.patch, c_.diff_include, c_.diff_exclude),
+            "/v1/sessions/s2/diff?patch=1&include=src%20dir%2F%2A%2A&exclude=target%2F%2A%2A&exclude=%2A.log");
+  EXPECT_EQ(session_diff_target("s2", false, {}, {}), "/v1/sessions/s2/diff");
+  EXPECT_EQ(session_diff_target("s2", false, {}, {"a"}), "/v1/sessions/s2/diff?exclude=a");
+}
+
+TEST_F(SessionArgs, ExecCollectsAsARunDoes) {
+  parse({"exec", "s1", "--junit", "build/junit.xml", "--junit", "target/surefire-reports/*.xml", "--collect-coverage",
+         "build/coverage.xml", "--collect-classfiles", "target/classes/**/*.class", "--tail-lines", "5", "--",
+         "python3", "-m", "pytest"});
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({
+    "argv": ["python3", "-m", "pytest"],
+    "collect": {"junit": ["build/junit.xml", "target/surefire-reports/*.xml"], "coverage": ["build/coverage.xml"],
+                "classfiles": ["target/classes/**/*.class"], "tail_lines": 5}
+  })"));
+}
+
+TEST_F(SessionArgs, NetworkSwitchPostsTheMode) {
+  std::string received;
+  capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {
+    received = head;
+    capsule::testing::read_body(fd, received);
+    capsule::testing::ScriptedServer::send(fd, answer("200 OK", "application/json", R"({"id":"s1","network":"none"})"));
+  });
+  parse({"network", "s1", "none"});
+  ASSERT_TRUE(c_.network->parsed());
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cmd_session(server.path(), c_, separator_, after_), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "capsule: session s1 network none\n");
+  EXPECT_TRUE(received.starts_with("POST /v1/sessions/s1/network HTTP/1.1\r\n")) << received;
+  EXPECT_EQ(json::parse(received.substr(received.find("\r\n\r\n") + 4)), json::parse(R"({"mode": "none"})"));
+  EXPECT_THROW(parse({"network", "s1", "host"}), CLI::ParseError);
+}
+
 TEST_F(SessionArgs, ResetToACheckpoint) {
   parse({"reset", "s3", "--to", "before-refactor"});
   EXPECT_TRUE(c_.reset->parsed());
@@ -427,6 +465,13 @@ TEST(SessionDiff, SaysWhenTheListIsTruncated) {
                                     "totals": {"added": 5000, "modified": 2, "deleted": 0}})");
   EXPECT_EQ(format_session_diff(diff, false),
             "A a\n# only part of the changes is listed: 5000 added, 2 modified, 0 deleted in all\n");
+}
+
+TEST(SessionDiff, SaysWhatTheFiltersLeftOut) {
+  const json diff = json::parse(R"({"added": [], "modified": [{"path": "pom.xml"}], "deleted": [], "truncated": false,
+                                    "totals": {"added": 0, "modified": 1, "deleted": 0},
+                                    "filter": {"include": [], "exclude": ["target"], "left_out": 412}})");
+  EXPECT_EQ(format_session_diff(diff, false), "M pom.xml\n# 412 changed paths left out by --include/--exclude\n");
 }
 
 }  // namespace

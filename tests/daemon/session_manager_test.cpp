@@ -1,5 +1,6 @@
 // SessionManager directly, for what the API does not reach yet: with_box (the file routes' access to a live
-// box and its workspace overlay), recreate (reset: the box made again from the same environment), the cap.
+// box and its workspace overlay), recreate (reset: the box made again from the same environment), the cap, an
+// exec's collect and the network switch of a session without a proxy.
 #include "daemon/sessions/session_manager.h"
 
 #include <gtest/gtest.h>
@@ -51,10 +52,11 @@ class SessionManagerTest : public ::testing::Test {
     return sessions_->create(spec, submission, Peer{0, ::getpid()})["id"];
   }
 
-  // Runs `script` in the session and waits for its run object.
-  json exec(const std::string& id, const std::string& script) {
+  // Runs `script` (with `fields` of an ExecSpec) in the session and waits for its run object.
+  json exec(const std::string& id, const std::string& script, json fields = json::object()) {
     auto done = std::make_shared<std::promise<json>>();
-    sessions_->exec(id, spec::parse_exec_spec({{"script", script}}), Peer{0, ::getpid()}, [done](const json& event) {
+    fields["script"] = script;
+    sessions_->exec(id, spec::parse_exec_spec(fields), Peer{0, ::getpid()}, [done](const json& event) {
       if (event.value("event", "") == "finished") done->set_value(event["run"]);
     });
     return done->get_future().get();
@@ -108,6 +110,37 @@ TEST_F(SessionManagerTest, TheCapOfLiveSessionsIs429AndADeletedOneFreesItsPlace)
     ADD_FAILURE() << "with_box ran on an ended session";
   } catch (const http::ApiError& e) {
     EXPECT_EQ(e.code(), "session_ended");
+  }
+}
+
+// An exec's collect is read from the session's workspace as a run's is: the reports it wrote into the cow upper,
+// the diff against the start; an exec without collect has neither, and each exec says its network.
+TEST_F(SessionManagerTest, AnExecCollectsReportsFromTheSessionsWorkspace) {
+  const std::string id = create(true);
+  const std::string report =
+      "<testsuite name='s' tests='2' failures='1'><testcase classname='c' name='ok'/>"
+      "<testcase classname='c' name='bad'><failure message='no'/></testcase></testsuite>";
+  const json collected = exec(id, "mkdir -p /workspace/out && echo \"" + report + "\" > /workspace/out/TEST-s.xml",
+                              {{"collect", {{"junit", {"out/*.xml"}}}}});
+  ASSERT_EQ(collected["state"], "succeeded") << collected;
+  EXPECT_EQ(collected["tests"]["total"], 2) << collected["tests"];
+  EXPECT_EQ(collected["tests"]["failed"], 1) << collected["tests"];
+  EXPECT_EQ(collected["tests"]["files"], json({"out/TEST-s.xml"}));
+  EXPECT_EQ(collected["diff"]["added"][0]["path"], "out/TEST-s.xml") << collected["diff"];
+  EXPECT_EQ(collected["spec"]["network"], "none");
+  const json plain = exec(id, "true");
+  EXPECT_EQ(plain["tests"], nullptr) << plain;
+  EXPECT_EQ(plain["diff"], nullptr) << plain;
+  EXPECT_EQ(exec(id, "true", {{"collect", {{"junit", {"none/*.xml"}}}}})["tests"]["state"], "none_found");
+
+  EXPECT_EQ((*sessions_->get(id))["network"], "none");
+  EXPECT_EQ(sessions_->set_network(id, false)["network"], "none") << "already off: nothing to do";
+  try {
+    sessions_->set_network(id, true);
+    ADD_FAILURE() << "a session made without the proxy switched it on";
+  } catch (const http::ApiError& e) {
+    EXPECT_EQ(e.code(), "invalid_request");
+    EXPECT_NE(std::string(e.what()).find("created with network \"none\""), std::string::npos) << e.what();
   }
 }
 

@@ -193,6 +193,81 @@ TEST_F(CapsuledProxy, ASessionResolvesThroughItsProxyInEveryExecAndAfterAReset) 
   expect_error(undated, 400, "invalid_spec", "as_of");
 }
 
+// Install with the proxy, test offline, same box: a session's network switches off between execs (the proxy's
+// listener in the box is refused, the exec's spec says "none"), on again (pip resolves again), never while an
+// exec runs, and a reset keeps the switch.
+TEST_F(CapsuledProxy, ASessionsNetworkSwitchesOffAndOnBetweenExecs) {
+  const HttpResponse created = call("POST", "/v1/sessions", {{"network", "proxy"}, {"as_of", "2022-07-01"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string id = body_json(created)["id"];
+  EXPECT_EQ(body_json(created)["network"], "proxy");
+  auto exec = [&](const std::string& script) {
+    const HttpResponse response = call("POST", "/v1/sessions/" + id + "/exec", {{"script", script}});
+    EXPECT_EQ(response.status, 200) << response.body;
+    return body_json(response);
+  };
+  auto switch_to = [&](const std::string& mode) { return call("POST", "/v1/sessions/" + id + "/network", {{"mode", mode}}); };
+  // A connection to the proxy's port inside the box: "connected" or the error's name.
+  const std::string connect =
+      "python3 -c \"import socket\ntry:\n socket.create_connection(('127.0.0.1', 3141), 5); print('connected')\n"
+      "except OSError as e: print(type(e).__name__)\"";
+
+  const json installed = exec("cd /tmp && python3 -m pip download -q -d dl beta >&2 && ls dl");
+  ASSERT_EQ(installed["state"], "succeeded") << installed.dump(2);
+  EXPECT_EQ(installed["spec"]["network"], "proxy");
+  EXPECT_FALSE(installed["proxy"]["served"].empty()) << installed["proxy"].dump(2);
+
+  // Never while an exec runs (a background one included).
+  const HttpResponse background = call("POST", "/v1/sessions/" + id + "/exec", {{"argv", {"sleep", "60"}}, {"background", true}});
+  ASSERT_EQ(background.status, 202) << background.body;
+  const std::string sleeper = body_json(background)["id"];
+  expect_error(switch_to("none"), 409, "execs_running", "1 execs queued or running");
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/execs/" + sleeper + "/signal", {{"signal", "KILL"}}).status, 202);
+  wait_finished(sleeper);
+  // It counts as running until its record is made, a moment after its row says it ended.
+  HttpResponse off;
+  EXPECT_TRUE(eventually([&] { return (off = switch_to("none")).status != 409; })) << off.body;
+  ASSERT_EQ(off.status, 200) << off.body;
+  EXPECT_EQ(body_json(off)["network"], "none");
+  EXPECT_EQ(body_json(off)["proxy"], nullptr);
+  const json offline = exec(connect);
+  EXPECT_EQ(offline["result"]["stdout"]["head"], "ConnectionRefusedError\n") << offline.dump(2);
+  EXPECT_EQ(offline["spec"]["network"], "none");
+  EXPECT_EQ(offline["proxy"], nullptr);
+  EXPECT_EQ(exec("test -f /tmp/dl/beta-0.9-py3-none-any.whl")["state"], "succeeded") << "the same box, offline";
+  EXPECT_EQ(switch_to("none").status, 200) << "switching to what it is changes nothing";
+
+  const HttpResponse on = switch_to("proxy");
+  ASSERT_EQ(on.status, 200) << on.body;
+  EXPECT_EQ(body_json(on)["network"], "proxy");
+  const json online = exec("cd /tmp && python3 -m pip download -q -d dl alpha >&2 && ls dl");
+  ASSERT_EQ(online["state"], "succeeded") << online.dump(2);
+  EXPECT_EQ(online["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n");
+  EXPECT_EQ(online["spec"]["network"], "proxy");
+  EXPECT_FALSE(online["proxy"]["served"].empty()) << online["proxy"].dump(2);
+
+  // A reset keeps the switch: the new box's listener starts off.
+  ASSERT_EQ(switch_to("none").status, 200);
+  ASSERT_EQ(call("POST", "/v1/sessions/" + id + "/reset").status, 200);
+  EXPECT_EQ(exec(connect)["result"]["stdout"]["head"], "ConnectionRefusedError\n");
+  ASSERT_EQ(switch_to("proxy").status, 200);
+  EXPECT_EQ(exec(connect)["result"]["stdout"]["head"], "connected\n");
+
+  expect_error(switch_to("host"), 400, "invalid_spec", "mode: must be");
+  expect_error(call("POST", "/v1/sessions/nosuch/network", {{"mode", "none"}}), 404, "not_found", "no session");
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + id).status, 200);
+  expect_error(switch_to("none"), 409, "session_ended", "has ended");
+
+  // A session made without the proxy has none to switch on.
+  const HttpResponse plain = call("POST", "/v1/sessions", json::object());
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  const std::string plain_id = body_json(plain)["id"];
+  EXPECT_EQ(call("POST", "/v1/sessions/" + plain_id + "/network", {{"mode", "none"}}).status, 200);
+  expect_error(call("POST", "/v1/sessions/" + plain_id + "/network", {{"mode", "proxy"}}), 400, "invalid_request",
+               "created with network \"none\"");
+  EXPECT_EQ(call("DELETE", "/v1/sessions/" + plain_id).status, 200);
+}
+
 // A stack with egress "proxy": every service resolves through the stack's one proxy listener at the stack's date
 // (the first service's box serves it in the shared namespace), and a stack without egress reaches no index.
 TEST_F(CapsuledProxy, EveryServiceOfAStackResolvesThroughItsProxyAsOfItsDate) {

@@ -1,6 +1,7 @@
 // `capsule session ...` against a real capsuled: create, exec (output, exit codes, timeouts, stdin, scripts,
 // protected paths, -it on a terminal), background execs (attach, execs, kill, Ctrl-C detaching), cp both ways
-// (a file, a tree), diff, checkpoint and reset, ls, show, rm.
+// (a file, a tree), diff (and its --exclude/--include), checkpoint and reset, ls, show, rm, and an exec collecting
+// real pytest's JUnit report.
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
@@ -294,6 +295,78 @@ TEST_F(CapsuledSessionCli, FilesDiffCheckpointResetAndRemoval) {
   o = capsule({"session", "exec", id, "--", "true"});
   EXPECT_EQ(o.code, 125);
   EXPECT_EQ(o.err.rfind("capsule: ", 0), 0u) << o.err;
+}
+
+// The evidence a run carries, from a session: real pytest's JUnit XML read into the exec's record, and a diff
+// that leaves the build's output out so the edit shows.
+TEST_F(CapsuledSessionCli, ExecCollectsPytestsReportAndTheDiffLeavesOutExcludedPaths) {
+  // The sandbox sees the host's /usr: Debian's python3 and its packages.
+  if (std::system("/usr/bin/python3 -c 'import pytest' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 with pytest is not installed (scripts/install-deps.sh)";
+  }
+  start();
+  const fs::path workspace = make_dir("pyproject");
+  write_file(workspace / "app.py", "def add(a, b):\n    return a + b\n");
+  fs::create_directories(workspace / "tests");
+  write_file(workspace / "tests/test_app.py",
+             "import pytest\nfrom app import add\n\n"
+             "def test_adds():\n    assert add(2, 3) == 5\n\n"
+             "def test_negative():\n    assert add(-2, 1) == -3, 'minus'\n\n"
+             "@pytest.mark.skip(reason='later')\ndef test_later():\n    pass\n");
+  const std::string id = create_session(workspace);
+  const std::vector<std::string> pytest = {"session", "exec", id, "--json", "--junit", "build/junit.xml", "-e",
+                                           "PYTHONPATH=/workspace", "-e", "PYTHONDONTWRITEBYTECODE=1", "--",
+                                           "python3", "-m", "pytest", "-p", "no:cacheprovider",
+                                           "--junitxml=build/junit.xml", "tests"};
+  Cli o = capsule(pytest);
+  EXPECT_EQ(o.code, 1) << o.err;
+  json run = json::parse(o.out);
+  EXPECT_EQ(run["state"], "failed") << run["result"];
+  EXPECT_EQ(run["spec"]["collect"]["junit"], json({"build/junit.xml"}));
+  json tests = run["tests"];
+  EXPECT_EQ(tests["state"], "reports") << tests;
+  EXPECT_EQ(tests["total"], 3) << tests;
+  EXPECT_EQ(tests["failed"], 1) << tests;
+  EXPECT_EQ(tests["skipped"], 1) << tests;
+  ASSERT_EQ(tests["cases"].size(), 3u) << tests;
+  EXPECT_EQ(tests["cases"][1]["name"], "test_negative");
+  EXPECT_NE(tests["cases"][1]["message"].get<std::string>().find("minus"), std::string::npos) << tests;
+  EXPECT_EQ(run["diff"]["added"][0]["path"], "build/junit.xml") << run["diff"];
+  EXPECT_EQ(capsule({"session", "show", id}).code, 0);
+  EXPECT_EQ(json::parse(capsule({"session", "exec", id, "--json", "--", "true"}).out)["tests"], nullptr)
+      << "an exec that collects nothing has no tests";
+
+  // The fix, and the next exec's own report: the record reads the report the exec rewrote.
+  ASSERT_EQ(capsule({"session", "exec", id, "--", "sed", "-i", "s/return a + b/return a + b if a >= 0 else a - b/",
+                     "/workspace/app.py"}).code, 0);
+  o = capsule(pytest);
+  EXPECT_EQ(o.code, 0) << o.err;
+  tests = json::parse(o.out)["tests"];
+  EXPECT_EQ(tests["total"], 3) << tests;
+  EXPECT_EQ(tests["failed"], 0) << tests;
+
+  // A build's output buries the edit; --exclude leaves it out, --include shows only what it names.
+  ASSERT_EQ(capsule({"session", "exec", id, "-c",
+                     "mkdir -p /workspace/build/lib && for i in $(seq 1 40); do echo $i > /workspace/build/lib/m$i.txt; "
+                     "done"}).code, 0);
+  o = capsule({"session", "diff", id, "--patch"});
+  EXPECT_NE(o.out.find("A build/lib/m17.txt"), std::string::npos) << o.out;
+  o = capsule({"session", "diff", id, "--patch", "--exclude", "build/**"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out.find("build/"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("M app.py"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("+    return a + b if a >= 0 else a - b"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("# 41 changed paths left out by --include/--exclude"), std::string::npos) << o.out;
+  o = capsule({"session", "diff", id, "--json", "--include", "build", "--exclude", "build/lib/m1*"});
+  const json filtered = json::parse(o.out);
+  EXPECT_EQ(filtered["added"].size(), 30u) << filtered;  // junit.xml, m2..m9 and m20..m40
+  EXPECT_TRUE(filtered["modified"].empty()) << filtered;
+  EXPECT_EQ(filtered["filter"]["left_out"], 12) << filtered;  // app.py, m1 and m10..m19
+  EXPECT_EQ(filtered["totals"]["added"], 30) << filtered;
+  o = capsule({"session", "diff", id, "--exclude", "/etc"});
+  EXPECT_EQ(o.code, 125);
+  EXPECT_NE(o.err.find("invalid_query: exclude: '/etc' must be relative to the workspace"), std::string::npos) << o.err;
+  EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
 }
 
 }  // namespace

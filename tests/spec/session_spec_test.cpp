@@ -84,5 +84,45 @@ TEST(ExecSpec, RefusesAmbiguousOrBadFields) {
   EXPECT_EQ(parse({{"argv", {"ls"}}, {"background", "yes"}}), "invalid_spec: background: must be true or false");
 }
 
+TEST(ExecSpec, CollectsAsARunWithoutOutputs) {
+  const ExecSpec spec = parse_exec_spec({{"argv", {"pytest"}},
+                                         {"collect", {{"junit", {"build/junit.xml"}}, {"coverage", {"build/cov.xml"}},
+                                                      {"classfiles", {"target/**/*.class"}}, {"tail_lines", 7}}}});
+  EXPECT_EQ(spec.junit_globs, std::vector<std::string>{"build/junit.xml"});
+  EXPECT_EQ(spec.coverage_globs, std::vector<std::string>{"build/cov.xml"});
+  EXPECT_EQ(spec.classfile_globs, std::vector<std::string>{"target/**/*.class"});
+  EXPECT_EQ(spec.tail_lines, 7u);
+  const json printed = to_json(spec);
+  EXPECT_EQ(printed["collect"], json::parse(R"({"junit": ["build/junit.xml"], "coverage": ["build/cov.xml"],
+                                                "classfiles": ["target/**/*.class"], "tail_lines": 7})"));
+  EXPECT_EQ(to_json(parse_exec_spec(printed)), printed);
+  RunSpec run;
+  apply_collect(spec, run);
+  EXPECT_EQ(run.junit_globs, spec.junit_globs);
+  EXPECT_EQ(run.tail_lines, 7u);
+  const ExecSpec plain = parse_exec_spec({{"argv", {"ls"}}});
+  EXPECT_TRUE(plain.junit_globs.empty());
+  EXPECT_EQ(plain.tail_lines, sandbox::kDefaultTailLines);
+
+  auto parse = [&](const json& collect) {
+    return error_of_parse([&] { parse_exec_spec({{"argv", {"ls"}}, {"collect", collect}}); });
+  };
+  EXPECT_EQ(parse({{"outputs", json::array()}}).rfind("invalid_spec: collect.outputs: an exec keeps no outputs", 0), 0u);
+  EXPECT_EQ(parse({{"junit", {"/etc/x.xml"}}}),
+            "invalid_spec: collect.junit: '/etc/x.xml' must be a relative glob inside the workspace");
+  EXPECT_EQ(parse({{"xml", {"a"}}}), "invalid_spec: collect.xml: unknown field");
+  EXPECT_EQ(parse("junit").rfind("invalid_spec: collect: must be an object", 0), 0u) << parse("junit");
+}
+
+TEST(NetworkSwitch, IsNoneOrProxy) {
+  EXPECT_TRUE(parse_network_switch({{"mode", "proxy"}}));
+  EXPECT_FALSE(parse_network_switch({{"mode", "none"}}));
+  auto parse = [&](const json& body) { return error_of_parse([&] { parse_network_switch(body); }); };
+  EXPECT_EQ(parse({{"mode", "host"}}), "invalid_spec: mode: must be \"none\" or \"proxy\"");
+  EXPECT_EQ(parse(json::object()).rfind("invalid_spec: mode: is required", 0), 0u);
+  EXPECT_EQ(parse({{"mode", "none"}, {"egress", "x"}}), "invalid_spec: egress: unknown field");
+  EXPECT_EQ(parse({{"mode", 1}}).rfind("invalid_spec: mode: ", 0), 0u);
+}
+
 }  // namespace
 }  // namespace capsule::spec
