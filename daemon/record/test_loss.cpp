@@ -13,7 +13,7 @@ using nlohmann::json;
 
 json total_of(const json& run) {
   const json total = field_of(run, "tests", "total");
-  return total.is_number_unsigned() ? total : json();
+  return total.is_number_integer() && total.get<std::int64_t>() >= 0 ? total : json();
 }
 
 bool cases_cut(const json& run) {
