@@ -134,11 +134,22 @@ std::string coverage_part(const json& coverage) {
   return part;
 }
 
+// The record's baseline check did not pass (absent: nothing to fail).
+bool baseline_failed(const json& run) {
+  const json& baseline = member(run, "baseline");
+  return !baseline.empty() && text(baseline, "verdict") != "passed";
+}
+
+std::size_t protect_violations(const json& run) {
+  if (!run.is_object() || !run.contains("protect_violations") || !run["protect_violations"].is_array()) return 0;
+  return run["protect_violations"].size();
+}
+
 // "; baseline r1 regressed: 202 removed, 0 newly skipped; 1 protect violation" when those fail the verdict.
 std::string verdict_part(const json& run) {
   std::string part;
   const json& baseline = member(run, "baseline");
-  if (baseline.is_object() && text(baseline, "verdict") != "passed") {
+  if (baseline_failed(run)) {
     part += "; baseline ";
     part += text(baseline, "run");
     part += " ";
@@ -151,11 +162,10 @@ std::string verdict_part(const json& run) {
       part += " newly skipped";
     }
   }
-  const json& violations = member(run, "protect_violations");
-  if (violations.is_array() && !violations.empty()) {
+  if (const std::size_t violations = protect_violations(run); violations > 0) {
     part += "; ";
-    part += std::to_string(violations.size());
-    part += violations.size() == 1 ? " protect violation" : " protect violations";
+    part += std::to_string(violations);
+    part += violations == 1 ? " protect violation" : " protect violations";
   }
   return part;
 }
@@ -182,10 +192,7 @@ RunEnding ending_of(const json& run) {
   const json& result = member(run, "result");
   RunEnding ending{text(run, "state"), static_cast<int>(number(result, "exit_code")),
                    static_cast<int>(number(result, "signal"))};
-  const json& baseline = member(run, "baseline");
-  const json& violations = member(run, "protect_violations");
-  ending.verdict_failed = (baseline.is_object() && text(baseline, "verdict") != "passed") ||
-                          (violations.is_array() && !violations.empty());
+  ending.verdict_failed = baseline_failed(run) || protect_violations(run) > 0;
   return ending;
 }
 
