@@ -60,6 +60,15 @@ const RunFlagRow kRunFlags[] = {
      "a snapshot (sha256:..., from `capsule snapshot create`) at /workspace, copy-on-write", &RunOptions::workspace_snapshot},
     {RunFlag::kReproducible, "--reproducible",
      "snapshot the --workspace directory at submit and pin it (pinned.workspace_digest)", &RunOptions::reproducible},
+    {RunFlag::kBaseline, "--baseline",
+     "a finished run (id) whose test cases this one must keep: a case removed or newly skipped fails the run's "
+     "verdict (record.baseline; exit 123 when the command itself exited 0); needs --junit", &RunOptions::baseline},
+    {RunFlag::kAllowRemoved, "--allow-removed",
+     "with --baseline: list removed or newly skipped cases without failing for them", &RunOptions::allow_removed},
+    {RunFlag::kProtectTestConfig, "--protect-test-config",
+     "fail the run's verdict when it adds or changes test configuration (conftest.py, pytest.ini, [pytest] "
+     "sections, surefire/failsafe skips and excludes in pom.xml): record.protect_violations",
+     &RunOptions::protect_test_config},
 };
 
 void add_row(CLI::App& command, RunOptions& options, const RunFlagRow& row) {

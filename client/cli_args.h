@@ -30,6 +30,9 @@ struct RunOptions {
   std::string mode;                     // cow | ro | rw
   std::string workspace_snapshot;       // a snapshot digest at /workspace (copy-on-write), instead of workspace
   bool reproducible = false;            // the workspace is snapshotted at submit and pinned
+  std::string baseline;                 // a finished run whose test cases this run must keep (spec.baseline)
+  bool allow_removed = false;           // baseline.allow_removed
+  bool protect_test_config = false;     // new or changed test configuration fails the run's verdict
   std::string timeout;                  // limits.wall_time
   std::string cpu_time;                 // limits.cpu_time
   std::string kill_grace;               // limits.kill_grace
@@ -49,7 +52,7 @@ struct RunOptions {
 enum class RunFlag {
   kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kKillGrace, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
   kClassfiles, kCoverage, kTailLines, kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach,
-  kWorkspaceSnapshot, kReproducible
+  kWorkspaceSnapshot, kReproducible, kBaseline, kAllowRemoved, kProtectTestConfig
 };
 
 // Registers `flags` (every row of the table when empty: `capsule run`) on `command`, bound to `options`.

@@ -137,11 +137,14 @@ int cli_main(int argc, char** argv) {
   CLI::App* runs_rm = runs->add_subcommand("rm", "delete finished runs: their records and logs");
   runs_rm->add_option("ids", rm_ids, "run ids")->required();
   std::string diff_a, diff_b;
+  bool allow_removed = false;
   CLI::App* runs_diff = runs->add_subcommand("diff", "how two finished runs differ: verdict, tests, output, "
                                                      "dependencies, files, pins, timings");
   runs_diff->add_option("a", diff_a, "run id")->required();
   runs_diff->add_option("b", diff_b, "run id")->required();
   runs_diff->add_flag("--json", as_json, "print the API's JSON instead of a summary");
+  runs_diff->add_flag("--allow-removed", allow_removed, "list test cases b lost (removed, newly skipped) without "
+                                                       "failing for them");
   BundleCommands bundle_commands;
   add_bundle_commands(*runs, bundle_commands);
   std::string cp_source, cp_destination, commit_ref;
@@ -253,7 +256,7 @@ int cli_main(int argc, char** argv) {
     if (logs->parsed()) return cmd_runs_logs(socket, id, stderr_stream, follow, tail);
     if (cancel->parsed()) return cmd_runs_cancel(socket, id);
     if (runs_rm->parsed()) return cmd_runs_rm(socket, rm_ids);
-    if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, as_json);
+    if (runs_diff->parsed()) return cmd_runs_diff(socket, diff_a, diff_b, as_json, allow_removed);
     if (bundle_command_parsed(bundle_commands)) return cmd_runs_bundle(socket, bundle_commands);
     if (runs_commit->parsed()) return cmd_runs_commit(socket, id, commit_ref);
     if (import->parsed()) return cmd_images_import(socket, import_options);

@@ -47,6 +47,9 @@ json build_run_body(const RunOptions& o) {
     body["workspace"] = {{"snapshot", o.workspace_snapshot}};
   }
   if (o.reproducible) body["reproducible"] = true;
+  if (!o.baseline.empty()) body["baseline"] = {{"run", o.baseline}, {"allow_removed", o.allow_removed}};
+  else if (o.allow_removed) throw std::invalid_argument("--allow-removed needs --baseline");
+  if (o.protect_test_config) body["protect_test_config"] = true;
   json limits = json::object();
   if (!o.timeout.empty()) limits["wall_time"] = o.timeout;
   if (!o.cpu_time.empty()) limits["cpu_time"] = o.cpu_time;

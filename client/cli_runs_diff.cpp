@@ -43,6 +43,9 @@ void print_tests(std::ostream& out, const json& tests) {
   for (const auto& [list, label] : {std::pair{"added", "  only b   "}, std::pair{"removed", "  only a   "}}) {
     for (const json& c : at(tests, list)) out << label << word(at(c, "name")) << ": " << word(at(c, "outcome")) << "\n";
   }
+  for (const json& c : at(tests, "newly_skipped")) {
+    out << "  skipped  " << word(at(c, "name")) << ": " << word(at(c, "a")) << " -> skipped\n";
+  }
   if (at(tests, "truncated") == true) out << "  (case lists cut: a record's cases or this list were truncated)\n";
 }
 
@@ -91,14 +94,44 @@ std::string milliseconds(const json& value) {
 
 const char* const kRunsDiffExitHelp =
     "Exit status (like diff(1)): 0 when both runs have the same verdict (passed: succeeded, exit code 0, no failed\n"
-    "or errored test), 1 when the verdicts differ, 2 on errors (unknown or unfinished runs, usage, the daemon).";
+    "or errored test) and b lost no test case of a; 1 when the verdicts differ or b regressed: it lacks cases a\n"
+    "had (removed, or fewer in total) or skips cases that ran in a (--allow-removed lists them without failing);\n"
+    "2 on errors (unknown or unfinished runs, usage, the daemon).";
+
+namespace {
+
+std::string joined(const json& list) {
+  std::string out;
+  for (const json& item : list) {
+    if (!out.empty()) out += ", ";
+    out += word(item);
+  }
+  return out;
+}
+
+// The check's verdict and why, with the count of what was lost (said even when allowed).
+void print_check(std::ostream& out, const json& diff) {
+  const json& check = at(diff, "check");
+  const json& verdict = at(diff, "verdict");
+  const std::string losses = word(at(at(check, "removed"), "count")) + " removed, " +
+                             word(at(at(check, "newly_skipped"), "count")) + " newly skipped";
+  if (at(check, "verdict") == "regressed") {
+    out << "verdict: REGRESSED (" << joined(at(check, "reasons")) << "): " << losses << "; " << a_to_b(verdict) << "\n";
+  } else if (at(diff, "same_verdict") == true) {
+    out << "verdict: same (" << word(at(verdict, "a")) << ")";
+    if (!at(check, "allowed").empty()) out << "; allowed: " << joined(at(check, "allowed")) << ": " << losses;
+    out << "\n";
+  } else {
+    out << "verdict: DIFFERENT: " << a_to_b(verdict) << "\n";
+  }
+}
+
+}  // namespace
 
 std::string format_run_diff(const json& diff) {
   std::ostringstream out;
-  const json& verdict = at(diff, "verdict");
   out << "runs: a " << word(at(diff, "a")) << ", b " << word(at(diff, "b")) << "\n";
-  if (at(diff, "same_verdict") == true) out << "verdict: same (" << word(at(verdict, "a")) << ")\n";
-  else out << "verdict: DIFFERENT: " << a_to_b(verdict) << "\n";
+  print_check(out, diff);
   out << "status: " << a_to_b(at(diff, "status")) << "; exit code: " << a_to_b(at(diff, "exit_code"))
       << "; signal: " << a_to_b(at(diff, "signal")) << "\n";
   print_tests(out, at(diff, "tests"));
@@ -125,11 +158,17 @@ std::string format_run_diff(const json& diff) {
   return out.str();
 }
 
-int run_diff_exit_status(const json& diff) { return at(diff, "same_verdict") == true ? 0 : kExitVerdictsDiffer; }
+int run_diff_exit_status(const json& diff) {
+  const json& check = at(at(diff, "check"), "verdict");
+  if (check.is_string()) return check == "same" ? 0 : kExitVerdictsDiffer;
+  return at(diff, "same_verdict") == true ? 0 : kExitVerdictsDiffer;
+}
 
-int cmd_runs_diff(const std::string& socket, const std::string& a, const std::string& b, bool json_output) {
-  const json diff = http::request_json(http::HttpClient(socket), "GET",
-                                       "/v1/runs/diff?a=" + http::url_encode(a) + "&b=" + http::url_encode(b));
+int cmd_runs_diff(const std::string& socket, const std::string& a, const std::string& b, bool json_output,
+                  bool allow_removed) {
+  std::string path = "/v1/runs/diff?a=" + http::url_encode(a) + "&b=" + http::url_encode(b);
+  if (allow_removed) path += "&allow_removed=true";
+  const json diff = http::request_json(http::HttpClient(socket), "GET", path);
   std::cout << (json_output ? diff.dump(2) + "\n" : format_run_diff(diff));
   return run_diff_exit_status(diff);
 }

@@ -134,6 +134,42 @@ std::string coverage_part(const json& coverage) {
   return part;
 }
 
+// The record's baseline check did not pass (absent: nothing to fail).
+bool baseline_failed(const json& run) {
+  const json& baseline = member(run, "baseline");
+  return !baseline.empty() && text(baseline, "verdict") != "passed";
+}
+
+std::size_t protect_violations(const json& run) {
+  if (!run.is_object() || !run.contains("protect_violations") || !run["protect_violations"].is_array()) return 0;
+  return run["protect_violations"].size();
+}
+
+// "; baseline r1 regressed: 202 removed, 0 newly skipped; 1 protect violation" when those fail the verdict.
+std::string verdict_part(const json& run) {
+  std::string part;
+  const json& baseline = member(run, "baseline");
+  if (baseline_failed(run)) {
+    part += "; baseline ";
+    part += text(baseline, "run");
+    part += " ";
+    part += text(baseline, "verdict");
+    if (baseline.contains("removed")) {
+      part += ": ";
+      part += std::to_string(number(member(baseline, "removed"), "count"));
+      part += " removed, ";
+      part += std::to_string(number(member(baseline, "newly_skipped"), "count"));
+      part += " newly skipped";
+    }
+  }
+  if (const std::size_t violations = protect_violations(run); violations > 0) {
+    part += "; ";
+    part += std::to_string(violations);
+    part += violations == 1 ? " protect violation" : " protect violations";
+  }
+  return part;
+}
+
 }  // namespace
 
 const char* const kExitCodeHelp =
@@ -143,7 +179,9 @@ const char* const kExitCodeHelp =
     "command could not be executed/found; 125 when capsule itself failed: the sandbox could not be set up,\n"
     "the flags or spec are invalid, the daemon failed or rejected the request, or this client fell so far\n"
     "behind the command's output that some was not relayed (`capsule runs logs ID` has it all); 130 when\n"
-    "interrupted twice (it stops waiting; attach: at once). Other subcommands exit 2 on usage errors and on\n"
+    "interrupted twice (it stops waiting; attach: at once); 123 when the command exited 0 but the run's verdict\n"
+    "failed: --baseline found cases removed or newly skipped, or --protect-test-config saw test configuration\n"
+    "changed (record.baseline, record.protect_violations). Other subcommands exit 2 on usage errors and on\n"
     "other errors 125 (`session`) or 1.";
 
 const char* const kOtherExitCodesHelp =
@@ -152,13 +190,16 @@ const char* const kOtherExitCodesHelp =
 
 RunEnding ending_of(const json& run) {
   const json& result = member(run, "result");
-  return {text(run, "state"), static_cast<int>(number(result, "exit_code")), static_cast<int>(number(result, "signal"))};
+  RunEnding ending{text(run, "state"), static_cast<int>(number(result, "exit_code")),
+                   static_cast<int>(number(result, "signal"))};
+  ending.verdict_failed = baseline_failed(run) || protect_violations(run) > 0;
+  return ending;
 }
 
 int exit_code_for(const RunEnding& ending) {
   if (ending.bytes_not_relayed > 0) return kExitCapsuleFailed;
   const std::string& state = ending.state;
-  if (state == "succeeded") return ending.exit_code;
+  if (state == "succeeded") return ending.exit_code == 0 && ending.verdict_failed ? kExitVerdictFailed : ending.exit_code;
   if (state == "failed") return ending.exit_code != 0 ? ending.exit_code : 1;
   if (state == "timed_out" || state == "idle_timed_out") return kExitTimedOut;
   if (state == "oom_killed" || state == "cancelled") return kExitKilled;
@@ -181,7 +222,7 @@ std::string summary_line(const json& run) {
   const std::string reason = text(result, "reason");
   if (state != "succeeded" && state != "failed" && !reason.empty()) line += ": " + reason;
   line += " (exit " + std::to_string(exit_code_for(run)) + termination_part(result) + tests_part(member(run, "tests")) +
-          classfiles_part(member(run, "classfiles")) + coverage_part(member(run, "coverage"));
+          classfiles_part(member(run, "classfiles")) + coverage_part(member(run, "coverage")) + verdict_part(run);
   return line + ")";
 }
 

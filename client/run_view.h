@@ -12,6 +12,8 @@
 //   capsule itself failed: setup_failed, internal_error, interrupted (daemon restart), any other state,
 //     an invalid spec or flags, a daemon or connection error, output this client could not relay whole   125
 //   interrupted a second time: this client stops waiting for the run (`capsule runs show ID`)       130
+//   the command succeeded (exit 0) but the run's verdict failed: its baseline check did not pass or it has
+//     protect_violations (`--baseline`, `--protect-test-config`)                                    123
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,7 @@ inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitNotFound = 127;
 inline constexpr int kExitKilled = 137;          // 128 + SIGKILL
 inline constexpr int kExitStoppedWaiting = 130;  // 128 + SIGINT
+inline constexpr int kExitVerdictFailed = 123;   // exit 0, but record.baseline or record.protect_violations fail it
 
 // The rule above for users: the --help of `capsule run`, `capsule session exec|attach` and capsule-launch shows
 // it; `capsule --help` shows kOtherExitCodesHelp, which points there (other subcommands show neither).
@@ -42,6 +45,7 @@ struct RunEnding {
   int exit_code = 0;                    // the command's, when it exited; 126/127 for setup_failed at exec
   int signal = 0;                       // the signal that ended it, if any
   std::uint64_t bytes_not_relayed = 0;  // output this client fell too far behind to receive
+  bool verdict_failed = false;          // the record's baseline check or protect_violations fail the run
 };
 
 RunEnding ending_of(const nlohmann::json& run);

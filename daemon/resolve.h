@@ -33,6 +33,8 @@ struct Submission {
   // A snapshot workspace (or a reproducible run's snapshot of its directory): its tree is the workspace's overlay
   // lower, held (not removable) for as long as the submission (snapshots/snapshot_workspace.h).
   std::shared_ptr<const SnapshotLease> workspace_snapshot;
+  // spec.baseline's run object, read at submit as the submitter may see it (daemon/api/api.h attach_baseline).
+  std::shared_ptr<const nlohmann::json> baseline_run;
 };
 
 // POST /v1/runs: a spec (the request itself), or {"spec": ..., "pinned": ...} as GET /v1/runs/{id} shows them.

@@ -24,7 +24,7 @@ unsigned status_for(std::string_view code) {
       {"forbidden", 403}, {"cutoff_mismatch", 403},
       // 404: nothing by that name, or hidden by the cutoff.
       {"not_found", 404}, {"image_not_found", 404}, {"no_matching_image", 404}, {"policy_not_found", 404},
-      {"snapshot_not_found", 404},
+      {"snapshot_not_found", 404}, {"baseline_not_found", 404},
       {"outputs_not_kept", 404},  // a run's files or commit: its outputs were not kept, or are gone
       // Protocol-level refusals of the server itself.
       {"method_not_allowed", 405}, {"not_acceptable", 406}, {"request_timeout", 408},

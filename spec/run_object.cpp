@@ -37,7 +37,9 @@ json RunObject::to_json() const {
     }
   }
   out["outputs"] = outcome && outcome->contains("outputs") ? (*outcome)["outputs"] : json();  // daemon/runs/run_outputs.h
-  for (const char* note : {"collect_error", "record_error", "imported"}) {  // imported: daemon/bundle/bundle_import.h
+  // imported: daemon/bundle/bundle_import.h; the verdict's checks: daemon/record/test_config.h, test_loss.h.
+  for (const char* note : {"collect_error", "record_error", "imported", "test_config_changes", "protect_violations",
+                           "baseline"}) {
     if (outcome && outcome->contains(note)) out[note] = (*outcome)[note];
   }
   return out;

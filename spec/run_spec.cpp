@@ -89,6 +89,22 @@ void parse_collect(const json& collect, RunSpec& spec) {
   }
 }
 
+// baseline: {"run": ID, "allow_removed": bool}; the run's existence and visibility are checked at submit.
+Baseline parse_baseline(const json& body, const RunSpec& spec) {
+  if (!body.is_object()) invalid("baseline", "must be an object {\"run\": ID, \"allow_removed\": bool}");
+  reject_unknown(body, "baseline", {"run", "allow_removed"});
+  if (!body.contains("run")) invalid("baseline.run", "is required");
+  Baseline baseline;
+  baseline.run = string_field(body["run"], "baseline.run");
+  if (!std::regex_match(baseline.run, std::regex("[A-Za-z0-9_-]{1,128}"))) invalid("baseline.run", "is not a run id");
+  if (body.contains("allow_removed")) {
+    if (!body["allow_removed"].is_boolean()) invalid("baseline.allow_removed", "must be true or false");
+    baseline.allow_removed = body["allow_removed"].get<bool>();
+  }
+  if (spec.junit_globs.empty()) invalid("baseline", "needs collect.junit: the test cases are what is compared");
+  return baseline;
+}
+
 }  // namespace
 
 const char* mode_name(WorkspaceMode mode) {
@@ -110,7 +126,8 @@ std::optional<WorkspaceMode> parse_mode(const std::string& name) {
 RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "argv", "env", "cwd", "workspace", "limits",
-                            "network", "policy", "labels", "collect", "stdin", "reproducible"});
+                            "network", "policy", "labels", "collect", "stdin", "reproducible", "baseline",
+                            "protect_test_config"});
   RunSpec spec;
   if (!body.contains("argv")) invalid("argv", "is required");
   if (body.contains("toolchains") || body.contains("as_of")) {
@@ -177,6 +194,14 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
       invalid("reproducible", "needs a copy-on-write workspace (a host directory to snapshot, or a snapshot)");
     }
   }
+  if (body.contains("baseline")) spec.baseline = parse_baseline(body["baseline"], spec);
+  if (body.contains("protect_test_config")) {
+    if (!body["protect_test_config"].is_boolean()) invalid("protect_test_config", "must be true or false");
+    spec.protect_test_config = body["protect_test_config"].get<bool>();
+    if (spec.protect_test_config && (!spec.workspace || spec.workspace->mode == WorkspaceMode::kReadWrite)) {
+      invalid("protect_test_config", "needs a cow or ro workspace (changes are read from the copy-on-write diff)");
+    }
+  }
   return spec;
 }
 
@@ -206,6 +231,8 @@ json to_json(const RunSpec& spec) {
   }
   if (spec.stdin_data) j["stdin"] = *spec.stdin_data;
   if (spec.reproducible) j["reproducible"] = true;
+  if (spec.baseline) j["baseline"] = {{"run", spec.baseline->run}, {"allow_removed", spec.baseline->allow_removed}};
+  if (spec.protect_test_config) j["protect_test_config"] = true;
   return j;
 }
 

@@ -24,6 +24,13 @@ struct Workspace {
   WorkspaceMode mode = WorkspaceMode::kCow;
 };
 
+// A run to compare this one's test cases with when it ends (record.baseline): a run that lost cases the
+// baseline had (removed, or skipped where they ran) fails its verdict, unless allow_removed.
+struct Baseline {
+  std::string run;  // a finished run's id, readable by the submitter (checked at submit)
+  bool allow_removed = false;
+};
+
 struct RunSpec {
   std::string image = "host";                     // "host", "name[:tag]", "name@sha256:..." or "sha256:..."
   std::vector<std::string> layers;                // image refs stacked in order on the base (image or toolchains)
@@ -47,6 +54,10 @@ struct RunSpec {
   std::optional<std::vector<std::string>> output_globs;
   std::optional<std::string> stdin_data;
   bool reproducible = false;  // a host-directory workspace is snapshotted at submit; pinned.workspace_digest names it
+  std::optional<Baseline> baseline;  // needs collect.junit
+  // New or changed test configuration in the workspace diff (record.test_config_changes) fails the run's
+  // verdict (record.protect_violations); needs a cow or ro workspace.
+  bool protect_test_config = false;
 
   bool cow_workspace() const { return workspace && workspace->mode == WorkspaceMode::kCow; }
 };

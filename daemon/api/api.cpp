@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "daemon/record/test_loss.h"
 
 namespace capsule::daemon {
 
@@ -44,6 +45,23 @@ RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const 
   if (!row) throw http::ApiError("not_found", "no run with id " + id);
   require_run_visible(caller_of(request.peer), ctx.access, row->peer_uid, id);
   return *row;
+}
+
+void attach_baseline(ApiContext& ctx, const http::Request& request, Submission& run) {
+  if (!run.spec.baseline) return;
+  const std::string& id = run.spec.baseline->run;
+  const std::optional<RunRow> row = ctx.ledger.get(id);
+  if (!row || !may_see_run(caller_of(request.peer), ctx.access, row->peer_uid)) {
+    std::string message = "baseline.run: no run with id ";
+    message += id;
+    throw http::ApiError("baseline_not_found", message);
+  }
+  if (row->state == "queued" || row->state == "running") {
+    std::string message = "baseline.run: run ";
+    message += id + " is " + row->state + "; wait until it has finished";
+    throw http::ApiError("run_active", message);
+  }
+  run.baseline_run = std::make_shared<const nlohmann::json>(tests_view(row->to_json()));
 }
 
 void register_api(http::Router& router, ApiContext& ctx) {

@@ -70,6 +70,11 @@ std::size_t query_limit(const http::Request& request, std::size_t fallback);
 // message an unknown id gets, so other users' run ids are not revealed.
 RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const std::string& id);
 
+// For a spec with a baseline: reads the baseline run as the caller may (as GET /v1/runs/{id}) into
+// run.baseline_run. Throws 404 baseline_not_found (unknown, or another user's run) or 409 run_active (not
+// finished yet).
+void attach_baseline(ApiContext& ctx, const http::Request& request, Submission& run);
+
 // A run's stored stdout or stderr (?stream=, ?from=OFFSET or ?tail=N lines, ?follow=true), streamed (run_logs_api.cpp).
 void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request, http::Responder responder);
 

@@ -1,4 +1,4 @@
-// The routes comparing finished runs: GET /v1/runs/diff?a=&b= (record/run_diff.h) and
+// The routes comparing finished runs: GET /v1/runs/diff?a=&b=[&allow_removed=true] (record/run_diff.h) and
 // GET /v1/runs/flakiness?runs=ID,... (record/flakiness.h), each over runs the caller may see.
 #include <set>
 #include <string>
@@ -62,7 +62,9 @@ void register_run_diff_api(http::Router& router, ApiContext& ctx) {
   router.add("GET", "/v1/runs/diff", [&ctx](const http::Request& request) {
     const json a = finished_run(ctx, request, required_query(request, "a"));
     const json b = finished_run(ctx, request, required_query(request, "b"));
-    return http::json_response(200, diff_runs(a, b));
+    RunDiffLimits limits;
+    limits.allow_removed = query_flag(request, "allow_removed");
+    return http::json_response(200, diff_runs(a, b, limits));
   });
   // Up to 100 records are read and parsed one after the other: on a worker, not on the io thread.
   router.add("GET", "/v1/runs/flakiness", [&ctx](const http::Request& request, http::Responder responder) {

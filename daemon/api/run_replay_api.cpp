@@ -115,6 +115,7 @@ void replay_run(ApiContext& ctx, const http::Request& request, http::Responder r
   const ReplayRequest asked = parse_replay_request(request);
   if (!original.outcome) throw http::ApiError("run_active", "run " + id + " has not finished; replay it once it has");
   Submission base = replay_submission(ctx, original);
+  attach_baseline(ctx, request, base);  // a replay is compared with the original's baseline too
   choose_replay_workspace(base, original, asked);
   const std::uint64_t peak = original.outcome->contains("result")
                                  ? (*original.outcome)["result"].value("peak_memory_bytes", std::uint64_t{0})

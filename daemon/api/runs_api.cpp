@@ -38,6 +38,7 @@ void start_run(ApiContext& ctx, const Submission& run, const Peer& peer, bool nd
 void submit_run(ApiContext& ctx, const http::Request& request, http::Responder responder) {
   Submission run = parse_submission(parse_body(request), ctx.limits);
   authorize_workspace(run, caller_of(request.peer));
+  attach_baseline(ctx, request, run);
   const Peer peer{request.peer.uid, request.peer.pid};
   const bool ndjson = wants_ndjson(request);
   const bool wait = query_flag(request, "wait");

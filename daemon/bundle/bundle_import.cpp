@@ -256,7 +256,8 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
   files.check_all_named();
 
   json outcome = json::object();
-  for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage", "collect_error", "record_error"}) {
+  for (const char* section : {"result", "tests", "diff", "proxy", "classfiles", "coverage", "collect_error", "record_error",
+                              "test_config_changes", "protect_violations", "baseline"}) {
     if (run.contains(section) && !run[section].is_null()) outcome[section] = run[section];
   }
   const json peer = run.value("peer", json());

@@ -68,6 +68,11 @@ nlohmann::json CoverageCounts::to_json() const {
           {"branches", {{"covered", branches_covered}, {"total", branches_total}}}};
 }
 
+std::string CoverageSummary::state() const {
+  if (!reports.empty()) return "found";
+  return reports_not_read > 0 ? "unreadable" : "none_found";
+}
+
 nlohmann::json CoverageSummary::to_json() const {
   nlohmann::json listed = nlohmann::json::array();
   for (const CoverageReport& report : reports) {
@@ -76,7 +81,8 @@ nlohmann::json CoverageSummary::to_json() const {
     entry["format"] = report.format;
     listed.push_back(std::move(entry));
   }
-  return {{"reports", std::move(listed)},
+  return {{"state", state()},
+          {"reports", std::move(listed)},
           {"total", total.to_json()},
           {"unreadable", unreadable},
           {"truncated", truncated}};
@@ -132,6 +138,7 @@ CoverageSummary collect_coverage(const std::string& root, const std::vector<std:
   };
   const CollectOutcome outcome = collect_files(root, globs, collect, note, use);
   summary.truncated = summary.truncated || outcome.truncated;
+  summary.reports_not_read = outcome.files_not_read;
   return summary;
 }
 

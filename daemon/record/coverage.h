@@ -40,9 +40,15 @@ struct CoverageSummary {
   CoverageCounts total;                 // summed over reports
   std::vector<std::string> unreadable;  // "<rel>: <reason>"
   bool truncated = false;               // a limit left reports unread or problems unlisted
+  std::uint64_t reports_not_read = 0;   // matched files not read (limits) or not parsed as a report
 
-  // {"reports": [{"path", "format", "lines", "branches"}], "total": {"lines", "branches"}, "unreadable",
-  //  "truncated"}
+  // "found": at least one report was read, so 0 of 0 lines is what the reports say; "unreadable": files
+  // matched but none was read as a report; "none_found": no file matched (a directory the search could not
+  // enter is no report), so there is no coverage to speak of, not 0 %.
+  std::string state() const;
+
+  // {"state", "reports": [{"path", "format", "lines", "branches"}], "total": {"lines", "branches"},
+  //  "unreadable", "truncated"}
   nlohmann::json to_json() const;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "daemon/record/run_verdict.h"
+#include "daemon/record/test_loss.h"
 
 namespace capsule::daemon {
 namespace {
@@ -29,14 +30,11 @@ json test_counts(const json& run) {
   return counts;
 }
 
-bool cases_truncated(const json& run) {
-  return field_of(run, "tests", "cases_truncated") == true || field_of(run, "tests", "truncated") == true;
-}
-
-json diff_tests(const json& a, const json& b, std::size_t max_listed) {
+json diff_tests(const json& a, const json& b, const TestLoss& loss, std::size_t max_listed) {
   json out = {{"a", test_counts(a)}, {"b", test_counts(b)}, {"changed", json::array()},
-              {"added", json::array()}, {"removed", json::array()}};
-  bool truncated = cases_truncated(a) || cases_truncated(b);
+              {"added", json::array()}, {"removed", json::array()}, {"newly_skipped", loss.newly_skipped_cases},
+              {"removed_count", loss.removed}, {"newly_skipped_count", loss.newly_skipped}};
+  bool truncated = loss.truncated;  // a record's case list was cut, or a loss list is full
   const std::map<std::string, std::string> in_a = case_outcomes(a), in_b = case_outcomes(b);
   for (const auto& [name, outcome] : in_a) {
     const auto other = in_b.find(name);
@@ -168,20 +166,31 @@ json diff_timings(const json& a, const json& b) {
 
 json verdict_name(const json& run) { return run_passed(run) ? "passed" : "failed"; }
 
+// loss_check's answer, with "regressed" before "different" (verdicts that differ) before "same".
+json diff_check(const json& a, const json& b, const TestLoss& loss, bool allow_removed) {
+  json check = loss_check(loss, allow_removed);
+  const bool verdicts_differ = run_passed(a) != run_passed(b);
+  if (verdicts_differ) check["reasons"].push_back("verdict_differs");
+  check["verdict"] = check["verdict"] == "regressed" ? "regressed" : verdicts_differ ? "different" : "same";
+  return check;
+}
+
 }  // namespace
 
 json diff_runs(const json& a, const json& b, const RunDiffLimits& limits) {
   const json empty = json::object();
   const json& run_a = a.is_object() ? a : empty;
   const json& run_b = b.is_object() ? b : empty;
+  const TestLoss loss = lost_tests(run_a, run_b, limits.max_listed);
   return {{"a", run_a.value("id", json())},
           {"b", run_b.value("id", json())},
           {"same_verdict", run_passed(run_a) == run_passed(run_b)},
           {"verdict", pair_of(verdict_name(run_a), verdict_name(run_b))},
+          {"check", diff_check(run_a, run_b, loss, limits.allow_removed)},
           {"status", pair_of(run_a.value("state", json()), run_b.value("state", json()))},
           {"exit_code", pair_of(field_of(run_a, "result", "exit_code"), field_of(run_b, "result", "exit_code"))},
           {"signal", pair_of(field_of(run_a, "result", "signal"), field_of(run_b, "result", "signal"))},
-          {"tests", diff_tests(run_a, run_b, limits.max_listed)},
+          {"tests", diff_tests(run_a, run_b, loss, limits.max_listed)},
           {"stdout", diff_stream(run_a, run_b, "stdout")},
           {"stderr", diff_stream(run_a, run_b, "stderr")},
           {"dependencies", diff_dependencies(run_a, run_b, limits.max_listed)},

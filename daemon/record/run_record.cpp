@@ -7,6 +7,8 @@
 #include "daemon/record/classfiles.h"
 #include "daemon/record/coverage.h"
 #include "daemon/record/junit.h"
+#include "daemon/record/test_config.h"
+#include "daemon/record/test_loss.h"
 #include "daemon/record/tests_state.h"
 #include "daemon/record/workspace_diff.h"
 #include "sandbox/result_json.h"
@@ -78,6 +80,24 @@ bool shorten_lists(json& record, const char* section, std::initializer_list<cons
   }
 }
 
+// What fails a run's verdict besides its result (run_verdict.h) survives the last-resort summary, without lists.
+void keep_verdict_evidence(const json& record, json& kept) {
+  if (record.contains("baseline") && record["baseline"].is_object()) {
+    json baseline = record["baseline"];
+    for (const char* list : {"removed", "newly_skipped"}) {
+      if (baseline.contains(list) && baseline[list].is_object()) baseline[list].erase("cases");
+    }
+    kept["baseline"] = std::move(baseline);
+  }
+  if (record.contains("protect_violations") && record["protect_violations"].is_array()) {
+    const json& violations = record["protect_violations"];
+    if (!violations.empty()) {
+      kept["protect_violations"] = json::array({{{"path", ""}, {"reason", std::to_string(violations.size()) +
+                                                                           " violations; the list was not kept"}}});
+    }
+  }
+}
+
 // Whether stdout or stderr, as the record keeps them, shows a compilation failure.
 bool output_shows_compile_error(const sandbox::Result& result) {
   for (const sandbox::StreamCapture* stream : {&result.stdout_capture, &result.stderr_capture}) {
@@ -143,6 +163,7 @@ json bound_record(json record, std::size_t max_bytes) {
   json kept = {{"result", summary},
                {"record_error", "the record of " + std::to_string(original) + " bytes exceeded the " +
                                     std::to_string(max_bytes) + "-byte ceiling; only this summary was kept"}};
+  keep_verdict_evidence(record, kept);
   // The objects the proxy served are what a replay may fetch (pinned.dependencies): kept whenever they fit.
   if (record.contains("proxy") && json_size(kept) + json_size(record["proxy"]) + 16 <= max_bytes) {
     kept["proxy"] = record["proxy"];
@@ -186,7 +207,19 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
   const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
   if (have_upper) {
     const std::string& lower = sources.lower_dir.empty() ? spec.workspace->path : sources.lower_dir;
-    collect("diff", [&] { record["diff"] = diff_upper(sources.upper_dir, lower).to_json(); });
+    collect("diff", [&] {
+      const WorkspaceDiff diff = diff_upper(sources.upper_dir, lower);
+      record["diff"] = diff.to_json();
+      collect("test_config", [&] {
+        const TestConfigScan scan = scan_test_config(sources.upper_dir, lower, diff);
+        record["test_config_changes"] = scan.changes_json();
+        if (spec.protect_test_config) record["protect_violations"] = scan.violations_json();
+      });
+    });
+  }
+  if (spec.protect_test_config && cow && !record.contains("protect_violations")) {  // fails closed
+    record["protect_violations"] = json::array({{{"path", ""}, {"reason", "protect_test_config: the workspace "
+                                                                         "diff could not be read (collect_error)"}}});
   }
   // Collectors look at what the run wrote: a cow workspace's upper layer, else the workspace itself.
   const bool have_root = spec.workspace && (!cow || have_upper);
@@ -216,6 +249,10 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
       limits.deadline = collectors_deadline;
       record["coverage"] = collect_coverage(root, spec.coverage_globs, limits).to_json();
     });
+  }
+  if (spec.baseline) {
+    record["baseline"] = baseline_check(spec.baseline->run, sources.baseline_run.get(), record,
+                                        spec.baseline->allow_removed);
   }
   if (!collect_error.empty()) record["collect_error"] = collect_error;
   return bound_record(std::move(record));

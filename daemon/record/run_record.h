@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,11 +30,14 @@ struct RecordSources {
   std::chrono::milliseconds collect_time{20000};
   // The closed logs' digests (LogWriter::digest), written as result.stdout/stderr "sha256" and "bytes".
   std::optional<StreamDigest> stdout_digest, stderr_digest;
+  // spec.baseline's run object as the submitter could read it at submit (null: not read, the check fails).
+  std::shared_ptr<const nlohmann::json> baseline_run;
 };
 
 // {"result": result_to_json(result, spec.tail_lines) without "status" (with the sources' stream digests), "diff" (cow workspaces), "tests"
 // (collect.junit, with "state" and "compile_error"), "classfiles" (collect.classfiles), "coverage"
-// (collect.coverage), "proxy"}, with output parts bounded (bound_stream_parts) and the whole bounded
+// (collect.coverage), "proxy", "test_config_changes" (cow workspaces, test_config.h), "protect_violations"
+// (spec.protect_test_config), "baseline" (spec.baseline, test_loss.h)}, with output parts bounded (bound_stream_parts) and the whole bounded
 // (bound_record). A collector that fails leaves its cause in "collect_error" instead of its section; never
 // throws for what the sandbox left.
 nlohmann::json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);

@@ -38,6 +38,10 @@ bool run_passed(const json& run) {
   if (!run.is_object() || string_of(run, "state") != "succeeded") return false;
   const json exit_code = field_of(run, "result", "exit_code");
   if (!exit_code.is_number_integer() || exit_code.get<std::int64_t>() != 0) return false;
+  const auto baseline = run.find("baseline");
+  if (baseline != run.end() && !baseline->is_null() && field_of(run, "baseline", "verdict") != "passed") return false;
+  const auto violations = run.find("protect_violations");
+  if (violations != run.end() && (!violations->is_array() || !violations->empty())) return false;
   const auto tests = run.find("tests");
   if (tests == run.end() || !tests->is_object()) return true;
   return count_of(*tests, "failed") == 0 && count_of(*tests, "errors") == 0;

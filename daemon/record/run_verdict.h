@@ -8,8 +8,9 @@
 
 namespace capsule::daemon {
 
-// A run object (as GET /v1/runs/{id} returns it) passed: its state is "succeeded", its exit code 0, and its
-// tests (when collected) have no failed or errored case.
+// A run object (as GET /v1/runs/{id} returns it) passed: its state is "succeeded", its exit code 0, its
+// tests (when collected) have no failed or errored case, its baseline check (record.baseline, test_loss.h), if
+// any, passed, and it has no protect_violations (test_config.h).
 bool run_passed(const nlohmann::json& run);
 
 // A case of tests.cases named as the record keeps it: "<class>.<name>", or only "<name>" without a class.

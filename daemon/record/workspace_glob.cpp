@@ -229,6 +229,13 @@ std::string read_bounded_file(const std::string& path, std::uint64_t max_bytes, 
   return read_at_most(fd.get(), std::min(size, max_bytes), path);
 }
 
+std::string read_beneath(int root_fd, const std::string& rel, std::uint64_t max_bytes) {
+  const base::UniqueFd fd = open_beneath(root_fd, rel);
+  const std::uint64_t size = regular_file_size(fd.get(), rel);
+  if (size > max_bytes) throw CollectError(rel, too_large(size, max_bytes));
+  return read_at_most(fd.get(), size, rel);
+}
+
 void cut_utf8(std::string& text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return;
   std::size_t cut = max_bytes;

@@ -63,6 +63,11 @@ std::vector<std::string> glob_files(const std::string& root, const std::vector<s
 // first `max_bytes` are read; never more than the size checked on the descriptor. Throws CollectError.
 std::string read_bounded_file(const std::string& path, std::uint64_t max_bytes, bool prefix = false);
 
+// Reads `rel` beneath the open directory `root_fd` (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: no symlink
+// anywhere on the way, regular files only); refuses a file larger than `max_bytes`. Throws CollectError
+// (ENOENT included: its detail starts with "open: No such file").
+std::string read_beneath(int root_fd, const std::string& rel, std::uint64_t max_bytes);
+
 // Cuts `text` to at most `max_bytes`, never inside a UTF-8 character.
 void cut_utf8(std::string& text, std::size_t max_bytes);
 

@@ -360,6 +360,7 @@ void RunManager::complete_run(const std::shared_ptr<Run>& run, sandbox::Result r
     RecordSources sources;
     sources.upper_dir = run->run_dir + "/upper";
     if (run->submission.workspace_snapshot) sources.lower_dir = run->submission.workspace_snapshot->tree();
+    sources.baseline_run = run->submission.baseline_run;
     if (run->proxy) {
       sources.proxy = run->proxy->record();
       run->proxy.reset();

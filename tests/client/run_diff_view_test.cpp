@@ -43,5 +43,25 @@ TEST(RunDiffView, SameVerdictExitsZeroAndMissingSectionsStillPrint) {
   EXPECT_EQ(run_diff_exit_status(same), 0);
 }
 
+TEST(RunDiffView, LostTestsRegressAndExitOneUnlessAllowed) {
+  json lost = {{"a", "r1"}, {"b", "r2"}, {"same_verdict", true}, {"verdict", {{"a", "passed"}, {"b", "passed"}}},
+               {"check", json::parse(R"({"verdict": "regressed", "reasons": ["tests_removed", "tests_newly_skipped"],
+                                         "allowed": [], "removed": {"count": 202}, "newly_skipped": {"count": 1}})")},
+               {"tests", json::parse(R"({"newly_skipped": [{"name": "pkg.T.x", "a": "passed"}]})")}};
+  std::string text = format_run_diff(lost);
+  EXPECT_NE(text.find("verdict: REGRESSED (tests_removed, tests_newly_skipped): 202 removed, 1 newly skipped"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("skipped  pkg.T.x: passed -> skipped"), std::string::npos) << text;
+  EXPECT_EQ(run_diff_exit_status(lost), kExitVerdictsDiffer);
+
+  lost["check"]["verdict"] = "same";
+  lost["check"]["allowed"] = lost["check"]["reasons"];
+  lost["check"]["reasons"] = json::array();
+  text = format_run_diff(lost);
+  EXPECT_NE(text.find("verdict: same (passed); allowed: tests_removed, tests_newly_skipped: 202 removed"),
+            std::string::npos) << text;
+  EXPECT_EQ(run_diff_exit_status(lost), 0);
+}
+
 }  // namespace
 }  // namespace capsule::client

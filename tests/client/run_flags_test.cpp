@@ -86,6 +86,14 @@ TEST(RunBody, StdinIsSentVerbatim) {
   EXPECT_EQ(build_run_body(options)["stdin"], "line\n");
 }
 
+TEST(RunBody, BaselineAllowRemovedAndProtectTestConfig) {
+  const json body = body_for({"--baseline", "r1", "--allow-removed", "--protect-test-config"});
+  EXPECT_EQ(body["baseline"], json({{"run", "r1"}, {"allow_removed", true}}));
+  EXPECT_EQ(body["protect_test_config"], true);
+  EXPECT_EQ(body_for({"--baseline", "r1"})["baseline"], json({{"run", "r1"}, {"allow_removed", false}}));
+  EXPECT_THROW(body_for({"--allow-removed"}), std::invalid_argument) << "nothing to allow removals against";
+}
+
 TEST(RunBody, MalformedFlagsAreRejectedWithTheFlagName) {
   try {
     body_for({"--label", "novalue"});

@@ -23,6 +23,23 @@ TEST(ExitCode, TheCommandsOwnStatusWhenItExited) {
   EXPECT_EQ(exit_code_for(finished("failed", 0)), 1) << "a failed run never exits 0";
 }
 
+TEST(ExitCode, AFailedBaselineCheckOrAProtectViolationTurnsExitZeroInto123) {
+  json run = finished("succeeded", 0);
+  run["baseline"] = {{"run", "r0"}, {"verdict", "regressed"}, {"removed", {{"count", 202}}},
+                     {"newly_skipped", {{"count", 0}}}};
+  EXPECT_EQ(exit_code_for(run), kExitVerdictFailed);
+  EXPECT_NE(summary_line(run).find("; baseline r0 regressed: 202 removed, 0 newly skipped"), std::string::npos)
+      << summary_line(run);
+  run["baseline"]["verdict"] = "passed";
+  EXPECT_EQ(exit_code_for(run), 0);
+  run["protect_violations"] = json::array({{{"path", "conftest.py"}, {"reason", "added"}}});
+  EXPECT_EQ(exit_code_for(run), kExitVerdictFailed);
+  EXPECT_NE(summary_line(run).find("1 protect violation"), std::string::npos) << summary_line(run);
+  json failed = finished("failed", 2);
+  failed["protect_violations"] = run["protect_violations"];
+  EXPECT_EQ(exit_code_for(failed), 2) << "the command's own failure says more";
+}
+
 TEST(ExitCode, SignalNIs128PlusN) {
   EXPECT_EQ(exit_code_for(finished("signaled", 0, 9)), 137);
   EXPECT_EQ(exit_code_for(finished("signaled", 0, 11)), 139);

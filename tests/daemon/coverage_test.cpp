@@ -90,6 +90,19 @@ TEST_F(CoverageTest, DefaultPerReportCapIs16MiB) {
   EXPECT_TRUE(summary.reports.empty());
   ASSERT_EQ(summary.unreadable.size(), 1u);
   EXPECT_NE(summary.unreadable[0].find("larger than the 16 MiB limit"), std::string::npos) << summary.unreadable[0];
+  EXPECT_EQ(summary.to_json()["state"], "unreadable");
+}
+
+// "0 of 0 lines" from no report and from a report of an empty project read differently.
+TEST_F(CoverageTest, StateTellsNoReportFromAnEmptyOne) {
+  EXPECT_EQ(collect_coverage(dir_, {"*.xml"}).to_json()["state"], "none_found");
+  write("empty.xml", R"(<coverage lines-valid="0" lines-covered="0" branches-valid="0" branches-covered="0"/>)");
+  const nlohmann::json found = collect_coverage(dir_, {"*.xml"}).to_json();
+  EXPECT_EQ(found["state"], "found") << found;
+  EXPECT_EQ(found["total"]["lines"]["total"], 0);
+  write("broken.xml", "<coverage");
+  EXPECT_EQ(collect_coverage(dir_, {"broken.xml"}).to_json()["state"], "unreadable");
+  EXPECT_EQ(collect_coverage(dir_, {"*.xml"}).to_json()["state"], "found") << "one report read is enough";
 }
 
 TEST_F(CoverageTest, SizeAndCountAreBounded) {

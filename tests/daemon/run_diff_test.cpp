@@ -1,6 +1,7 @@
 // diff_runs on hand-written run objects: verdicts, changed/added/removed cases, stream digests (and records
 // without them), the dependency set from pinned or proxy, workspace changes, pins, timings and bounded lists.
 #include "daemon/record/run_diff.h"
+#include "daemon/record/test_loss.h"
 
 #include <gtest/gtest.h>
 
@@ -140,6 +141,103 @@ TEST(RunDiff, PinsThatDifferAreListedWithBothValues) {
   EXPECT_EQ(d["pinned"]["kernel"], json({{"a", nullptr}, {"b", "6.1.0"}}));
   EXPECT_EQ(d["pinned"].size(), 2u);
   EXPECT_DOUBLE_EQ(d["timings"]["ratio"].get<double>(), 2.5);
+}
+
+// The run of issue 35: b dropped cases by an exclude and skipped others, yet both runs "passed".
+TEST(RunDiff, RemovedOrNewlySkippedCasesRegressEvenWhenBothPassed) {
+  json cases_a = json::array(), cases_b = json::array();
+  for (int i = 0; i < 6; ++i) cases_a.push_back(test_case("C", "t" + std::to_string(i), "passed"));
+  cases_b = {test_case("C", "t0", "passed"), test_case("C", "t1", "skipped"), test_case("C", "t2", "skipped")};
+  const json a = run("a", "succeeded", 0, cases_a);
+  const json b = run("b", "succeeded", 0, cases_b);
+  const json d = diff_runs(a, b);
+  EXPECT_EQ(d["same_verdict"], true) << "the verdicts alone look the same";
+  EXPECT_EQ(d["check"]["verdict"], "regressed") << d["check"];
+  EXPECT_EQ(d["check"]["reasons"], json({"tests_removed", "tests_newly_skipped"}));
+  EXPECT_EQ(d["check"]["removed"]["count"], 3);
+  EXPECT_EQ(d["check"]["removed"]["fewer_total"], true);
+  EXPECT_EQ(d["tests"]["removed_count"], 3);
+  EXPECT_EQ(d["tests"]["removed"].size(), 3u);
+  EXPECT_EQ(d["tests"]["newly_skipped"], json::parse(R"([{"name": "C.t1", "a": "passed"},
+                                                           {"name": "C.t2", "a": "passed"}])"));
+  EXPECT_EQ(d["tests"]["newly_skipped_count"], 2);
+
+  RunDiffLimits allow;
+  allow.allow_removed = true;
+  const json allowed = diff_runs(a, b, allow);
+  EXPECT_EQ(allowed["check"]["verdict"], "same") << allowed["check"];
+  EXPECT_EQ(allowed["check"]["reasons"], json::array());
+  EXPECT_EQ(allowed["check"]["allowed"], json({"tests_removed", "tests_newly_skipped"})) << "still said";
+  EXPECT_EQ(allowed["tests"]["removed_count"], 3);
+
+  EXPECT_EQ(diff_runs(a, a)["check"]["verdict"], "same");
+  EXPECT_EQ(diff_runs(b, a)["check"]["verdict"], "same") << "more tests, none skipped anew: no loss";
+  const json failed = run("f", "failed", 1, cases_a);
+  EXPECT_EQ(diff_runs(a, failed)["check"]["verdict"], "different");
+  EXPECT_EQ(diff_runs(a, failed)["check"]["reasons"], json({"verdict_differs"}));
+  EXPECT_EQ(diff_runs(a, failed, allow)["check"]["verdict"], "different") << "allow_removed allows only losses";
+}
+
+TEST(RunDiff, FewerTestsInTotalRegressEvenWhenTheCaseListsWereCut) {
+  json a = run("a", "succeeded", 0, {test_case("C", "t0", "passed")});
+  json b = a;
+  b["id"] = "b";
+  a["tests"]["total"] = 334;
+  a["tests"]["cases_truncated"] = true;
+  b["tests"]["total"] = 132;
+  b["tests"]["cases_truncated"] = true;
+  const json d = diff_runs(a, b);
+  EXPECT_EQ(d["check"]["verdict"], "regressed") << d["check"];
+  EXPECT_EQ(d["check"]["reasons"], json({"tests_removed"}));
+  EXPECT_EQ(d["check"]["removed"]["count"], 0) << "no name is known to be missing";
+  EXPECT_EQ(d["check"]["truncated"], true);
+
+  b.erase("tests");  // b collected no tests at all
+  EXPECT_EQ(diff_runs(a, b)["check"]["verdict"], "regressed");
+}
+
+TEST(RunDiff, LostCaseListsAreBoundedButCountedInFull) {
+  json cases_a = json::array();
+  for (int i = 0; i < 10; ++i) cases_a.push_back(test_case("C", "t" + std::to_string(i), "passed"));
+  const json a = run("a", "succeeded", 0, cases_a);
+  const json b = run("b", "succeeded", 0, json::array());
+  const json d = diff_runs(a, b, RunDiffLimits{4});
+  EXPECT_EQ(d["check"]["removed"]["count"], 10);
+  EXPECT_EQ(d["check"]["removed"]["cases"].size(), 4u);
+  EXPECT_EQ(d["tests"]["removed_count"], 10);
+  EXPECT_EQ(d["tests"]["truncated"], true);
+}
+
+// What a submission keeps of its baseline compares as the whole run object does; an unreadable one fails.
+TEST(RunDiff, ABaselineCheckOnTheKeptViewOfTheBaseline) {
+  const json a = run("a", "succeeded", 0, {test_case("C", "x", "passed"), test_case("C", "y", "passed")});
+  const json b = run("b", "succeeded", 0, {test_case("C", "x", "skipped")});
+  const json view = tests_view(a);
+  EXPECT_FALSE(view.contains("result"));
+  EXPECT_EQ(view["tests"]["cases"][0], json({{"class", "C"}, {"name", "x"}, {"outcome", "passed"}}));
+  const json check = baseline_check("a", &view, b, false);
+  EXPECT_EQ(check, baseline_check("a", &a, b, false));
+  EXPECT_EQ(check["verdict"], "regressed");
+  EXPECT_EQ(check["reasons"], json({"tests_removed", "tests_newly_skipped"}));
+  EXPECT_EQ(check["run"], "a");
+  EXPECT_EQ(baseline_check("a", &view, b, true)["verdict"], "passed");
+  EXPECT_EQ(baseline_check("a", nullptr, b, true)["verdict"], "unchecked") << "allow_removed cannot allow that";
+  json unchecked = b;
+  unchecked["baseline"] = baseline_check("a", nullptr, b, false);
+  EXPECT_EQ(diff_runs(a, unchecked)["verdict"]["b"], "failed");
+}
+
+TEST(RunDiff, ABaselineRegressionOrAProtectViolationFailsTheRunsVerdict) {
+  json a = run("a", "succeeded", 0, {test_case("C", "x", "passed")});
+  json b = a;
+  b["baseline"] = {{"run", "r0"}, {"verdict", "regressed"}};
+  EXPECT_EQ(diff_runs(a, b)["verdict"], json({{"a", "passed"}, {"b", "failed"}}));
+  b["baseline"]["verdict"] = "passed";
+  EXPECT_EQ(diff_runs(a, b)["same_verdict"], true);
+  b["protect_violations"] = json::array({{{"path", "conftest.py"}, {"reason", "test configuration"}}});
+  EXPECT_EQ(diff_runs(a, b)["verdict"]["b"], "failed");
+  b["protect_violations"] = json::array();
+  EXPECT_EQ(diff_runs(a, b)["verdict"]["b"], "passed");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The evidence a migration harness reads from the record, from real builds in the recipe images (offline Maven in
 // jdk17-maven, python3): the box's limits as the JVM, nproc and Python see them, test cases from Surefire's XML,
-// a compile error told apart from a project without tests, the class-file census, JaCoCo coverage, and the signal
-// that ended a java that ignores SIGTERM. Part of the CapsuledRecipes suite (recipes_fixture.h).
+// a compile error told apart from a project without tests, the class-file census, JaCoCo coverage, the signal
+// that ended a java that ignores SIGTERM, and a surefire exclude or skipTests caught by the verdict. Part of the
+// CapsuledRecipes suite (recipes_fixture.h).
 #include <map>
 #include <regex>
 #include <string>
@@ -341,6 +342,96 @@ TEST_F(CapsuledRecipes, AJavaIgnoringSigtermIsKilledAndTheRecordSaysSo) {
   EXPECT_GE(termination["kill_after_ms"].get<double>(), 1000) << termination;
   EXPECT_EQ(run["spec"]["limits"]["wall_time"], 2000);
   EXPECT_EQ(run["spec"]["limits"]["kill_grace"], 1000);
+}
+
+// Two test classes of two cases each for write_maven_project; `surefire` is the maven-surefire-plugin's
+// <configuration> (empty: the plugin is not declared).
+void write_excludable_project(const fs::path& root, const std::string& surefire) {
+  std::string plugin;
+  if (!surefire.empty()) {
+    plugin = R"(
+    <plugins><plugin>
+      <groupId>org.apache.maven.plugins</groupId>
+      <artifactId>maven-surefire-plugin</artifactId>
+      <configuration>)";
+    plugin += surefire;
+    plugin += "</configuration>\n    </plugin></plugins>";
+  }
+  std::map<std::string, std::string> files;
+  for (const std::string name : {"FastTest", "SlowTest"}) {
+    std::string source = "package demo;\n\nimport static org.junit.jupiter.api.Assertions.assertEquals;\n\n"
+                         "import org.junit.jupiter.api.Test;\n\nclass ";
+    source += name;
+    source += " {\n  @Test void one() { assertEquals(2, 1 + 1); }\n  @Test void two() { assertEquals(4, 2 * 2); }\n}\n";
+    std::string path = "src/test/java/demo/";
+    path += name;
+    files[path + ".java"] = std::move(source);
+  }
+  write_maven_project(root, files, plugin);
+}
+
+// Verdicts that a lost test fails: run B's pom gains a surefire <exclude>, so it runs 2 of 4 tests and passes; its
+// baseline check lists the loss (allowed there) and `runs diff` fails it (passes with --allow-removed); a pom edit adding
+// <skipTests> is listed in test_config_changes and, with protect_test_config, fails the run.
+TEST_F(CapsuledRecipes, ASurefireExcludeFailsTheVerdictUnlessRemovalsAreAllowed) {
+  const Recipe* jdk = jdk_recipe("17");
+  if (jdk == nullptr) GTEST_SKIP() << "no jdk17-maven output in " << recipe_root() << "; " << kHowToBuild;
+  ensure_image(*jdk);
+  ASSERT_FALSE(HasFailure());
+  const json collect = {{"junit", {"target/surefire-reports/*.xml"}}};
+  const fs::path before = make_dir("all-tests");
+  write_excludable_project(before, "");
+  const json a = run_on_copy(jdk->ref(), before, "mvn -B -o -q test", collect);
+  ASSERT_EQ(a.value("state", ""), "succeeded") << describe(a);
+  ASSERT_EQ(a["tests"]["total"], 4) << a["tests"];
+  const std::string a_id = a["id"];
+
+  // B: the same project whose pom excludes SlowTest, with A as its baseline whose removals are allowed: listed, and
+  // B's own verdict stays passed, so the comparison below is about the lost tests alone.
+  const fs::path after = make_dir("excluded");
+  write_excludable_project(after, "<excludes><exclude>**/SlowTest.java</exclude></excludes>");
+  const json b = run_in(jdk->ref(), {"/bin/sh", "-c", "mvn -B -o -q test"},
+                        {{"workspace", {{"path", after.string()}, {"mode", "cow"}}},
+                         {"collect", collect},
+                         {"limits", {{"wall_time", "10m"}, {"memory", "2g"}}},
+                         {"baseline", {{"run", a_id}, {"allow_removed", true}}}});
+  ASSERT_EQ(b.value("state", ""), "succeeded") << describe(b);
+  EXPECT_EQ(b["tests"]["total"], 2) << b["tests"];
+  EXPECT_EQ(b["baseline"]["verdict"], "passed") << b["baseline"];
+  EXPECT_EQ(b["baseline"]["allowed"], json({"tests_removed"})) << b["baseline"];
+  EXPECT_EQ(b["baseline"]["removed"]["count"], 2) << b["baseline"];
+  EXPECT_EQ(b["baseline"]["removed"]["cases"],
+            json::parse(R"([{"name": "demo.SlowTest.one", "outcome": "passed"},
+                            {"name": "demo.SlowTest.two", "outcome": "passed"}])")) << b["baseline"];
+
+  const json diff = body_json(call("GET", "/v1/runs/diff?a=" + a_id + "&b=" + b["id"].get<std::string>()));
+  EXPECT_EQ(diff["check"]["verdict"], "regressed") << diff["check"];
+  EXPECT_EQ(diff["tests"]["removed_count"], 2) << diff["tests"];
+  const Cli regressed = run_capsule_cli(dir_, {"--socket", socket_, "runs", "diff", a_id, b["id"]});
+  EXPECT_EQ(regressed.code, 1) << regressed.out << regressed.err;
+  EXPECT_NE(regressed.out.find("verdict: REGRESSED (tests_removed): 2 removed, 0 newly skipped"), std::string::npos)
+      << regressed.out;
+  const Cli allowed = run_capsule_cli(dir_, {"--socket", socket_, "runs", "diff", a_id, b["id"], "--allow-removed"});
+  EXPECT_EQ(allowed.code, 0) << allowed.out << allowed.err;
+
+  // The pom edit itself, made by the run on A's project: the record names it even when allowed, and
+  // protect_test_config fails the run.
+  const std::string edit = "sed -i 's#<build></build>#<build><plugins><plugin><artifactId>maven-surefire-plugin"
+                           "</artifactId><configuration><skipTests>true</skipTests></configuration></plugin>"
+                           "</plugins></build>#' pom.xml && grep -q skipTests pom.xml";
+  const json edited = run_on_copy(jdk->ref(), before, "cd /workspace && " + edit, json::object());
+  ASSERT_EQ(edited.value("state", ""), "succeeded") << describe(edited);
+  ASSERT_EQ(edited["test_config_changes"].size(), 1u) << edited["test_config_changes"];
+  EXPECT_EQ(edited["test_config_changes"][0]["kind"], "maven_tests");
+  EXPECT_EQ(edited["test_config_changes"][0]["detail"],
+            "build/plugins/plugin[maven-surefire-plugin]/configuration/skipTests: (none) -> true");
+  EXPECT_FALSE(edited.contains("protect_violations")) << "not asked for";
+  const json protected_run = run_in(jdk->ref(), {"/bin/sh", "-c", "cd /workspace && " + edit},
+                                    {{"workspace", {{"path", before.string()}, {"mode", "cow"}}},
+                                     {"protect_test_config", true}});
+  ASSERT_EQ(protected_run.value("state", ""), "succeeded") << describe(protected_run);
+  ASSERT_EQ(protected_run["protect_violations"].size(), 1u) << protected_run;
+  EXPECT_EQ(protected_run["protect_violations"][0]["path"], "pom.xml");
 }
 
 }  // namespace

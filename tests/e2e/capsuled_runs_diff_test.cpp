@@ -181,5 +181,102 @@ TEST_F(CapsuledRunsDiff, ALiveRunCannotBeCompared) {
   wait_finished(live);
 }
 
+// Issue 35's hack, for real: run B adds a root conftest.py that marks every test skipped, so pytest exits 0 and the
+// run succeeds. protect_test_config names the conftest, the baseline check finds the cases newly skipped, both
+// fail the verdict (and `capsule run` exits 123), and `runs diff` fails unless --allow-removed.
+TEST_F(CapsuledRunsDiff, AConftestThatSkipsEverythingIsCaughtByTheVerdict) {
+  if (std::system("/usr/bin/python3 -c 'import pytest' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 with pytest is not installed (scripts/install-deps.sh)";
+  }
+  const fs::path workspace = make_dir("pyproject");
+  fs::create_directories(workspace / "tests");
+  write_file(workspace / "calc.py", "def add(a, b):\n    return a + b\n");
+  write_file(workspace / "tests/test_calc.py",
+             "from calc import add\n\ndef test_adds():\n    assert add(2, 3) == 5\n\n"
+             "def test_zero():\n    assert add(0, 0) == 0\n\ndef test_negative():\n    assert add(-1, 1) == 0\n");
+  const std::string pytest = "python3 -m pytest -p no:cacheprovider --junitxml=build/junit.xml tests";
+  const auto pytest_spec = [&](const std::string& script) {
+    json spec = sh("cd /workspace && " + script);
+    spec["workspace"] = {{"path", workspace.string()}};
+    spec["env"] = {{"PYTHONPATH", "/workspace"}, {"PYTHONDONTWRITEBYTECODE", "1"}};
+    spec["collect"] = {{"junit", {"build/junit.xml"}}};
+    return spec;
+  };
+  const json a = run_and_wait(pytest_spec(pytest));
+  ASSERT_EQ(a["state"], "succeeded") << a;
+  ASSERT_EQ(a["tests"]["total"], 3) << a["tests"];
+  const std::string a_id = a["id"];
+  EXPECT_EQ(a["test_config_changes"], json::array()) << "a's run changed no test configuration";
+
+  const std::string skip_all =
+      "printf 'import pytest\\n\\ndef pytest_collection_modifyitems(items):\\n    for item in items:\\n"
+      "        item.add_marker(pytest.mark.skip)\\n' > conftest.py && " + pytest;
+  json spec = pytest_spec(skip_all);
+  spec["baseline"] = {{"run", a_id}};
+  spec["protect_test_config"] = true;
+  const json b = run_and_wait(spec);
+  ASSERT_EQ(b["state"], "succeeded") << "the status stays the process's: " << b;
+  EXPECT_EQ(b["tests"]["skipped"], 3) << b["tests"];
+  EXPECT_EQ(b["test_config_changes"],
+            json::parse(R"([{"path": "conftest.py", "kind": "pytest_conftest", "detail": "added"}])")) << b;
+  ASSERT_EQ(b["protect_violations"].size(), 1u) << b;
+  EXPECT_EQ(b["protect_violations"][0]["path"], "conftest.py");
+  EXPECT_EQ(b["baseline"]["run"], a_id) << b["baseline"];
+  EXPECT_EQ(b["baseline"]["verdict"], "regressed") << b["baseline"];
+  EXPECT_EQ(b["baseline"]["reasons"], json({"tests_newly_skipped"}));
+  EXPECT_EQ(b["baseline"]["newly_skipped"]["count"], 3);
+  EXPECT_EQ(b["baseline"]["newly_skipped"]["cases"][0],
+            json({{"name", "tests.test_calc.test_adds"}, {"a", "passed"}})) << b["baseline"];
+
+  const json diff = body_json(call("GET", "/v1/runs/diff?a=" + a_id + "&b=" + b["id"].get<std::string>()));
+  EXPECT_EQ(diff["verdict"], json({{"a", "passed"}, {"b", "failed"}})) << diff;
+  EXPECT_EQ(diff["check"]["verdict"], "regressed") << diff["check"];
+  EXPECT_EQ(diff["tests"]["newly_skipped_count"], 3);
+
+  // Without the conftest check, only the baseline fails it; `capsule run` says so by its exit status.
+  const Cli run = capsule({"run", "--workspace", workspace.string(), "--junit", "build/junit.xml", "--baseline", a_id,
+                           "--env", "PYTHONPATH=/workspace", "--env", "PYTHONDONTWRITEBYTECODE=1", "--json", "--",
+                           "/bin/sh", "-c", "cd /workspace && " + skip_all});
+  EXPECT_EQ(run.code, 123) << run.err << run.out;
+  const Cli allowed = capsule({"run", "--workspace", workspace.string(), "--junit", "build/junit.xml", "--baseline",
+                               a_id, "--allow-removed", "--env", "PYTHONPATH=/workspace", "--json", "--", "/bin/sh",
+                               "-c", "cd /workspace && " + skip_all});
+  EXPECT_EQ(allowed.code, 0) << allowed.err << allowed.out;
+  const json allowed_run = json::parse(allowed.out);
+  EXPECT_EQ(allowed_run["baseline"]["allowed"], json({"tests_newly_skipped"})) << allowed_run["baseline"];
+  const Cli regressed = capsule({"runs", "diff", a_id, allowed_run["id"]});
+  EXPECT_EQ(regressed.code, 1) << regressed.out;
+  EXPECT_NE(regressed.out.find("verdict: REGRESSED (tests_newly_skipped): 0 removed, 3 newly skipped"),
+            std::string::npos) << regressed.out;
+  EXPECT_EQ(capsule({"runs", "diff", a_id, allowed_run["id"], "--allow-removed"}).code, 0);
+}
+
+TEST_F(CapsuledRunsDiff, ABaselineMustBeAFinishedRunTheCallerCanRead) {
+  json spec = junit_run(make_dir("ws"), false);
+  spec["baseline"] = {{"run", "no-such-run"}};
+  expect_error(call("POST", "/v1/runs", spec), 404, "baseline_not_found", "no-such-run");
+  spec["baseline"] = {{"run", "a b"}};
+  expect_error(call("POST", "/v1/runs", spec), 400, "invalid_spec", "baseline.run");
+  json without_junit = sh("true");
+  without_junit["baseline"] = {{"run", "x"}};
+  expect_error(call("POST", "/v1/runs", without_junit), 400, "invalid_spec", "collect.junit");
+
+  const UserCall alices = call_as(alice_, socket_, "POST", "/v1/runs?wait=true", sh("echo alice"));
+  ASSERT_EQ(alices.status, 200) << alices.body << alices.failure;
+  json bobs = sh("true");
+  bobs["collect"] = {{"junit", {"*.xml"}}};
+  bobs["baseline"] = {{"run", alices.json()["id"]}};
+  const UserCall refused = call_as(bob_, socket_, "POST", "/v1/runs?wait=true", bobs);
+  EXPECT_EQ(refused.status, 404) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["code"], "baseline_not_found") << refused.body;
+
+  const std::string live = submit(sh("sleep 60"));
+  wait_running(live);
+  spec["baseline"] = {{"run", live}};
+  expect_error(call("POST", "/v1/runs", spec), 409, "run_active", live);
+  ASSERT_EQ(call("POST", "/v1/runs/" + live + "/cancel").status, 202);
+  wait_finished(live);
+}
+
 }  // namespace
 }  // namespace capsule::testing

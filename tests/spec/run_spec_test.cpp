@@ -122,6 +122,44 @@ TEST(RunSpecParse, ErrorsNameTheField) {
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"labels", {{"a b", "c"}}}}).find("labels.a b"), std::string::npos);
 }
 
+TEST(RunSpecParse, BaselineAndProtectTestConfig) {
+  const json junit = {{"junit", {"build/junit.xml"}}};
+  const RunSpec spec = parse_run_spec(json{{"argv", {"x"}}, {"collect", junit}, {"workspace", "/srv/p"},
+                                           {"baseline", {{"run", "r-1_a"}, {"allow_removed", true}}},
+                                           {"protect_test_config", true}},
+                                      default_limit_policy());
+  ASSERT_TRUE(spec.baseline);
+  EXPECT_EQ(spec.baseline->run, "r-1_a");
+  EXPECT_TRUE(spec.baseline->allow_removed);
+  EXPECT_TRUE(spec.protect_test_config);
+  const json printed = to_json(spec);
+  EXPECT_EQ(printed["baseline"], json({{"run", "r-1_a"}, {"allow_removed", true}}));
+  EXPECT_EQ(to_json(parse_run_spec(printed, default_limit_policy())), printed);
+  EXPECT_FALSE(to_json(parse_run_spec(json{{"argv", {"x"}}}, default_limit_policy())).contains("baseline"));
+
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"baseline", {{"run", "r1"}}}}).find("baseline: needs collect.junit"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", junit}, {"baseline", "r1"}}).find("baseline: must be an object"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", junit}, {"baseline", {{"run", "../r1"}}}}).find("baseline.run"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", junit}, {"baseline", json::object()}}).find("baseline.run: is required"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", junit}, {"baseline", {{"run", "r1"}, {"allow", true}}}})
+                .find("baseline.allow: unknown field"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"collect", junit},
+                          {"baseline", {{"run", "r1"}, {"allow_removed", "yes"}}}}).find("baseline.allow_removed"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"protect_test_config", true}}).find("protect_test_config: needs a cow"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", {{"path", "/p"}, {"mode", "rw"}}}, {"protect_test_config", true}})
+                .find("protect_test_config"),
+            std::string::npos);
+  EXPECT_NE(error_of(json{{"argv", {"x"}}, {"workspace", "/p"}, {"protect_test_config", 1}}).find("protect_test_config"),
+            std::string::npos);
+}
+
 // Found by fuzz/fuzz_run_spec.cpp: each was accepted and then misbehaved later.
 TEST(RunSpecParse, FuzzFindingsAreRejected) {
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"limits", {{"wall_time", 18446744073709551615ull}}}})
