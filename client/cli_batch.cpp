@@ -73,6 +73,8 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   specs.reserve(inputs.size());
   std::set<std::string> snapshots, images;
   PinCache pins;
+  pins.progress = &std::cerr;  // snapshots may take a while: each is reported as it is made or found
+  pins.snapshots_total = workspace_snapshots(inputs);
   for (const InputSpec& input : inputs) {
     json pinned = pin_spec(client, input, pins);
     for (const std::string& digest : snapshot_digests(pinned)) snapshots.insert(digest);

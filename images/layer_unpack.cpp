@@ -200,9 +200,11 @@ class LayerWriter {
     if (fchmod(fd, archive_entry_perm(entry) & 07777) != 0) throw_image_errno(kUnpackStep, shown, "chmod");
   }
 
-  static struct timespec mtime_of(struct archive_entry* entry) {
+  struct timespec mtime_of(struct archive_entry* entry) const {
     struct timespec time {};
-    if (archive_entry_mtime_is_set(entry)) {
+    if (limits_.mtime) {
+      time.tv_sec = static_cast<time_t>(*limits_.mtime);
+    } else if (archive_entry_mtime_is_set(entry)) {
       time.tv_sec = archive_entry_mtime(entry);
       time.tv_nsec = archive_entry_mtime_nsec(entry);
     }
@@ -366,6 +368,11 @@ UnpackResult unpack_layer(const fs::path& blob, const fs::path& target, const Un
       ++result.entries;
     }
     writer.finish();
+    if (limits.mtime) {  // the root too, which a tar of a directory's contents has no entry for
+      const struct timespec time = {static_cast<time_t>(*limits.mtime), 0};
+      const struct timespec times[2] = {time, time};
+      if (futimens(root.get(), times) != 0) throw_image_errno(kUnpackStep, temp.string(), "set mtime");
+    }
     result.diff_id = stream.finish();
     result.unpacked_bytes = stream.bytes();
     if (expected_diff_id && result.diff_id != *expected_diff_id) {

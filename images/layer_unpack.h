@@ -17,6 +17,9 @@ struct UnpackLimits {
   std::uint64_t ratio_floor_bytes = 1ull << 30;  // ... enforced only once this much has been unpacked
   std::uint64_t max_entries = 10'000'000;        // tar entries
   bool sync = true;                              // false: no syncfs before the rename (scratch trees)
+  // Every entry's mtime and atime (and the target's own), in seconds since the epoch, instead of the archive's
+  // (snapshot trees, whose canonical tars say 0). Unset: the archive's.
+  std::optional<std::int64_t> mtime;
 };
 
 struct UnpackResult {
@@ -28,7 +31,7 @@ struct UnpackResult {
 // Unpacks `blob` into `target`, which must not exist (its parent must). Work happens in a temporary sibling
 // renamed into place once complete, so on any error nothing is left. What lands on disk:
 //  - regular files, directories, symlinks (never followed), hard links to regular files of the same layer;
-//    numeric uid/gid, mode bits including setuid/setgid/sticky, mtimes and xattrs from the archive;
+//    numeric uid/gid, mode bits including setuid/setgid/sticky, mtimes (or limits.mtime) and xattrs from the archive;
 //  - `.wh.NAME` becomes a 0:0 character device NAME (an overlayfs whiteout); `.wh..wh..opq` marks its
 //    directory opaque with trusted.overlay.opaque=y and user.overlay.opaque=y (the latter for overlays mounted
 //    with `userxattr` in a user namespace); other `.wh..wh.*` (aufs metadata) entries are skipped.

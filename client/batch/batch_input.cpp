@@ -3,9 +3,12 @@
 #include "client/batch/batch_input.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
+#include <iomanip>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 
 #include "store/digest.h"
@@ -86,7 +89,33 @@ std::string image_digest(const http::HttpClient& client, const std::string& ref,
   }
 }
 
+// A spec pin_spec snapshots the workspace of: a copy-on-write host directory.
+bool snapshots_workspace(const json& spec) {
+  if (!spec.is_object() || spec.contains("pinned") || !spec.contains("workspace") || !spec["workspace"].is_object()) {
+    return false;
+  }
+  const json& workspace = spec["workspace"];
+  return workspace.contains("path") && workspace["path"].is_string() && workspace.value("mode", "cow") == "cow";
+}
+
+void report_snapshot(PinCache& cache, const std::string& dir, const json& snapshot, double seconds) {
+  ++cache.snapshots_done;
+  if (cache.progress == nullptr) return;
+  std::ostringstream line;
+  line << "snapshot " << cache.snapshots_done << "/" << std::max(cache.snapshots_total, cache.snapshots_done) << " "
+       << dir << ": " << (snapshot.value("reused", false) ? "reused " : "made ") << snapshot.value("digest", "?") << " ("
+       << std::fixed << std::setprecision(1) << seconds << " s";
+  if (!snapshot.value("reused", false)) line << ", " << snapshot.value("files", 0ull) << " files";
+  line << ")\n";
+  *cache.progress << line.str() << std::flush;
+}
+
 }  // namespace
+
+std::size_t workspace_snapshots(const std::vector<InputSpec>& inputs) {
+  return static_cast<std::size_t>(
+      std::count_if(inputs.begin(), inputs.end(), [](const InputSpec& input) { return snapshots_workspace(input.body); }));
+}
 
 bool valid_key(const std::string& key) {
   static const std::regex shape("[A-Za-z0-9_.:/@+-]{1,128}");
@@ -158,19 +187,18 @@ json pin_spec(const http::HttpClient& client, const InputSpec& input, PinCache& 
       if (layer.is_string()) layer = image_digest(client, layer.get<std::string>(), input.where, cache);
     }
   }
-  if (spec.contains("workspace") && spec["workspace"].is_object()) {
+  if (snapshots_workspace(spec)) {
     json& workspace = spec["workspace"];
-    const std::string mode = workspace.value("mode", "cow");
-    if (workspace.contains("path") && workspace["path"].is_string() && mode == "cow") {
-      try {
-        const json snapshot = http::request_json(client, "POST", "/v1/snapshots",
-                                                 {{"dir", workspace["path"].get<std::string>()}});
-        workspace.erase("path");
-        workspace.erase("mode");
-        workspace["snapshot"] = snapshot.at("digest").get<std::string>();
-      } catch (const http::ResponseError& e) {
-        throw std::runtime_error(input.where + ": workspace " + workspace["path"].dump() + ": " + e.what());
-      }
+    const std::string dir = workspace["path"].get<std::string>();
+    try {
+      const auto start = std::chrono::steady_clock::now();
+      const json snapshot = http::request_json(client, "POST", "/v1/snapshots", {{"dir", dir}});
+      workspace.erase("path");
+      workspace.erase("mode");
+      workspace["snapshot"] = snapshot.at("digest").get<std::string>();
+      report_snapshot(cache, dir, snapshot, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } catch (const http::ResponseError& e) {
+      throw std::runtime_error(input.where + ": workspace " + workspace["path"].dump() + ": " + e.what());
     }
   }
   if (spec.contains("toolchains") && spec["toolchains"].is_object() && !spec["toolchains"].empty()) {

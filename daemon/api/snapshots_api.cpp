@@ -9,6 +9,7 @@
 
 #include "base/units.h"
 #include "daemon/api/api.h"
+#include "daemon/snapshots/directory_snapshot.h"
 #include "daemon/snapshots/snapshot_sources.h"
 #include "daemon/snapshots/snapshot_store.h"
 
@@ -40,13 +41,21 @@ SnapshotInfo require_visible_snapshot(ApiContext& ctx, const http::Request& requ
   return *info;
 }
 
-// POST /v1/snapshots: the source is read as the caller on a worker; 201 with the snapshot.
+// POST /v1/snapshots: the source is read as the caller on a worker; 201 with the snapshot and whether an unchanged
+// directory's was found again ("reused").
 void create_snapshot(ApiContext& ctx, const http::Request& request, const http::Responder& responder) {
   SnapshotStore& store = store_of(ctx);
   const SnapshotSourceRequest source = parse_snapshot_source(parse_body(request));
   const Caller caller = caller_of(request.peer);
   if (!caller.known) throw http::ApiError("forbidden", caller.describe() + " may not create snapshots");
   answer_later(ctx.snapshot_calls, caller.uid, responder, [&store, source, caller](const http::Responder& answer) {
+    if (source.kind == SnapshotSourceRequest::Kind::kDir) {  // found again when its tree is unchanged
+      const OpenedHostPath dir = open_as_caller(caller, source.path, HostAccess::kReadDir, "dir", "invalid_request");
+      const DirectorySnapshot made = snapshot_directory(store, caller, dir, {{"dir", source.path}});
+      json body = made.info.to_json();
+      body["reused"] = made.reused;
+      return answer.respond(http::json_response(201, body));
+    }
     store.require_room();
     const fs::path staging = store.make_staging();
     struct Cleanup {
@@ -57,7 +66,9 @@ void create_snapshot(ApiContext& ctx, const http::Request& request, const http::
       }
     } cleanup{staging};
     const PreparedSource prepared = prepare_snapshot_source(source, caller, staging, store.limits());
-    answer.respond(http::json_response(201, store.create(prepared.tar, prepared.description, caller.uid).to_json()));
+    json body = store.create(prepared.tar, prepared.description, caller.uid, prepared.mtime).to_json();
+    body["reused"] = false;
+    answer.respond(http::json_response(201, body));
   });
 }
 

@@ -104,6 +104,7 @@ BundlePlan plan_bundle(const RunRow& row, BundleStores& stores, SnapshotStore* s
     plan.files.push_back({kSnapshotEntry, snapshots->tar_path(digest), info->size, store::Digest::parse(digest).hex()});
     snapshot = file_json(plan.files.back());
     snapshot["digest"] = digest;
+    snapshot["mtime"] = snapshot_mtime_json(info->mtime);  // the importer's tree gets the same file dates
   }
   json dependencies = json::array();
   std::map<std::string, bool> listed;  // sha256 -> its file is in the plan

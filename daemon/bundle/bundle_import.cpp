@@ -216,11 +216,16 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
   }
   const json snapshot = manifest.value("snapshot", json());
   const StagedEntry* snapshot_file = nullptr;
+  std::optional<std::int64_t> snapshot_mtime;
   if (!snapshot.is_null() || pinned.workspace_digest) {
     if (!pinned.workspace_digest || !snapshot.is_object() || snapshot.value("digest", json()) != *pinned.workspace_digest) {
       invalid("bundle.json snapshot: must be the run's pinned workspace_digest " + pinned.workspace_digest.value_or("(none)"));
     }
     snapshot_file = &files.take(snapshot, "snapshot");
+    if (snapshot.contains("mtime")) {  // bundles from before snapshots had one: the import's time
+      snapshot_mtime = parse_snapshot_mtime(snapshot["mtime"]);
+      if (!snapshot_mtime) invalid("bundle.json snapshot.mtime: must be an RFC 3339 time in whole seconds after 1970");
+    }
     if (snapshots == nullptr) throw http::ApiError("not_implemented", "this capsuled has no snapshot store");
   }
   std::map<std::string, const StagedEntry*> dependency_files;  // sha256 hex -> file
@@ -295,7 +300,7 @@ json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotSt
                                        before->owners.end();
     SnapshotInfo info;
     try {
-      info = snapshots->create(snapshot_file->file, {{"bundle", request.from}}, request.importer.uid);
+      info = snapshots->create(snapshot_file->file, {{"bundle", request.from}}, request.importer.uid, snapshot_mtime);
     } catch (const http::ApiError& e) {
       throw http::ApiError(e.code() == "invalid_archive" ? "invalid_bundle" : e.code(), std::string("snapshot.tar: ") + e.what());
     }

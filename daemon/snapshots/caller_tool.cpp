@@ -134,6 +134,8 @@ ToolOutcome run_tool_as(const Caller& caller, const CallerTool& tool) {
       } else if ((written += static_cast<std::uint64_t>(n)) > tool.max_stdout) {
         failure_code = "snapshot_too_large";
         failure = "the source is larger than " + tool.limit_name;
+      } else if (tool.stdout_sink) {
+        tool.stdout_sink(buffer.data(), static_cast<std::size_t>(n));
       } else {
         for (ssize_t done = 0; done < n;) {
           const ssize_t w = write(tool.stdout_fd, buffer.data() + done, static_cast<std::size_t>(n - done));

@@ -72,6 +72,24 @@ struct EmptyHome {
   }
 };
 
+// The committer date of `commit` (seconds since the epoch): the date git archive gives every entry, and so the
+// snapshot tree's mtime.
+std::int64_t commit_time(const std::string& commit, const std::vector<std::string>& env, const OpenedHostPath& repo,
+                         const fs::path& staging, const Caller& caller) {
+  const fs::path time_file = staging / "commit-time";
+  base::UniqueFd time_out = create_output(time_file);
+  CallerTool show{git_command({"show", "-s", "--no-show-signature", "--format=%ct", commit}), env, repo.fd.get(),
+                  time_out.get(), 64, "64 bytes of git show output", std::chrono::seconds(60)};
+  const ToolOutcome shown = run_tool_as(caller, show);
+  if (shown.exit_code != 0) tool_failed("git show of " + commit + " in '" + repo.path + "'", shown);
+  std::string text = base::read_fd(base::open_regular_file(time_file, "snapshot").get(), 64, "snapshot", "commit time");
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (!std::regex_match(text, std::regex("-?[0-9]{1,18}"))) {
+    throw http::ApiError("snapshot_source_failed", "git show gave '" + text + "', not a commit date");
+  }
+  return std::stoll(text);
+}
+
 PreparedSource snapshot_git(const SnapshotSourceRequest& request, const Caller& caller, const fs::path& staging,
                             const SnapshotLimits& limits) {
   const OpenedHostPath repo = open_as_caller(caller, request.path, HostAccess::kReadDir, "git", "invalid_request");
@@ -98,6 +116,7 @@ PreparedSource snapshot_git(const SnapshotSourceRequest& request, const Caller& 
     throw http::ApiError("snapshot_source_failed", "git rev-parse gave '" + commit + "', not a commit id");
   }
   PreparedSource prepared;
+  prepared.mtime = commit_time(commit, env, repo, staging, caller);
   prepared.tar = staging / "source.tar";
   base::UniqueFd out = create_output(prepared.tar);
   CallerTool archive{git_command({"archive", "--format=tar", commit}), env, repo.fd.get(), out.get(),

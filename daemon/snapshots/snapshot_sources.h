@@ -2,8 +2,10 @@
 // read with the caller's own rights (its tools run as the caller) into a source tar the store canonicalises.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "daemon/auth.h"
@@ -25,6 +27,7 @@ SnapshotSourceRequest parse_snapshot_source(const nlohmann::json& body);
 struct PreparedSource {
   std::filesystem::path tar;    // in `staging` (a caller's tar file is copied there: it cannot change under the checks)
   nlohmann::json description;   // {"dir": ...} | {"tar": ...} | {"git": ..., "rev": ..., "commit": <sha>}
+  std::optional<std::int64_t> mtime;  // kGit: the commit's date (seconds), the tree's mtime; else unset (now)
 };
 
 // Opens the source as `caller` (403 forbidden when it may not) and, for a directory or a repository, runs tar

@@ -1,5 +1,5 @@
-// The snapshot store on disk: snapshots/{blobs,tmp} (store/blob_store.h), trees/<hex>, meta/<hex>.json and
-// staging/. A snapshot exists once its metadata does: it is written last, and removed first.
+// The snapshot store on disk: snapshots/{blobs,tmp} (store/blob_store.h), trees/<hex>, meta/<hex>.json, staging/
+// and reuse.json. A snapshot exists once its metadata does: it is written last, and removed first.
 #include "daemon/snapshots/snapshot_store.h"
 
 #include <sys/stat.h>
@@ -32,6 +32,8 @@ void remove_quietly(const fs::path& path) {
 }
 
 constexpr base::Micros kLastUseGranularity = 3600 * base::kMicrosPerSecond;
+constexpr std::int64_t kMinMtime = 1;               // 1970-01-01T00:00:01Z: never 0, which Maven reads as "missing"
+constexpr std::int64_t kMaxMtime = 253402300799;    // 9999-12-31T23:59:59Z
 
 base::Micros now_micros() {
   using namespace std::chrono;
@@ -51,6 +53,11 @@ SnapshotInfo info_from_json(const json& j) {
   info.created = j.at("created").get<std::string>();
   info.source = j.at("source");
   info.owners = j.at("owners").get<std::vector<uid_t>>();
+  // Metadata from before snapshots had an mtime: their creation time, which a later create keeps too.
+  const std::optional<std::int64_t> mtime = parse_snapshot_mtime(j.value("mtime", json()));
+  const std::optional<base::Micros> created = base::parse_instant(info.created, false);
+  info.mtime = mtime ? *mtime : std::clamp<std::int64_t>(created.value_or(0) / base::kMicrosPerSecond, kMinMtime, kMaxMtime);
+  info.tree_mtime = parse_snapshot_mtime(j.value("tree_mtime", json())).value_or(0);
   info.tree_boot = j.value("tree_boot", "");
   info.last_used = j.value("last_used", "");  // empty: from before uses were dated (date_undated_uses)
   return info;
@@ -90,8 +97,19 @@ json SnapshotGcReport::to_json() const {
 }
 
 json SnapshotInfo::to_json() const {
-  return {{"digest", digest}, {"size", size}, {"files", files}, {"created", created}, {"source", source},
-          {"creator", owners.empty() ? json(nullptr) : json(owners.front())}};
+  return {{"digest", digest}, {"size", size}, {"files", files}, {"created", created}, {"mtime", snapshot_mtime_json(mtime)},
+          {"source", source}, {"creator", owners.empty() ? json(nullptr) : json(owners.front())}};
+}
+
+json snapshot_mtime_json(std::int64_t seconds) { return base::format_rfc3339(seconds * base::kMicrosPerSecond); }
+
+std::optional<std::int64_t> parse_snapshot_mtime(const json& value) {
+  if (!value.is_string()) return std::nullopt;
+  const std::optional<base::Micros> at = base::parse_instant(value.get<std::string>(), false);
+  if (!at || *at % base::kMicrosPerSecond != 0) return std::nullopt;
+  const std::int64_t seconds = *at / base::kMicrosPerSecond;
+  if (seconds < kMinMtime || seconds > kMaxMtime) return std::nullopt;
+  return seconds;
 }
 
 SnapshotLease::~SnapshotLease() { store_->release(digest_); }
@@ -104,7 +122,11 @@ std::string checked_snapshot_digest(const std::string& text, const std::string& 
 }
 
 SnapshotStore::SnapshotStore(fs::path root, SnapshotLimits limits, StorageWatermark storage)
-    : root_((base::make_dir(root, 0700, kSnapshotStep), root)), limits_(limits), storage_(storage), blobs_(root_) {
+    : root_((base::make_dir(root, 0700, kSnapshotStep), root)),
+      limits_(limits),
+      storage_(storage),
+      blobs_(root_),
+      reuse_(root_ / "reuse.json") {
   for (const char* sub : {"trees", "meta", "staging"}) base::make_dir(root_ / sub, 0700, kSnapshotStep);
   remove_leftovers();
   date_undated_uses();
@@ -144,11 +166,13 @@ void SnapshotStore::write_meta(const SnapshotInfo& info) const {
   j.erase("creator");
   j["owners"] = info.owners;
   j["tree_boot"] = info.tree_boot;
+  j["tree_mtime"] = info.tree_mtime > 0 ? snapshot_mtime_json(info.tree_mtime) : json(nullptr);
   j["last_used"] = info.last_used;
   base::write_file_atomic(meta_path(store::Digest::parse(info.digest).hex()), j.dump(2) + "\n", kSnapshotStep, 0600);
 }
 
-SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& source, uid_t owner) {
+SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& source, uid_t owner,
+                                   std::optional<std::int64_t> mtime) {
   check_source_tar(source_tar, limits_);
   const fs::path staging = make_staging();
   struct Cleanup {
@@ -198,9 +222,12 @@ SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& sourc
     } unbusy{this, digest};
     try {
       if (writer.commit() != packed.diff_id) base::throw_error(kSnapshotStep, digest, "the stored tar hashes differently");
-      unpack_tree(packed.diff_id);
+      const std::int64_t files_mtime =
+          std::clamp<std::int64_t>(mtime.value_or(now_micros() / base::kMicrosPerSecond), kMinMtime, kMaxMtime);
+      unpack_tree(packed.diff_id, files_mtime);
       const std::string now = now_rfc3339();
-      SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now, source, {owner}, boot_id(), now};
+      SnapshotInfo info{digest, packed.tar_bytes, packed.entries, now, source, {owner}, files_mtime, files_mtime,
+                        boot_id(), now};
       std::lock_guard lock(mutex_);
       write_meta(info);
       return info;
@@ -256,28 +283,48 @@ std::vector<SnapshotInfo> SnapshotStore::list() const {
 
 fs::path SnapshotStore::tar_path(const std::string& digest) const { return blobs_.path(store::Digest::parse(digest)); }
 
-// The overlay lower is the canonical tar itself unpacked: root-owned, mtime 0, exactly what the digest names. Not
-// synced (a syncfs here cost seconds on a busy ext4): the tree's meta names this boot, and lease() unpacks a tree
-// of an earlier boot again.
-void SnapshotStore::unpack_tree(const store::Digest& digest) const {
+// The overlay lower is the canonical tar itself unpacked: root-owned, exactly what the digest names, every entry
+// dated the snapshot's mtime (not the tar's 0: Maven copies a resource only when it is newer than its target, and a
+// missing target reads as 0 too). Not synced (a syncfs here cost seconds on a busy ext4): the tree's meta names
+// this boot, and lease() unpacks a tree of an earlier boot again.
+void SnapshotStore::unpack_tree(const store::Digest& digest, std::int64_t mtime) const {
   const fs::path tree = tree_path(digest.hex());
   remove_quietly(tree);
   images::UnpackLimits limits = unpack_limits(limits_);
   limits.sync = boot_id() == kUnknownBoot;  // without a boot id a reboot cannot be told: made durable now
+  limits.mtime = mtime;
   images::unpack_layer(blobs_.path(digest), tree, limits);
+}
+
+std::optional<SnapshotInfo> SnapshotStore::reclaim(const std::string& digest, const json& source, uid_t owner) {
+  std::unique_lock lock(mutex_);
+  busy_changed_.wait(lock, [&] { return busy_.count(digest) == 0; });
+  std::optional<SnapshotInfo> existing = find(digest);
+  if (!existing || std::find(existing->owners.begin(), existing->owners.end(), owner) == existing->owners.end()) {
+    return std::nullopt;
+  }
+  existing->last_used = now_rfc3339();  // found again: in use, as a create of it would be
+  write_meta(*existing);
+  existing->source = source;
+  existing->owners = {owner};
+  return existing;
 }
 
 std::shared_ptr<const SnapshotLease> SnapshotStore::lease(const std::string& digest) {
   std::lock_guard lock(mutex_);
   std::optional<SnapshotInfo> info = find(digest);
   if (!info) throw http::ApiError("snapshot_not_found", "no snapshot " + digest);
-  if (info->tree_boot != boot_id()) {
+  // Unpacked again after a reboot, and when the tree predates snapshot mtimes (unless a live run or session of
+  // this capsuled has it mounted: those keep the tree they have, and the next lease without them unpacks it).
+  const bool stale_mtime = info->tree_mtime != info->mtime && leases_.count(digest) == 0;
+  if (info->tree_boot != boot_id() || stale_mtime) {
     try {
-      unpack_tree(store::Digest::parse(digest));
+      unpack_tree(store::Digest::parse(digest), info->mtime);
     } catch (const std::exception& e) {
       throw http::ApiError("internal_error", "snapshot " + digest + ": unpacking its tree again failed: " + e.what());
     }
     info->tree_boot = boot_id();
+    info->tree_mtime = info->mtime;
     info->last_used = now_rfc3339();
     write_meta(*info);
   } else if (base::parse_instant(info->last_used, false).value_or(0) < now_micros() - kLastUseGranularity) {

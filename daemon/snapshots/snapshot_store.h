@@ -21,6 +21,7 @@
 #include "base/dates.h"
 #include "daemon/runs/disk_guard.h"
 #include "daemon/snapshots/snapshot_limits.h"
+#include "daemon/snapshots/snapshot_reuse.h"
 #include "store/blob_store.h"
 
 namespace capsule::daemon {
@@ -32,6 +33,13 @@ struct SnapshotInfo {
   std::string created;        // RFC 3339
   nlohmann::json source;      // {"dir": ...} | {"tar": ...} | {"git": ..., "rev": ..., "commit": ...}
   std::vector<uid_t> owners;  // who created it (each caller that created the same digest), first the first
+  // The mtime (seconds since the epoch, > 0) of every entry of its tree: the commit's date for a git source, else
+  // when the digest was first stored; kept by every later create of the digest. Not in the digest (the canonical
+  // tar says 0): a tree of mtime 0 reads to Maven's resource copying as older than a missing file.
+  std::int64_t mtime = 0;
+  // The mtime its tree was unpacked with (0: before trees had one); lease() unpacks a tree that differs again.
+  // Not in to_json.
+  std::int64_t tree_mtime = 0;
   // The boot (/proc/sys/kernel/random/boot_id) its tree was unpacked in: the tree is written without syncing (the
   // blob is durable), so after a reboot a lease unpacks it again from the blob before using it. Not in to_json.
   std::string tree_boot;
@@ -39,7 +47,7 @@ struct SnapshotInfo {
   // for the GC. Metadata from before it was kept is dated when the store opens. Not in to_json.
   std::string last_used;
 
-  // {digest, size, files, created, source, creator}: the API's snapshot object.
+  // {digest, size, files, created, mtime, source, creator}: the API's snapshot object.
   nlohmann::json to_json() const;
 };
 
@@ -104,10 +112,17 @@ class SnapshotStore {
   std::filesystem::path make_staging() const;
 
   // Canonicalises the tar at `source_tar` (checked with check_source_tar, unpacked with the images' safe
-  // unpacker, packed again sorted with 0:0 owners, mtime 0 and no xattrs) and stores it. A digest already stored
-  // is returned as it is, `owner` added to its owners. Atomic: on any error nothing new is left. Throws
+  // unpacker, packed again sorted with 0:0 owners, mtime 0 and no xattrs) and stores it, its tree's files dated
+  // `mtime` (seconds; unset: now; clamped to [1 s, year 9999]). A digest already stored is returned as it is (its
+  // first mtime kept), `owner` added to its owners. Atomic: on any error nothing new is left. Throws
   // http::ApiError (413 snapshot_too_large, 400 invalid_archive, 500).
-  SnapshotInfo create(const std::filesystem::path& source_tar, const nlohmann::json& source, uid_t owner);
+  SnapshotInfo create(const std::filesystem::path& source_tar, const nlohmann::json& source, uid_t owner,
+                      std::optional<std::int64_t> mtime = std::nullopt);
+
+  // The stored snapshot `digest` as create() would return it for `owner` and `source`, and its use dated, when
+  // `owner` already owns it; nullopt otherwise (gone, or not `owner`'s). For a tree found unchanged
+  // (snapshot_reuse.h): nothing is read or written but the metadata.
+  std::optional<SnapshotInfo> reclaim(const std::string& digest, const nlohmann::json& source, uid_t owner);
 
   std::optional<SnapshotInfo> find(const std::string& digest) const;  // nullopt for unknown or malformed digests
   std::vector<SnapshotInfo> list() const;                             // sorted by created time
@@ -127,6 +142,8 @@ class SnapshotStore {
   SnapshotGcReport collect_garbage(const std::function<std::set<std::string>()>& pinned, const SnapshotGc& gc);
 
   const SnapshotLimits& limits() const { return limits_; }
+  // Which snapshot each caller's directory gave last (reuse.json): see directory_snapshot.h.
+  SnapshotReuseIndex& reuse_index() { return reuse_; }
   // Before a source is read into staging: 507 insufficient_storage when the state filesystem is below its
   // watermark (a snapshot may take up to three times its size while it is made).
   void require_room() const { require_storage(root_.string(), storage_); }
@@ -137,7 +154,8 @@ class SnapshotStore {
   std::filesystem::path meta_path(const std::string& hex) const;
   std::filesystem::path tree_path(const std::string& hex) const;
   void write_meta(const SnapshotInfo& info) const;
-  void unpack_tree(const store::Digest& digest) const;  // trees/<hex> from the blob, replacing what is there
+  // trees/<hex> from the blob, replacing what is there, every entry dated `mtime`.
+  void unpack_tree(const store::Digest& digest, std::int64_t mtime) const;
   void remove_leftovers();
   void date_undated_uses();
   enum class Removal { kKept, kClaimDropped, kRemoved };
@@ -150,11 +168,17 @@ class SnapshotStore {
   SnapshotLimits limits_;
   StorageWatermark storage_;
   store::BlobStore blobs_;
+  SnapshotReuseIndex reuse_;
   mutable std::mutex mutex_;            // metadata, trees and leases change together
   std::map<std::string, int> leases_;   // digest -> live leases
   std::set<std::string> busy_;          // digests whose blob and tree are being written or removed (outside mutex_)
   std::condition_variable busy_changed_;
 };
+
+// SnapshotInfo::mtime in JSON (metadata, the API, bundle.json): RFC 3339 in whole seconds, parsed back to seconds;
+// nullopt for anything else or a time outside [1970-01-01T00:00:01Z, 9999-12-31T23:59:59Z].
+nlohmann::json snapshot_mtime_json(std::int64_t seconds);
+std::optional<std::int64_t> parse_snapshot_mtime(const nlohmann::json& value);
 
 // "sha256:<hex>" -> 404 snapshot_not_found for anything else, naming `field`.
 std::string checked_snapshot_digest(const std::string& text, const std::string& field);

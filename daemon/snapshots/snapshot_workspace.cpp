@@ -4,33 +4,23 @@
 
 #include <algorithm>
 
-#include "daemon/snapshots/snapshot_sources.h"
+#include "daemon/snapshots/directory_snapshot.h"
 #include "http/response.h"
 
 namespace capsule::daemon {
-namespace fs = std::filesystem;
 
 namespace {
 
-// The directory snapshotted now, read as the submission's caller (its opened directory when not root).
-std::string snapshot_directory(const Submission& run, SnapshotStore& store) {
+// The directory snapshotted now (or found unchanged), read as the submission's caller (its opened directory when
+// not root).
+std::string snapshot_workspace_now(const Submission& run, SnapshotStore& store) {
   const std::string& path = run.spec.workspace->path;
   std::shared_ptr<const OpenedHostPath> dir = run.workspace_dir;
   if (!dir) {
     dir = std::make_shared<OpenedHostPath>(
         open_as_caller(run.caller, path, HostAccess::kReadDir, "workspace.path", "invalid_spec"));
   }
-  store.require_room();
-  const fs::path staging = store.make_staging();
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{staging};
-  const fs::path tar = tar_directory_as(run.caller, *dir, staging, store.limits());
-  return store.create(tar, {{"dir", path}, {"reproducible", true}}, run.caller.uid).digest;
+  return snapshot_directory(store, run.caller, *dir, {{"dir", path}, {"reproducible", true}}).info.digest;
 }
 
 }  // namespace
@@ -66,7 +56,7 @@ void attach_snapshot_workspace(Submission& run, SnapshotStore* store, const Acce
   } else if (run.pins_given && run.pinned.workspace_digest) {
     digest = checked_snapshot_digest(*run.pinned.workspace_digest, field);
   } else {
-    digest = snapshot_directory(run, *store);
+    digest = snapshot_workspace_now(run, *store);
   }
   const std::optional<SnapshotInfo> info = store->find(digest);
   const bool visible = info && (sees_all_runs(run.caller, access) ||

@@ -1,11 +1,17 @@
 // Snapshots end to end: one digest for one tree whatever its mtimes, owners or creation order; git and tar
 // sources; hostile sources refused; runs on a snapshot workspace (copy-on-write, the snapshot unchanged);
-// reproducible runs pinning their directory; removal refused while in use; other users' snapshots hidden.
+// reproducible runs pinning their directory; removal refused while in use; other users' snapshots hidden; trees
+// dated by the snapshot's mtime (the commit's for git); an unchanged directory found again, not made again.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <set>
+#include <thread>
+
+#include "base/dates.h"
+#include "daemon/snapshots/snapshot_reuse.h"
 
 #include "store/digest.h"
 #include "tests/support/auth_users.h"
@@ -117,6 +123,38 @@ TEST_F(CapsuledSnapshots, GitRepositoryAtTwoCommitsWithoutUncommittedChanges) {
                "snapshot_source_failed", "no-such-branch");
   expect_error(call("POST", "/v1/snapshots", {{"git", repo.string()}, {"rev", "--output=/tmp/x"}}), 400,
                "invalid_request", "rev");
+}
+
+// A directory snapshotted again unchanged is found ("reused": true, the same digest), a touched one made again; a
+// run on the snapshot sees every file dated the snapshot's mtime, a git snapshot the commit's date.
+TEST_F(CapsuledSnapshots, AnUnchangedDirectoryIsFoundAgainAndItsFilesAreDated) {
+  const fs::path ws = tree("reuse", false);
+  std::this_thread::sleep_for(std::chrono::seconds(daemon::kRacySeconds + 1));  // older than the racy window
+  const json first = create({{"dir", ws.string()}});
+  EXPECT_EQ(first["reused"], false) << first;
+  const json second = create({{"dir", ws.string()}});
+  EXPECT_EQ(second["reused"], true) << second;
+  EXPECT_EQ(second["digest"], first["digest"]);
+  EXPECT_EQ(second["mtime"], first["mtime"]);
+  sh_ok("touch " + (ws / "sub/big").string());
+  const json touched = create({{"dir", ws.string()}});
+  EXPECT_EQ(touched["reused"], false) << "touched: read again";
+  EXPECT_EQ(touched["digest"], first["digest"]) << "the same bytes";
+
+  const std::int64_t mtime = base::parse_instant(first.value("mtime", ""), false).value_or(0) / base::kMicrosPerSecond;
+  EXPECT_GT(mtime, 0) << first;
+  json spec = sh("stat -c %Y /workspace/a.txt /workspace/sub/big /workspace/sub; stat -c %Y -L /workspace/link");
+  spec["workspace"] = {{"snapshot", first["digest"]}};
+  const json run = run_and_wait(spec);
+  const std::string dated = std::to_string(mtime) + "\n";
+  EXPECT_EQ(run["result"]["stdout"]["tail"], dated + dated + dated + dated) << run;
+
+  const fs::path repo = make_dir("dated-repo");
+  sh_ok("cd " + repo.string() + " && git init -q && echo v1 > f.txt && git add -A && GIT_COMMITTER_DATE='@1500000000 +0000' "
+        "git -c user.name=t -c user.email=t@t commit -qm one");
+  const json from_git = create({{"git", repo.string()}, {"rev", "HEAD"}});
+  EXPECT_EQ(from_git["mtime"], "2017-07-14T02:40:00Z") << from_git;
+  EXPECT_EQ(from_git["reused"], false);
 }
 
 TEST_F(CapsuledSnapshots, TarSourcesAreCanonicalisedAndHostileOnesRefused) {
