@@ -40,7 +40,7 @@ class PackageProxy {
     std::optional<Cutoff> cutoff;
     std::shared_ptr<ServedLog> log;
     std::shared_ptr<const FrozenSet> frozen = nullptr;
-    PackageCutoffs packages;
+    PackageCutoffs packages = {};
   };
   // Adds the proxy's GET routes. Handlers answer from a worker pool, never blocking the server's threads.
   void add_routes(http::Router& router, Listener listener);

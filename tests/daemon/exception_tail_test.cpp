@@ -9,6 +9,7 @@
 
 #include "daemon/record/run_record.h"
 #include "spec/limits.h"
+#include "tests/support/test_support.h"
 
 namespace capsule::daemon {
 namespace {
