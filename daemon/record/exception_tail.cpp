@@ -98,10 +98,13 @@ std::optional<TailException> python_exception(const std::vector<std::string_view
 
 std::optional<TailException> java_exception(const std::vector<std::string_view>& lines, std::size_t header) {
   if (header == lines.size()) return std::nullopt;
+  // The thread's name is quoted unescaped and may hold '" ': the first end of it after which a type follows.
   const std::string_view first = lines[header];
-  const std::size_t name_end = first.find("\" ", kJavaHeader.size());
-  if (name_end == std::string_view::npos) return std::nullopt;
-  auto found = exception_line(first.substr(name_end + 2), "java");
+  std::optional<TailException> found;
+  for (std::size_t name_end = first.find("\" ", kJavaHeader.size()); !found && name_end != std::string_view::npos;
+       name_end = first.find("\" ", name_end + 1)) {
+    found = exception_line(first.substr(name_end + 2), "java");
+  }
   if (!found) return std::nullopt;
   // The top exception's message runs until its stack; after that only stack lines and "Caused by:" blocks
   // (each with its own message lines) may follow, or this report is not what ended stderr.
