@@ -21,6 +21,10 @@ std::string cgroup_parent_for(const std::string& state_dir) {
   return std::string("capsule-") + text;
 }
 
+std::uint64_t parent_cpu_weight(const DaemonConfig& config) {
+  return config.cpu_weight != 0 ? config.cpu_weight : config.max_concurrent;
+}
+
 void load_config_file(const std::string& path, DaemonConfig& config) {
   std::ifstream file(path);
   if (!file) throw std::invalid_argument("cannot read config file " + path);
@@ -74,6 +78,18 @@ void load_config_file(const std::string& path, DaemonConfig& config) {
     else if (key == "pool_idle_ttl_s") config.pool_idle_ttl_s = number("pool_idle_ttl_s");
     else if (key == "host_id_base") config.host_id_base = static_cast<std::uint32_t>(number("host_id_base"));
     else if (key == "cgroup_parent") config.cgroup_parent = text("cgroup_parent");
+    else if (key == "cpu_weight") {
+      constexpr std::uint64_t kMaxCpuWeight = 10000;
+      if (value == "auto") {
+        config.cpu_weight = 0;
+      } else if (!value.is_number_unsigned() || value.get<std::uint64_t>() == 0 ||
+                 value.get<std::uint64_t>() > kMaxCpuWeight) {
+        throw std::invalid_argument(path + ": cpu_weight must be \"auto\" or 1 to " + std::to_string(kMaxCpuWeight) +
+                                    " (host processes' worth of CPU weight)");
+      } else {
+        config.cpu_weight = value.get<std::uint64_t>();
+      }
+    }
     else if (key == "drain_grace_ms") config.drain_grace_ms = number("drain_grace_ms");
     else if (key == "default_limits") spec::overlay(config.limits.defaults, limits("default_limits"));
     else if (key == "max_limits") spec::overlay(config.limits.maxima, limits("max_limits"));

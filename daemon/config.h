@@ -35,6 +35,9 @@ struct DaemonConfig {
   std::uint64_t pool_idle_ttl_s = 600;
   std::uint32_t host_id_base = 100000;
   std::string cgroup_parent;              // empty: cgroup_parent_for(state_dir)
+  // "cpu_weight": the cgroup parent's CPU weight in default host processes' worth (sandbox CgroupConfig's
+  // parent_cpu_weight); 0 is "auto": max_concurrent.
+  std::uint64_t cpu_weight = 0;
   std::uint64_t drain_grace_ms = 30000;  // SIGTERM: running sandboxes get this long before cancellation
   spec::LimitPolicy limits = spec::default_limit_policy();
   StorageWatermark storage;              // "min_free_bytes" ("1g" or bytes), "min_free_inodes"
@@ -52,6 +55,9 @@ struct DaemonConfig {
 // "capsule" for the default state dir; "capsule-<hash of the path>" for any other, so that daemons with
 // different state dirs never take each other's sandboxes for leftovers.
 std::string cgroup_parent_for(const std::string& state_dir);
+
+// The weight the cgroup parent gets: cpu_weight, or max_concurrent for "auto".
+std::uint64_t parent_cpu_weight(const DaemonConfig& config);
 
 // Reads a JSON config file ({"socket": ..., "state_dir": ..., "max_concurrent": ..., ...}); unknown keys
 // and bad values throw std::invalid_argument naming the key.

@@ -157,6 +157,7 @@ int serve(daemon::DaemonConfig config) {
   // The boxes' disks are promised no more than the state filesystem has beyond the watermark (DiskBudget).
   launcher_options.disk_reserve_bytes = config.storage.min_free_bytes;
   launcher_options.cgroup.parent = config.cgroup_parent;
+  launcher_options.cgroup.parent_cpu_weight = daemon::parent_cpu_weight(config);
   launcher_options.pool = {config.pool_boxes, config.pool_environments, std::chrono::seconds(config.pool_idle_ttl_s),
                            [state, watermark = config.storage] { return !daemon::storage_shortage(state, watermark); }};
   ScratchTmpfs scratch_tmpfs;  // goes after the launcher, whose reaper may still be removing boxes' dirs
@@ -253,8 +254,9 @@ int serve(daemon::DaemonConfig config) {
   daemon::register_images_api(router, store, image_jobs, context.access);
   capsule::http::HttpServer server(io, router);
   server.listen_unix(config.socket_path, 0660, group_id(config.socket_group));
-  spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {}, {} concurrent)", daemon::kCapsuleVersion,
-               config.socket_path, state, launcher.cgroup_version(), config.cgroup_parent, config.max_concurrent);
+  spdlog::info("capsuled {} listening on {} (state {}, cgroup v{} under {} weighing {} processes, {} concurrent)",
+               daemon::kCapsuleVersion, config.socket_path, state, launcher.cgroup_version(), config.cgroup_parent,
+               daemon::parent_cpu_weight(config), config.max_concurrent);
 
   // io.run() must not return on its own once the listener closes: answers still being written need it.
   auto keep_running = boost::asio::make_work_guard(io);

@@ -17,6 +17,18 @@ std::optional<Cutoff> parse_cutoff(std::string_view text) {
   return Cutoff{*at, base::format_rfc3339(*at)};
 }
 
+const Cutoff& PackageCutoffs::for_pypi(const std::string& normalized_project, const Cutoff& otherwise) const {
+  const auto found = pypi.find(normalized_project);
+  return found == pypi.end() ? otherwise : found->second;
+}
+
+const Cutoff& PackageCutoffs::for_maven(const std::string& group_id, const std::string& artifact_id,
+                                        const Cutoff& otherwise) const {
+  if (maven.empty()) return otherwise;
+  const auto found = maven.find(group_id + ":" + artifact_id);
+  return found == maven.end() ? otherwise : found->second;
+}
+
 std::optional<Micros> parse_timestamp(std::string_view text) { return base::parse_instant(text, false); }
 
 std::string format_maven_timestamp(Micros at) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,18 @@ using Micros = base::Micros;  // microseconds since 1970-01-01T00:00:00Z
 struct Cutoff {
   Micros at = 0;
   std::string text;  // canonical form, used in URLs and cache keys: "2023-04-11T00:00:00Z" (fraction kept if any)
+};
+
+// Cutoffs for single packages that replace a listener's own for them (a run's as_of_packages, uv's
+// --exclude-newer-package): a newer one lets a fixed release through, an older one holds a package back.
+struct PackageCutoffs {
+  std::map<std::string, Cutoff> pypi;   // by PEP 503-normalized project name
+  std::map<std::string, Cutoff> maven;  // by "groupId:artifactId"
+
+  bool empty() const { return pypi.empty() && maven.empty(); }
+  // The cutoff that applies to a project / an artifact: its own, else `otherwise`.
+  const Cutoff& for_pypi(const std::string& normalized_project, const Cutoff& otherwise) const;
+  const Cutoff& for_maven(const std::string& group_id, const std::string& artifact_id, const Cutoff& otherwise) const;
 };
 
 // RFC 3339 ("2023-04-11T12:30:00Z", "...T12:30:00.5+02:00"; 'T'/'t'/' ' separator, 'Z'/'z' or an offset) or a

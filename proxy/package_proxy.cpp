@@ -262,10 +262,11 @@ struct PackageProxy::State {
   }
 
   http::Response pypi_project(const http::Request& request, const Listener& listener) {
-    const Cutoff cutoff = cutoff_for(request, listener);
+    const Cutoff snapshot = cutoff_for(request, listener);
     const auto& name = request.params.at("project");
     if (!pypi::is_valid_name(name)) throw ProxyError("not_found", "pypi-page", name, "not a valid project name");
     const std::string normalized = pypi::normalize_name(name);
+    const Cutoff& cutoff = listener.packages.for_pypi(normalized, snapshot);
     if (auto redirect = canonical_project_redirect(request)) return *redirect;
     const auto format = negotiated(request);
     bool fetched = false;
@@ -288,8 +289,9 @@ struct PackageProxy::State {
   }
 
   http::Response pypi_file(const http::Request& request, const Listener& listener) {
-    const Cutoff cutoff = cutoff_for(request, listener);
+    const Cutoff snapshot = cutoff_for(request, listener);
     const std::string project_name = pypi::normalize_name(request.params.at("project"));
+    const Cutoff& cutoff = listener.packages.for_pypi(project_name, snapshot);
     std::string filename = request.params.at("filename");
     const auto project = pypi->project(project_name);
     const auto visible = [&](const pypi::File* candidate) {
@@ -332,10 +334,13 @@ struct PackageProxy::State {
   }
 
   http::Response maven_path(const http::Request& request, const Listener& listener) {
-    const Cutoff cutoff = cutoff_for(request, listener);
+    const Cutoff snapshot = cutoff_for(request, listener);
     const auto& raw = request.params.at("path");
     const auto path = maven::parse_repository_path(raw);
     if (!path) throw ProxyError("not_found", "maven", raw, "not a repository path");
+    // An artifact's own cutoff; for metadata the path's candidate group and artifact (an artifact's
+    // maven-metadata.xml sits in its <group>/<artifactId>/ directory).
+    const Cutoff& cutoff = listener.packages.for_maven(path->group_id, path->artifact_id, snapshot);
     if (path->kind == maven::RepositoryPath::Kind::kArtifact) {
       const auto published = maven->publish_time(path->group_id, path->artifact_id, path->version);
       const std::string gav = path->group_id + ":" + path->artifact_id + ":" + path->version;

@@ -35,10 +35,12 @@ class PackageProxy {
   // (index page, metadata, sidecar) are kept in the cache as a blob, as files already are, so a replay can
   // serve them again. With `frozen` (a replay), only its URLs are served, from those blobs, and no upstream is
   // asked; anything else is 404 "not fetched by the original run <id>: <url>", listed in the log's refusals.
+  // `packages` (with `cutoff`) dates the packages it names by their own cutoffs instead.
   struct Listener {
     std::optional<Cutoff> cutoff;
     std::shared_ptr<ServedLog> log;
     std::shared_ptr<const FrozenSet> frozen = nullptr;
+    PackageCutoffs packages = {};
   };
   // Adds the proxy's GET routes. Handlers answer from a worker pool, never blocking the server's threads.
   void add_routes(http::Router& router, Listener listener);

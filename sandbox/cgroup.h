@@ -94,6 +94,11 @@ struct CgroupConfig {
   std::string mount_root = "/sys/fs/cgroup";  // a fake tree in tests
   std::string parent = "capsule";             // relative to each hierarchy's root
   std::chrono::milliseconds kill_timeout{10'000};  // kill_all()/remove() give up (SandboxError) after this
+  // The parent's CPU weight against the host's other cgroups, in default processes' worth: v1 cpu.shares
+  // 1024 x this (2..262144), v2 cpu.weight 100 x this (1..10000), written when the parent is prepared. The
+  // daemon gives max_concurrent, so its boxes together weigh as that many host processes, not as one; 0 leaves
+  // the parent's weight as the kernel made it.
+  std::uint64_t parent_cpu_weight = 0;
 };
 
 // v2 when <root>/cgroup.controllers exists and lists memory and pids; v1 when <root>/memory etc. are mounted.

@@ -305,7 +305,8 @@ class CgroupV1Manager final : public CgroupManager {
     parents_ready_ = true;
   }
 
-  // mkdir -p <mount>/<parent>, giving each new level of a cpuset hierarchy its parent's cpus and mems.
+  // mkdir -p <mount>/<parent>, giving each new level of a cpuset hierarchy its parent's cpus and mems, and
+  // the parent (its last level) its cpu.shares in the cpu hierarchy.
   void prepare_parent(const std::string& mount) {
     auto cpuset = mounts_.find(kOptionalController);
     const bool is_cpuset = cpuset != mounts_.end() && cpuset->second == mount;
@@ -316,6 +317,14 @@ class CgroupV1Manager final : public CgroupManager {
       if (is_cpuset) inherit_cpuset(dir, child);
       dir = child;
     }
+    if (config_.parent_cpu_weight > 0 && mount == mounts_.at("cpu"))
+      fs_->write(join_path(dir, "cpu.shares"), std::to_string(cpu_shares_for(config_.parent_cpu_weight)));
+  }
+
+  // 1024 shares per default process, within the kernel's 2..262144.
+  static std::uint64_t cpu_shares_for(std::uint64_t processes) {
+    constexpr std::uint64_t kDefault = 1024, kMin = 2, kMax = 262144;
+    return std::clamp(processes > kMax / kDefault ? kMax : processes * kDefault, kMin, kMax);
   }
 
   // A new cpuset cgroup starts with empty cpus/mems and refuses tasks until they are set. Only the cpuset

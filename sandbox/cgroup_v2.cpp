@@ -224,14 +224,37 @@ class CgroupV2Manager final : public CgroupManager {
  private:
   // Makes the controllers available to <parent>'s children: enabled in the subtree_control of the root, of
   // each level down to <parent>, and of <parent> itself.
+  // With a parent_cpu_weight the cpu controller is enabled too wherever it is offered on the way down, so that
+  // the parent has a cpu.weight to write. That is best effort: where cpu is not offered or the kernel refuses it
+  // (realtime processes in a child cgroup), the parent keeps the kernel's weight and boxes run as before.
   void prepare_parent(const std::vector<std::string>& controllers) {
+    bool cpu_usable = config_.parent_cpu_weight > 0;
+    const auto enable_here = [&](const std::string& dir) {
+      enable(dir, controllers);
+      if (!cpu_usable || contains(controllers, "cpu")) return;
+      cpu_usable = contains(split_words(fs_->read(join_path(dir, "cgroup.controllers"))), "cpu");
+      try {
+        if (cpu_usable) enable(dir, {"cpu"});
+      } catch (const SandboxError&) {
+        cpu_usable = false;
+      }
+    };
     std::string dir = config_.mount_root;
-    enable(dir, controllers);
+    enable_here(dir);
     for (const std::string& part : split_path(config_.parent)) {
       dir = join_path(dir, part);
       ensure_dir(*fs_, dir);
-      enable(dir, controllers);
+      enable_here(dir);
     }
+    const std::string weight_file = join_path(dir, "cpu.weight");
+    if (config_.parent_cpu_weight > 0 && fs_->exists(weight_file))
+      fs_->write(weight_file, std::to_string(cpu_weight_for(config_.parent_cpu_weight)));
+  }
+
+  // 100 per default process, within the kernel's 1..10000.
+  static std::uint64_t cpu_weight_for(std::uint64_t processes) {
+    constexpr std::uint64_t kDefault = 100, kMax = 10000;
+    return processes > kMax / kDefault ? kMax : std::max<std::uint64_t>(processes * kDefault, 1);
   }
 
   void enable(const std::string& dir, const std::vector<std::string>& controllers) {

@@ -125,15 +125,15 @@ std::optional<WorkspaceMode> parse_mode(const std::string& name) {
 
 RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
-  reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "argv", "env", "cwd", "workspace", "limits",
-                            "network", "policy", "labels", "collect", "stdin", "reproducible", "baseline",
-                            "protect_test_config"});
+  reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "as_of_packages", "argv", "env", "cwd",
+                            "workspace", "limits", "network", "policy", "labels", "collect", "stdin", "reproducible",
+                            "baseline", "protect_test_config"});
   RunSpec spec;
   if (!body.contains("argv")) invalid("argv", "is required");
   if (body.contains("toolchains") || body.contains("as_of")) {
     // as_of alone (with an image) only dates the package proxy of a network "proxy" run.
     if (body.contains("image") && body.contains("toolchains")) invalid("image", "give either image or toolchains, not both");
-    if (body.contains("as_of")) spec.as_of = string_field(body["as_of"], "as_of");
+    if (body.contains("as_of")) spec.as_of = resolve_as_of(string_field(body["as_of"], "as_of"), "as_of");
     try {
       const images::ToolchainRequest request =
           images::parse_toolchain_request(body.value("toolchains", json::object()), spec.as_of.value_or(""));
@@ -175,6 +175,8 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
       invalid("as_of", "is required with network \"proxy\": it is the date the package proxy shows");
     }
   }
+  if (body.contains("as_of_packages")) spec.as_of_packages = parse_package_cutoffs(body["as_of_packages"], "as_of_packages");
+  if (!spec.as_of_packages.empty() && spec.network != "proxy") invalid("as_of_packages", "is only for network \"proxy\"");
   if (body.contains("policy")) {
     spec.policy = string_field(body["policy"], "policy");
     if (!std::regex_match(spec.policy, std::regex("[a-z0-9][a-z0-9_-]{0,63}"))) invalid("policy", "is not a policy name");
@@ -222,6 +224,7 @@ json to_json(const RunSpec& spec) {
   if (spec.toolchains.empty()) j["image"] = spec.image;
   else j["toolchains"] = spec.toolchains;
   if (spec.as_of) j["as_of"] = *spec.as_of;
+  if (!spec.as_of_packages.empty()) j["as_of_packages"] = package_cutoffs_json(spec.as_of_packages);
   if (spec.cwd) j["cwd"] = *spec.cwd;
   if (spec.workspace && spec.workspace->snapshot.empty()) {
     j["workspace"] = {{"path", spec.workspace->path}, {"mode", mode_name(spec.workspace->mode)}};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sandbox/result_json.h"
+#include "spec/as_of.h"
 #include "spec/limits.h"
 
 namespace capsule::spec {
@@ -36,6 +37,7 @@ struct RunSpec {
   std::vector<std::string> layers;                // image refs stacked in order on the base (image or toolchains)
   std::map<std::string, std::string> toolchains;  // instead of image: {"java": "17"}, {"python": "auto"}
   std::optional<std::string> as_of;               // "YYYY-MM-DD": python "auto"'s date and the proxy's cutoff
+  proxy::PackageCutoffs as_of_packages;           // network "proxy": packages dated otherwise (spec/as_of.h)
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::optional<std::string> cwd;

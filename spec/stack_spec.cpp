@@ -10,6 +10,7 @@
 #include <set>
 
 #include "http/response.h"
+#include "spec/as_of.h"
 #include "spec/json_fields.h"
 
 namespace capsule::spec {
@@ -339,7 +340,9 @@ StackSpec parse_stack_spec(const json& body, const LimitPolicy& policy) {
         invalid("network.egress", "must be \"none\" (no route out of the stack) or \"proxy\" (the package proxy only)");
       }
     }
-    if (network.contains("as_of")) stack.as_of = string_field(network["as_of"], "network.as_of");
+    if (network.contains("as_of")) {
+      stack.as_of = resolve_as_of(string_field(network["as_of"], "network.as_of"), "network.as_of");
+    }
     if (stack.egress == "proxy" && !stack.as_of) invalid("network.as_of", "is required with egress \"proxy\" (the cutoff)");
     if (stack.egress != "proxy" && stack.as_of) invalid("network.as_of", "is only for egress \"proxy\"");
   }

@@ -5,6 +5,9 @@
 Spec keyword arguments are the RunSpec fields of POST /v1/runs, passed through unchanged
 (image, env, cwd, workspace, limits, network, policy, labels, collect, stdin).
 
+Output: log_bytes(run_id) is the exact bytes a command wrote (what a byte-exact comparison needs);
+logs(run_id) is the same as text, UTF-8 with invalid sequences replaced, for reading and printing.
+
 Sessions are live sandboxes that commands are exec'ed into (docs/api.md "Sessions"):
 
     with client.create_session(image="jdk17", workspace={"path": "/src", "mode": "cow"},
@@ -29,6 +32,7 @@ Stacks are services on one private network with build, deploy and test stages (d
 """
 
 import base64
+import codecs
 import http.client
 import json
 import os
@@ -174,20 +178,37 @@ class Client:
         return self._json("GET", self._run_path(run_id))
 
     def logs(self, run_id, stream="stdout", tail=None):
-        """The run's output of one stream, as text (invalid UTF-8 replaced): all of it, or with tail=N (1..10000)
-        only its last N lines, cut by the daemon (at most 1 MiB of them)."""
+        """The run's output of one stream as text, for reading: log_bytes() decoded as UTF-8 with invalid
+        sequences replaced by U+FFFD. Use log_bytes() for the exact bytes the command wrote."""
+        return self.log_bytes(run_id, stream, tail).decode("utf-8", "replace")
+
+    def log_bytes(self, run_id, stream="stdout", tail=None):
+        """The run's output of one stream, byte for byte as stored: all of it, or with tail=N (1..10000) only
+        its last N lines, cut by the daemon (at most 1 MiB of them)."""
         query = f"stream={stream}" + (f"&tail={int(tail)}" if tail is not None else "")
-        return self._bytes("GET", f"{self._run_path(run_id)}/logs?{query}").decode("utf-8", "replace")
+        return self._bytes("GET", f"{self._run_path(run_id)}/logs?{query}")
 
     def follow_logs(self, run_id, stream="stdout"):
-        """Yields the run's output as text pieces as they are written, until the run ends."""
+        """Yields the run's output as text pieces as they are written, until the run ends (decoded like logs();
+        a character split between two pieces is decoded whole)."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        for piece in self.follow_log_bytes(run_id, stream):
+            text = decoder.decode(piece)
+            if text:
+                yield text
+        rest = decoder.decode(b"", final=True)
+        if rest:
+            yield rest
+
+    def follow_log_bytes(self, run_id, stream="stdout"):
+        """Yields the run's output as the exact bytes written, in pieces as they come, until the run ends."""
         response, connection = self._open("GET", f"{self._run_path(run_id)}/logs?stream={stream}&follow=true")
         try:
             while True:
                 piece = response.read1(65536)
                 if not piece:
                     return
-                yield piece.decode("utf-8", "replace")
+                yield piece
         finally:
             connection.close()
 

@@ -6,6 +6,7 @@
 
 #include "daemon/record/classfiles.h"
 #include "daemon/record/coverage.h"
+#include "daemon/record/exception_tail.h"
 #include "daemon/record/junit.h"
 #include "daemon/record/test_config.h"
 #include "daemon/record/test_loss.h"
@@ -191,6 +192,7 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
     summary[name]["bytes"] = (*digest)->bytes;
   }
   bound_stream_parts(summary);
+  if (const auto exception = exception_ending(result.stderr_capture.tail)) summary["exception"] = exception->to_json();
   json record = {{"result", std::move(summary)}};
   if (sources.proxy) record["proxy"] = *sources.proxy;
   std::string collect_error;

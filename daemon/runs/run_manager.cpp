@@ -249,7 +249,8 @@ void RunManager::start_run(const std::shared_ptr<Run>& run) {
     run->sandbox = launcher_.start(sandbox_spec, hooks);
     if (cutoff) {
       run->proxy = std::make_unique<RunProxy>(*options_.proxies.io, *options_.proxies.proxy, *cutoff,
-                                              run->sandbox->take_listeners(), run->submission.frozen);
+                                              run->sandbox->take_listeners(), run->submission.frozen,
+                                              run->submission.spec.as_of_packages);
     }
   } catch (const sandbox::SandboxError& e) {
     run->sandbox.reset();

@@ -75,10 +75,11 @@ void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutof
 }
 
 RunProxy::RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, const proxy::Cutoff& cutoff,
-                   std::vector<base::UniqueFd> listeners, std::shared_ptr<const proxy::FrozenSet> frozen)
+                   std::vector<base::UniqueFd> listeners, std::shared_ptr<const proxy::FrozenSet> frozen,
+                   proxy::PackageCutoffs packages)
     : proxy_(proxy), log_(std::make_shared<proxy::ServedLog>()), frozen_(std::move(frozen)) {
   auto router = std::make_shared<http::Router>();
-  proxy.add_routes(*router, {cutoff, log_, frozen_});
+  proxy.add_routes(*router, {cutoff, log_, frozen_, std::move(packages)});
   http::ServerOptions options;
   options.max_connections = 64;  // one sandbox's clients; a hostile one cannot starve the daemon
   server_ = std::make_unique<http::HttpServer>(io, std::shared_ptr<const http::Router>(router), options);

@@ -29,11 +29,13 @@ void add_proxy_to_sandbox(sandbox::SandboxSpec& spec, const proxy::Cutoff& cutof
                           std::uint32_t host_id_base);
 
 // One run's listeners being served. Destroying it stops serving (connections still open are closed). With
-// `frozen` (a replay), only the original run's objects are served, from the cache (proxy/frozen_set.h).
+// `frozen` (a replay), only the original run's objects are served, from the cache (proxy/frozen_set.h);
+// `packages` (the spec's as_of_packages) dates those packages by their own cutoffs.
 class RunProxy {
  public:
   RunProxy(boost::asio::io_context& io, proxy::PackageProxy& proxy, const proxy::Cutoff& cutoff,
-           std::vector<base::UniqueFd> listeners, std::shared_ptr<const proxy::FrozenSet> frozen = nullptr);
+           std::vector<base::UniqueFd> listeners, std::shared_ptr<const proxy::FrozenSet> frozen = nullptr,
+           proxy::PackageCutoffs packages = {});
   ~RunProxy();
   RunProxy(const RunProxy&) = delete;
   RunProxy& operator=(const RunProxy&) = delete;

@@ -365,6 +365,13 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(self.client.logs(run["id"]), "hi\n")
         self.assertEqual(self.client.logs(run["id"], stream="stderr"), "err\n")
         self.assertEqual("".join(self.client.follow_logs(run["id"])), "hi\n")
+        # Invalid UTF-8 next to a valid character: log_bytes() has the bytes exactly, logs() the text.
+        raw = self.client.run(["sh", "-c", r"printf '\377\376ok \303\251\n'"])
+        self.assertEqual(self.client.log_bytes(raw["id"]), b"\xff\xfeok \xc3\xa9\n")
+        self.assertEqual(b"".join(self.client.follow_log_bytes(raw["id"])), b"\xff\xfeok \xc3\xa9\n")
+        self.assertEqual(self.client.logs(raw["id"]), "\ufffd\ufffdok \u00e9\n")
+        self.assertEqual("".join(self.client.follow_logs(raw["id"])), "\ufffd\ufffdok \u00e9\n")
+        self.assertEqual(self.client.log_bytes(raw["id"], tail=1), b"\xff\xfeok \xc3\xa9\n")
         lines = self.client.run(["sh", "-c", "seq 1 500"])
         self.assertEqual(self.client.logs(lines["id"], tail=3), "498\n499\n500\n")
         with self.assertRaises(capsule.BadRequest) as caught:

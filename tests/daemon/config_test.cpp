@@ -61,6 +61,16 @@ TEST_F(ConfigFileTest, PublishedPortIdleTimeout) {
   }
 }
 
+TEST_F(ConfigFileTest, CpuWeightIsAutoOrAProcessCount) {
+  EXPECT_EQ(parent_cpu_weight(load(R"({"max_concurrent": 6})")), 6u) << "auto by default: one process per box";
+  EXPECT_EQ(parent_cpu_weight(load(R"({"max_concurrent": 6, "cpu_weight": "auto"})")), 6u);
+  EXPECT_EQ(parent_cpu_weight(load(R"({"max_concurrent": 6, "cpu_weight": 2})")), 2u);
+  for (const char* bad : {R"({"cpu_weight": 0})", R"({"cpu_weight": 10001})", R"({"cpu_weight": "8"})",
+                          R"({"cpu_weight": -1})", R"({"cpu_weight": 1.5})"}) {
+    EXPECT_NE(error(bad).find("cpu_weight must be"), std::string::npos) << bad;
+  }
+}
+
 TEST(CgroupParent, DefaultStateDirKeepsTheShortNameOthersGetAStableHash) {
   EXPECT_EQ(cgroup_parent_for(DaemonConfig{}.state_dir), "capsule");
   const std::string other = cgroup_parent_for("/tmp/a/state");

@@ -1,10 +1,12 @@
 // network "proxy" runs through a real capsuled: the package proxy listens inside each sandbox's own network
 // namespace with the run's date; real pip resolves as of that date, post-cutoff files are 404 even by URL, the
-// sandbox reaches nothing else, and the record lists every object served.
+// sandbox reaches nothing else, the record lists every object served, and per-package and relative cutoffs are
+// stored absolute.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/dates.h"
 #include "tests/support/capsuled_fixture.h"
 
 namespace capsule::testing {
@@ -295,6 +297,32 @@ TEST_F(CapsuledProxy, EveryServiceOfAStackResolvesThroughItsProxyAsOfItsDate) {
   EXPECT_EQ(closed["failure"]["stage"], "from-a") << closed["failure"].dump();
   EXPECT_EQ(closed["failure"]["reason"], "test_failed");
   EXPECT_EQ(call("DELETE", "/v1/stacks/" + closed["id"].get<std::string>()).status, 200);
+}
+
+// A package dated by its own cutoff (uv's --exclude-newer-package), and a relative as_of resolved once, at
+// submission: the stored spec holds absolute values, so submitting it again uses the same cutoffs.
+TEST_F(CapsuledProxy, PackageCutoffsAndRelativeDatesAreStoredAbsolute) {
+  json spec = sh("cd /tmp && python3 -m pip download -q -d dl alpha beta >&2 && ls dl");
+  spec["network"] = "proxy";
+  spec["as_of"] = "2022-07-01";
+  spec["as_of_packages"] = {{"pypi", {{"Beta", "2023-01-01"}}}};
+  const json run = run_and_wait(spec);
+  ASSERT_EQ(run["state"], "succeeded") << run.dump(2);
+  EXPECT_EQ(run["result"]["stdout"]["head"], "alpha-1.1-py3-none-any.whl\nbeta-1.0-py3-none-any.whl\n")
+      << "beta as of 2023-01-01 (1.0), alpha as of the run's date (1.1)";
+  EXPECT_EQ(run["spec"]["as_of_packages"], json({{"pypi", {{"beta", "2023-01-01T00:00:00Z"}}}}));
+
+  json relative = sh("true");
+  relative["network"] = "proxy";
+  relative["as_of"] = "P7D";
+  const json resolved = run_and_wait(relative);
+  ASSERT_EQ(resolved["state"], "succeeded") << resolved.dump(2);
+  const std::string as_of = resolved["spec"]["as_of"];
+  EXPECT_TRUE(base::parse_date(as_of)) << as_of;
+  EXPECT_EQ(resolved["pinned"]["cutoff"], as_of);
+  EXPECT_EQ(run_and_wait(resolved["spec"])["pinned"]["cutoff"], as_of);
+  relative["as_of"] = "1 month";
+  expect_error(call("POST", "/v1/runs", relative), 400, "invalid_spec", "as_of");
 }
 
 TEST_F(CapsuledProxy, ProxyRunsNeedADate) {

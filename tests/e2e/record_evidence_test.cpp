@@ -1,7 +1,7 @@
 // The evidence a harness reads from one run's record, through a real capsuled with real toolchains from the
-// host: which signal ended the command and why, the output's last lines, test cases from pytest's JUnit XML,
-// the class-file census of javac's output, coverage.py's Cobertura summary, and a compile error told apart
-// from a project without tests.
+// host: which signal ended the command and why, the output's last lines, the Python exception that ended it,
+// test cases from pytest's JUnit XML, the class-file census of javac's output, coverage.py's Cobertura summary,
+// and a compile error told apart from a project without tests.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -72,6 +72,20 @@ TEST_F(Capsuled, RecordKeepsTheLastLinesOfEachStream) {
   // The stored spec is a valid request: submitted again it runs the same collection.
   const json again = run_and_wait(run["spec"]);
   EXPECT_EQ(again["result"]["stdout"]["tail_lines"], json({"498", "499", "500"}));
+}
+
+// The host's python3 raising in a sandbox: the record names the exception that ended it.
+TEST_F(Capsuled, RecordNamesThePythonExceptionThatEndedTheRun) {
+  start();
+  const json run = run_and_wait(
+      json{{"argv", {"python3", "-c", "import json\ndef load():\n  return json.loads('{bad')\nload()"}}});
+  ASSERT_EQ(run["state"], "failed") << run["result"];
+  EXPECT_EQ(run["result"]["exception"],
+            json({{"language", "python"},
+                  {"type", "json.decoder.JSONDecodeError"},
+                  {"message", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"}}))
+      << run["result"]["stderr"];
+  EXPECT_FALSE(run_and_wait(sh("echo plain >&2; exit 1"))["result"].contains("exception"));
 }
 
 TEST_F(Capsuled, PytestCasesAndCoverageFromARealRun) {

@@ -208,6 +208,36 @@ TEST(PinnedListener, OtherCutoffsAreRefusedAndServedObjectsLogged) {
   EXPECT_EQ(objects[1].source, "upstream");
 }
 
+// A run's as_of_packages: the packages it names are dated by their own cutoffs, pages and files alike; every
+// other package keeps the listener's.
+TEST(PinnedListener, PackageCutoffsDateOnlyTheirPackages) {
+  TempDir dir;
+  FixtureUpstream fixture(dir.path() / "fixture", false);
+  PackageCutoffs packages;
+  packages.pypi.emplace("alpha", *parse_cutoff("2024-01-01"));
+  packages.maven.emplace("org.capsule.fixture:lib", *parse_cutoff("2023-04-01"));
+  ServedProxy served(mirror_options(fixture, dir.path() / "cache"),
+                     {parse_cutoff("2022-07-01"), std::make_shared<ServedLog>(), nullptr, packages});
+  const auto alpha = served.get("/pypi/snapshot/2022-07-01/simple/alpha/", {kPip23Accept});
+  ASSERT_EQ(alpha.status, 200u) << alpha.body;
+  EXPECT_EQ(nlohmann::json::parse(alpha.body)["versions"], nlohmann::json({"1.0", "1.1", "2.0"}));
+  EXPECT_EQ(served.get("/pypi/snapshot/2022-07-01/files/alpha/alpha-2.0-py3-none-any.whl").status, 200u);
+  const auto beta = served.get("/pypi/snapshot/2022-07-01/simple/beta/", {kPip23Accept});
+  ASSERT_EQ(beta.status, 200u) << beta.body;
+  EXPECT_EQ(nlohmann::json::parse(beta.body)["versions"], nlohmann::json({"0.9"}));
+  EXPECT_EQ(served.get("/pypi/snapshot/2022-07-01/files/beta/beta-1.0-py3-none-any.whl").status, 404u);
+
+  const auto lib = served.get("/maven/snapshot/2022-07-01/org/capsule/fixture/lib/maven-metadata.xml");
+  ASSERT_EQ(lib.status, 200u) << lib.body;
+  EXPECT_NE(lib.body.find("<version>1.2</version>"), std::string::npos) << lib.body;
+  EXPECT_EQ(lib.body.find("<version>2.0</version>"), std::string::npos) << lib.body;
+  EXPECT_EQ(served.get("/maven/snapshot/2022-07-01/org/capsule/fixture/lib/1.2/lib-1.2.jar").status, 200u);
+  const auto parent = served.get("/maven/snapshot/2022-07-01/org/capsule/fixture/parent/maven-metadata.xml");
+  ASSERT_EQ(parent.status, 200u) << parent.body;
+  EXPECT_EQ(parent.body.find("<version>1.1</version>"), std::string::npos) << parent.body;
+  EXPECT_EQ(served.get("/maven/snapshot/2022-07-01/org/capsule/fixture/parent/1.1/parent-1.1.pom").status, 404u);
+}
+
 ProxyOptions http_options(const FixtureUpstream& fixture, const std::filesystem::path& cache) {
   ProxyOptions options;
   options.cache_dir = cache;

@@ -125,6 +125,23 @@ TEST_F(CgroupV1Test, CreateWritesLimitsToEveryHierarchy) {
   EXPECT_EQ(manager_->list(), std::vector<std::string>{"run"});
 }
 
+// The parent weighs as many host processes as it is given (1024 shares each), within the kernel's range;
+// without a weight it keeps the kernel's 1024.
+TEST_F(CgroupV1Test, TheParentGetsCpuSharesInProportionToItsWeight) {
+  const std::string shares = mounts_["cpu"] + "/" + config_.parent + "/cpu.shares";
+  manager_->create("run", {})->remove();
+  EXPECT_EQ(slurp(shares), "1024\n");
+  for (const auto& [weight, expected] : {std::pair{6u, "6144\n"}, std::pair{300u, "262144\n"}}) {
+    manager_->remove_parent();
+    config_.parent_cpu_weight = weight;
+    manager_ = make_cgroup_v1(config_);
+    auto group = manager_->create("run", {});
+    EXPECT_EQ(slurp(shares), expected) << weight;
+    EXPECT_EQ(slurp(file("cpu", "run", "cpu.shares")), "1024\n") << "boxes share the parent's weight equally";
+    group->remove();
+  }
+}
+
 TEST_F(CgroupV1Test, TheBoxJoinsCpusetWithItsParentsCpusButItsExecLeavesDoNot) {
   if (!mounts_.count("cpuset")) GTEST_SKIP() << "no cpuset hierarchy on this host";
   auto group = manager_->create("run", {});

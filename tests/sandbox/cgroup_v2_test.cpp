@@ -141,6 +141,35 @@ TEST_F(CgroupV2Test, UnlimitedKeepsKernelDefaultsAndLeavesCpuAlone) {
   EXPECT_EQ(contents("capsule/cgroup.subtree_control"), "memory pids\n");
 }
 
+// With a weight the cpu controller is enabled down to the parent, whose cpu.weight is 100 per host process
+// (at most 10000); the boxes keep the default 100 each, sharing the parent's weight equally.
+TEST_F(CgroupV2Test, TheParentGetsACpuWeightInProportionToItsWeight) {
+  CgroupConfig weighed = config("daemon/sandboxes");
+  weighed.parent_cpu_weight = 6;
+  manager_ = make_cgroup_v2(weighed, fs_);
+  auto group = manager_->create("run", {kMiB, 0, 0});
+  EXPECT_EQ(contents("daemon/sandboxes/cpu.weight"), "600\n");
+  EXPECT_EQ(contents("daemon/cpu.weight"), "100\n") << "levels above the parent are shared and keep theirs";
+  EXPECT_EQ(contents("daemon/sandboxes/run/cpu.weight"), "100\n");
+  EXPECT_EQ(contents("daemon/sandboxes/run/memory.max"), "1048576\n");
+  weighed.parent_cpu_weight = 1000;
+  make_cgroup_v2(weighed, fs_)->create("run-2", {});
+  EXPECT_EQ(contents("daemon/sandboxes/cpu.weight"), "10000\n") << "clamped to the kernel's range";
+}
+
+// Without a cpu controller to enable, a weight changes nothing and boxes are made as before.
+TEST_F(CgroupV2Test, ACpuWeightWithoutTheCpuControllerIsLeftOut) {
+  FakeKernel kernel;
+  kernel.controllers = {"memory", "pids"};
+  use(kernel);
+  CgroupConfig weighed = config();
+  weighed.parent_cpu_weight = 6;
+  manager_ = make_cgroup_v2(weighed, fs_);
+  EXPECT_NO_THROW(manager_->create("run", {kMiB, 0, 0}));
+  EXPECT_FALSE(fs_->exists(path("capsule/cpu.weight")));
+  EXPECT_EQ(contents("capsule/cgroup.subtree_control"), "memory pids\n");
+}
+
 TEST_F(CgroupV2Test, NestedParentEnablesControllersAtEveryLevel) {
   use({}, "daemon/sandboxes");
   auto group = manager_->create("run", {kMiB, 0, 0});
