@@ -75,11 +75,32 @@ detect_python() {
     EXTRA_LABELS+=("pip" "$("$src/bin/python3" -m pip --version | awk '{print $2}')")
   fi
 }
+# Every extension module of the stdlib (lib-dynload, test modules aside) imports, and Tcl evaluates when the
+# build has _tkinter: what a layer on a base without the libraries they link against would lose.
+# shellcheck disable=SC2016  # Python source
+STDLIB_CHECK='import importlib, os, sysconfig
+d = os.path.join(sysconfig.get_paths()["platstdlib"], "lib-dynload")
+names = sorted(n.split(".")[0] for n in os.listdir(d) if n.endswith(".so") and not n.startswith(("_test", "xx")))
+bad = []
+for n in names:
+    try:
+        importlib.import_module(n)
+    except Exception as e:
+        bad.append("%s (%s)" % (n, e))
+if bad:
+    raise SystemExit("stdlib extension modules that do not import: " + ", ".join(bad))
+tcl = ""
+if "_tkinter" in names:
+    import tkinter
+    tcl = ", Tcl " + tkinter.Tcl().eval("info patchlevel")
+print("%d stdlib extension modules import%s" % (len(names), tcl))'
+
 check_python() {
   local prefix
   prefix=$("$DEST/bin/python3" -c 'import sys, ssl, sqlite3, zlib, ctypes, bz2, lzma, ensurepip; print(sys.prefix)')
   [ "$prefix" = "$DEST" ] || die "relocated python reports sys.prefix $prefix, not $DEST"
   "$DEST/bin/python3" -V
+  "$DEST/bin/python3" -c "$STDLIB_CHECK"
   "$DEST/bin/python3" -m venv --without-pip "$1/venv" && "$1/venv/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix'
   [ ! -e "$DEST/bin/pip3" ] || "$DEST/bin/pip3" --version
 }
@@ -172,6 +193,55 @@ relocate() {
   log "relocated: $fixed_elf ELF runpaths, $fixed_text text files"
 }
 
+# True when the base rootfs has a library named NAME where the host has it at PATH (or in the other half of a
+# merged /usr: /lib/x86_64-linux-gnu and /usr/lib/x86_64-linux-gnu are one directory there).
+base_has_lib() {  # host-path name
+  local dir
+  dir=$(dirname "$1")
+  [ -e "$base$dir/$2" ] || [ -e "$base/usr${dir#/usr}/$2" ] || [ -e "$base${dir#/usr}/$2" ]
+}
+
+# The shared libraries the toolchain loads (ldd of its ELF files, run on the original tree, so the whole
+# dependency closure) that the base lacks - pyenv's _tkinter needs libtcl8.6/libtk8.6 and their X11 libraries,
+# which the python3 image does not carry - copied from this host into DEST/lib (the relocated RUNPATHs of
+# lib-dynload and bin/ point there) with RUNPATH $ORIGIN, so they find each other. A bundled Tcl also needs its
+# script library (init.tcl) where that libtcl looks for it: Tcl's and Tk's library directories are copied to
+# the same paths in the layer when the base lacks them. Without --base nothing is bundled: the base is unknown.
+bundle_libs() {
+  [ -n "$base" ] || { log "no --base: no libraries bundled"; return 0; }
+  local f magic name path bundled=()
+  declare -A seen=()
+  while IFS= read -r -d '' f; do
+    magic=""
+    LC_ALL=C IFS= read -r -n 4 -d '' magic < "$f" 2>/dev/null || true
+    [ "$magic" = $'\x7fELF' ] || continue
+    while read -r name path; do
+      [ -z "${seen[$name]:-}" ] || continue
+      seen[$name]=1
+      case $path in "$src"/*) continue ;; esac
+      base_has_lib "$path" "$name" && continue
+      cp -L "$path" "$ROOT$DEST/lib/$name"
+      patchelf --set-rpath '$ORIGIN' "$ROOT$DEST/lib/$name"
+      bundled+=("$name")
+    done < <(ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }')
+  done < <(find "$src" -type f \( -name '*.so' -o -name '*.so.*' -o -path "$src/bin/*" \) -print0)
+  log "bundled ${#bundled[@]} libraries the base lacks: ${bundled[*]:-none}"
+  case " ${bundled[*]:-} " in *" libtcl"*) bundle_tcl_scripts ;; esac
+}
+
+bundle_tcl_scripts() {
+  local tcl tk d
+  tcl=$("$src/bin/python3" -c 'import tkinter; print(tkinter.Tcl().eval("info library"))') ||
+    die "the bundled libtcl's script library is unknown (python3 -c 'import tkinter' fails on this host)"
+  tk=$(dirname "$tcl")/tk${tcl##*/tcl}
+  for d in "$tcl" "$tk"; do
+    [ -d "$d" ] && [ ! -e "$base$d" ] || continue
+    mkdir -p "$ROOT$(dirname "$d")"
+    cp -a "$d" "$ROOT$d"
+    log "bundled $d"
+  done
+}
+
 # Runs check_<kind> with the layer's /opt bound over the host's and the original directory hidden, so a
 # reference to the old location cannot go unnoticed.
 verify_on_host() {
@@ -184,7 +254,7 @@ verify_on_host() {
     mount --bind "$1/opt" /opt
     mount -t tmpfs -o size=1m,mode=0755 tmpfs "$2"
     shift 2
-    exec "$@"' _ "$ROOT" "$src" /bin/bash -c "$(declare -f die log "check_$KIND"); DEST='$DEST'; RECIPE_NAME='$RECIPE_NAME'; check_$KIND '$scratch'" >&2
+    exec "$@"' _ "$ROOT" "$src" /bin/bash -c "$(declare -f die log "check_$KIND"); $(declare -p STDLIB_CHECK); DEST='$DEST'; RECIPE_NAME='$RECIPE_NAME'; check_$KIND '$scratch'" >&2
 }
 
 # The layer stacked on --base, chrooted: the toolchain must be the one found by PATH.
@@ -192,7 +262,7 @@ verify_stacked() {
   local s=$WORK/stack cmd
   mkdir -p "$s/upper" "$s/work" "$s/merged"
   case $KIND in
-    python) cmd="python3 -c 'import sys; print(sys.version.split()[0], sys.prefix)'" ;;
+    python) cmd="python3 -c 'import sys; print(sys.version.split()[0], sys.prefix)' && python3 -c '$STDLIB_CHECK'" ;;
     java) cmd="java -version 2>&1 | head -n1; readlink -f \$(command -v java)" ;;
   esac
   # shellcheck disable=SC2016  # the inner script expands its own arguments
@@ -210,6 +280,7 @@ verify_stacked() {
 
 _step copy copy_tree
 _step relocate relocate
+[ "$KIND" != python ] || _step bundle bundle_libs
 _step verify verify_on_host
 [ -z "$base" ] || _step verify-stacked verify_stacked
 label_raw org.capsule.recipe toolchain-layer

@@ -225,7 +225,7 @@ TEST_F(CapsuledRecipes, AMavenBuildWithoutTestsCountsItsClassFileMajors) {
 }
 
 // JaCoCo coverage from a real Maven build. Debian packages no jacoco-maven-plugin, so the jdk17-maven image has
-// Debian's JaCoCo (0.8.6) as the runtime agent for surefire's argLine and the Ant tasks run by maven-antrun-plugin
+// Debian's JaCoCo (trixie's 0.8.12) as the runtime agent for surefire's argLine and the Ant tasks run by maven-antrun-plugin
 // for the XML report (images/recipes/README.md); the record's summary equals the report's own LINE and BRANCH
 // counters.
 TEST_F(CapsuledRecipes, JacocoCoverageFromARealMavenBuild) {
@@ -261,7 +261,7 @@ class SignTest {
           <dependency>
             <groupId>org.jacoco</groupId>
             <artifactId>org.jacoco.ant</artifactId>
-            <version>0.8.6</version>
+            <version>0.8.12</version>
           </dependency>
         </dependencies>
         <executions>
