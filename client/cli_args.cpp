@@ -47,7 +47,8 @@ const RunFlagRow kRunFlags[] = {
     {RunFlag::kToolchain, "--toolchain,-t", "pick the image by toolchain: java=17, python=3.11, python=auto",
      &RunOptions::toolchains},
     {RunFlag::kAsOf, "--as-of",
-     "date (YYYY-MM-DD) that python=auto is chosen for, and that --network proxy shows packages as of",
+     "date (YYYY-MM-DD, or a span before today: '7 days', '2 weeks', P7D; stored as the date it means) that "
+     "python=auto is chosen for, and that --network proxy shows packages as of",
      &RunOptions::as_of},
     {RunFlag::kNetwork, "--network",
      "none (loopback only) or proxy (also the date-masked PyPI/Maven proxy on 127.0.0.1:3141; needs --as-of)",
