@@ -109,4 +109,9 @@ void make_dir(const std::filesystem::path& dir, unsigned mode, const std::string
   if (chmod(dir.c_str(), mode) != 0) throw_errno(step, dir.string(), "chmod");
 }
 
+ScopedDir::~ScopedDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
+
 }  // namespace capsule::base

@@ -35,6 +35,15 @@ void write_all(int fd, const void* data, std::size_t size, const std::string& st
 void write_file_atomic(const std::filesystem::path& path, std::string_view content, const std::string& step,
                        unsigned mode = 0644);
 
+// A directory removed with everything in it when this goes (staging dirs of creates, saves and imports).
+struct ScopedDir {
+  std::filesystem::path path;
+  explicit ScopedDir(std::filesystem::path dir) : path(std::move(dir)) {}
+  ~ScopedDir();
+  ScopedDir(const ScopedDir&) = delete;
+  ScopedDir& operator=(const ScopedDir&) = delete;
+};
+
 // A fresh private (0700) directory `<parent>/<prefix>XXXXXX`.
 std::filesystem::path make_temp_dir(const std::filesystem::path& parent, const std::string& prefix,
                                     const std::string& step);

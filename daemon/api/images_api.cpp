@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <set>
 
+#include "base/file_util.h"
 #include "daemon/auth.h"
 #include "daemon/image_access.h"
 #include "images/error.h"
@@ -192,14 +193,8 @@ void save_into(images::ImageStore& store, const std::string& ref, const images::
   if (mkdtemp(staging_name.data()) == nullptr) {
     throw http::ApiError("internal_error", "save: creating a staging dir: " + std::string(std::strerror(errno)));
   }
-  const fs::path staging = staging_name;
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{staging};
+  const base::ScopedDir scoped(staging_name);
+  const fs::path& staging = scoped.path;
   const fs::path archive = staging / "image.tar";
   store.save(ref, archive, viewer);
   base::UniqueFd in(open(archive.c_str(), O_RDONLY | O_CLOEXEC));

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "base/file_util.h"
 #include "daemon/api/api.h"
 #include "daemon/api/stream_sink.h"
 #include "daemon/bundle/bundle_export.h"
@@ -24,7 +25,7 @@ void export_bundle(ApiContext& ctx, const http::Request& request, const http::Re
   if (!row.outcome) throw http::ApiError("run_active", "run " + id + " is " + row.state + "; export it once it has finished");
   BundleStores& stores = stores_of(ctx);
   answer_later(ctx.transfers, request.peer.uid, responder, [&ctx, &stores, row](const http::Responder& answer) {
-    const StagingDir staging(stores.make_staging());
+    const base::ScopedDir staging(stores.make_staging());
     const BundlePlan plan = plan_bundle(row, stores, ctx.snapshots, ctx.logs, staging.path);
     auto writer = answer.start_stream(200, "application/x-tar",
                                       {{"Content-Disposition", "attachment; filename=\"" + row.id + ".bundle.tar\""}});

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/file_util.h"
 #include "base/units.h"
 #include "daemon/api/api.h"
 #include "daemon/snapshots/directory_snapshot.h"
@@ -57,14 +58,8 @@ void create_snapshot(ApiContext& ctx, const http::Request& request, const http::
       return answer.respond(http::json_response(201, body));
     }
     store.require_room();
-    const fs::path staging = store.make_staging();
-    struct Cleanup {
-      fs::path dir;
-      ~Cleanup() {
-        std::error_code ignored;
-        fs::remove_all(dir, ignored);
-      }
-    } cleanup{staging};
+    const base::ScopedDir scoped(store.make_staging());
+    const fs::path& staging = scoped.path;
     const PreparedSource prepared = prepare_snapshot_source(source, caller, staging, store.limits());
     json body = store.create(prepared.tar, prepared.description, caller.uid, prepared.mtime).to_json();
     body["reused"] = false;

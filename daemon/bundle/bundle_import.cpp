@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/file_util.h"
 #include "daemon/image_access.h"
 #include "daemon/record/run_record.h"
 #include "daemon/resolve.h"
@@ -156,7 +157,7 @@ void copy_log(LogStore& logs, const std::string& id, Stream stream, const fs::pa
 
 json import_bundle(const BundleImport& request, BundleStores& stores, SnapshotStore* snapshots, Ledger& ledger,
                    LogStore& logs, const spec::LimitPolicy& limits) {
-  StagingDir staging(stores.make_staging());
+  base::ScopedDir staging(stores.make_staging());
   const std::map<std::string, StagedEntry> entries = read_bundle_tar(request.fd, staging.path, stores.limits);
   const auto manifest_entry = entries.find(kBundleManifest);
   if (manifest_entry == entries.end()) invalid("the bundle has no bundle.json");

@@ -25,9 +25,4 @@ std::filesystem::path BundleStores::make_staging() const {
   return name;
 }
 
-StagingDir::~StagingDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path, ignored);
-}
-
 }  // namespace capsule::daemon

@@ -19,7 +19,7 @@ class BundleStores {
   BundleStores(const BundleStores&) = delete;
   BundleStores& operator=(const BundleStores&) = delete;
 
-  // A fresh private dir under the staging root; the caller removes it (StagingDir does).
+  // A fresh private dir under the staging root; the caller removes it (base::ScopedDir does).
   std::filesystem::path make_staging() const;
 
   images::ImageStore& images;
@@ -29,15 +29,6 @@ class BundleStores {
 
  private:
   std::filesystem::path staging_root_;
-};
-
-// Removes its dir when it goes.
-struct StagingDir {
-  std::filesystem::path path;
-  explicit StagingDir(std::filesystem::path dir) : path(std::move(dir)) {}
-  ~StagingDir();
-  StagingDir(const StagingDir&) = delete;
-  StagingDir& operator=(const StagingDir&) = delete;
 };
 
 }  // namespace capsule::daemon

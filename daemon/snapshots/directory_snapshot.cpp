@@ -2,6 +2,7 @@
 // time), then a reuse when the index and the store agree, else tar, create and remember.
 #include "daemon/snapshots/directory_snapshot.h"
 
+#include "base/file_util.h"
 #include "daemon/snapshots/snapshot_reuse.h"
 #include "daemon/snapshots/snapshot_sources.h"
 
@@ -19,14 +20,8 @@ DirectorySnapshot snapshot_directory(SnapshotStore& store, const Caller& caller,
     }
   }
   store.require_room();
-  const fs::path staging = store.make_staging();
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
-  } cleanup{staging};
+  const base::ScopedDir scoped(store.make_staging());
+  const fs::path& staging = scoped.path;
   const fs::path tar = tar_directory_as(caller, dir, staging, store.limits());
   DirectorySnapshot made{store.create(tar, description, caller.uid), false};
   if (tree) {

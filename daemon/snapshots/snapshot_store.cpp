@@ -174,11 +174,8 @@ void SnapshotStore::write_meta(const SnapshotInfo& info) const {
 SnapshotInfo SnapshotStore::create(const fs::path& source_tar, const json& source, uid_t owner,
                                    std::optional<std::int64_t> mtime) {
   check_source_tar(source_tar, limits_);
-  const fs::path staging = make_staging();
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() { remove_quietly(dir); }
-  } cleanup{staging};
+  const base::ScopedDir scoped(make_staging());
+  const fs::path& staging = scoped.path;
   try {
     // Unpacked as the tar says (owners, mtimes, hard links inside the tree), then packed in canonical form.
     images::UnpackLimits scratch = unpack_limits(limits_);
