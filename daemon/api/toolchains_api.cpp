@@ -10,6 +10,7 @@
 #include "daemon/api/api.h"
 #include "daemon/image_access.h"
 #include "images/image_stack.h"
+#include "spec/as_of.h"
 #include "spec/json_fields.h"
 
 namespace capsule::daemon {
@@ -57,7 +58,7 @@ json python_release(const images::PythonReleases& table, const std::string& vers
   return out;
 }
 
-// GET /v1/toolchains/resolve?NAME=VERSION...&as_of=YYYY-MM-DD: what a run with these `toolchains` and `as_of`
+// GET /v1/toolchains/resolve?NAME=VERSION...&as_of=DATE|SPAN: what a run with these `toolchains` and `as_of`
 // would be pinned to, or the error its submission would get. Validation is parse_run_spec's (the same
 // parse_toolchain_request and field names), the choice is pin_images'.
 json resolve_toolchains(const ApiContext& ctx, const http::Request& request) {
@@ -71,6 +72,7 @@ json resolve_toolchains(const ApiContext& ctx, const http::Request& request) {
     throw http::ApiError("invalid_query", "name at least one toolchain, as a run's toolchains: "
                                           "?python=auto&as_of=2025-01-01, ?java=17");
   }
+  if (!as_of.empty()) as_of = spec::resolve_as_of(as_of, "as_of");  // a span, as a run's, is today's date minus it
   Submission run;
   run.caller = caller_of(request.peer);
   try {
