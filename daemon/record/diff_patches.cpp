@@ -80,7 +80,7 @@ Content read_capped(int fd, std::size_t cap) {
 }
 
 // The content of `path` beneath root_fd: a regular file's first bytes, or a symlink's target.
-Content read_beneath(int root_fd, const std::string& path, std::size_t cap) {
+Content read_content_beneath(int root_fd, const std::string& path, std::size_t cap) {
   check_relative(path);
   const std::size_t slash = path.rfind('/');
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -186,8 +186,8 @@ class PatchWriter {
     const bool has_old = status != "added", has_new = status != "deleted";
     Content old_side, new_side;
     try {
-      if (has_old) old_side = read_beneath(lower_.get(), path, limits_.text.max_input_bytes);
-      if (has_new) new_side = read_beneath(upper_.get(), path, limits_.text.max_input_bytes);
+      if (has_old) old_side = read_content_beneath(lower_.get(), path, limits_.text.max_input_bytes);
+      if (has_new) new_side = read_content_beneath(upper_.get(), path, limits_.text.max_input_bytes);
     } catch (const Unreadable& e) {
       j["error"] = e.message;
       return j;
