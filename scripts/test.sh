@@ -20,6 +20,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/capsule-test.XXXXXX")
 recipes=""
 fuzz=""
 unity=""
+release=""
 
 # The stage table: one row per stage, printed at the end (and on a failure, up to the stage that failed).
 stage_name="" stage_started="" stage_tests="" stage_cache=""
@@ -45,30 +46,26 @@ print_table() {
 # and apt included).
 on_exit() {
   rc=$?
-  for job in $recipes $fuzz $unity; do kill -TERM "-$job" 2>/dev/null || true; done
+  for job in $recipes $fuzz $unity $release; do kill -TERM "-$job" 2>/dev/null || true; done
   if [ "$rc" != 0 ]; then end_stage; print_table; echo "test.sh: failed in the stage above (exit $rc)" >&2; fi
   rm -rf "$work"
 }
 trap on_exit EXIT
 trap 'exit 1' INT TERM HUP
 
-# ccache's hits and misses so far: "HITS MISSES".
-ccache_counts() {
-  ccache --print-stats | awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
-                              $1 == "cache_miss" { m = $2 } END { print h + 0, m + 0 }'
+# cache_counts LOG: "HITS OF" for the compiles ccache wrote to the stats log LOG (one line per outcome). Each
+# stage has its own log, so compiles running beside it (the fuzz smoke's, the images') do not count in it.
+cache_counts() {
+  [ -f "$1" ] || { echo "0/0"; return; }
+  hits=$(grep -c -x -e direct_cache_hit -e preprocessed_cache_hit "$1" || true)
+  echo "$hits/$((hits + $(grep -c -x cache_miss "$1" || true)))"
 }
 # counting_cache CMD...: CMD, then its compiles' ccache hits printed and kept for the stage table.
 counting_cache() {
-  read -r hits0 misses0 <<EOF
-$(ccache_counts)
-EOF
-  "$@"
-  read -r hits1 misses1 <<EOF
-$(ccache_counts)
-EOF
-  hits=$((hits1 - hits0)) misses=$((misses1 - misses0))
-  stage_cache="$hits/$((hits + misses))"
-  echo "ccache: $hits hits, $misses misses ($CCACHE_DIR)"
+  log="$work/ccache.$(date +%s%N).log"
+  CCACHE_STATSLOG=$log "$@"
+  stage_cache=$(cache_counts "$log")
+  echo "ccache: $stage_cache hits ($CCACHE_DIR)"
 }
 # run_ctest ARGS...: ctest with the output shown and kept; the stage's tests column from its summary line.
 run_ctest() {
@@ -122,9 +119,11 @@ stage "unity check (in the background; log: $work/unity.log)"
 setsid nice -n 5 ./scripts/unity-check.py build > "$work/unity.log" 2>&1 &
 unity=$!
 # The release preset is not a unity build: a file that compiles only beside the others in its batch (a missing
-# include) fails here. Its package is installed, used through the installed files, and purged.
-stage "build (release, not unity) and its package: install, capsule run through the installed files, purge"
-counting_cache ./scripts/package-check.sh
+# include) fails here. It compiles beside the recipe-image tests, which leave the cores more than half idle; its
+# package is installed and checked after them, so that nothing installed on the host meets a running test.
+stage "build (release, not unity; in the background; log: $work/release.log)"
+CCACHE_STATSLOG=$work/ccache.release.log setsid nice -n 5 ./scripts/build.sh release > "$work/release.log" 2>&1 &
+release=$!
 
 if [ -n "$recipes" ]; then
   stage "recipe images: waiting for them"
@@ -146,6 +145,17 @@ if [ -n "$recipes" ]; then
   stage_tests="$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\.$/\1 passed/p' "$work/recipes.log")"
   [ "$filter" != 'CapsuledRecipes*' ] || ./scripts/recipe-images.sh passed "$recipes_out"
 fi
+stage "build (release): waiting for it"
+if ! wait "$release"; then
+  release=""
+  tail -n 60 "$work/release.log"
+  echo "release build failed" >&2
+  exit 1
+fi
+release=""
+stage_cache=$(cache_counts "$work/ccache.release.log")
+stage "release package: install, capsule run through the installed files, purge"
+./scripts/package-check.sh
 stage "fuzz smoke: waiting for it"
 if ! wait "$fuzz"; then
   fuzz=""
