@@ -1,9 +1,10 @@
 #!/bin/sh
 # The README's second command: install dependencies, build, and pass every test, fastest verdict first: the unit
 # lane of the default build (stops at the first red), its e2e suites, then the ASan+UBSan build's unit suites and
-# hostile-input e2e suites (ctest label asan), the fuzz smoke and the unity check, the release (non-unity) build's
-# Debian package installed and used, and the tests inside the toolchain recipe images (cached by content;
-# scripts/recipe-images.sh). Compiles go through ccache. Prints a table of the stages (seconds, tests, cache hits).
+# hostile-input e2e suites (ctest label asan), then the tests inside the toolchain recipe images (cached by
+# content; scripts/recipe-images.sh) with the fuzz smoke, the unity check and the release (non-unity) build beside
+# them, and last the release build's Debian package installed and used. Compiles go through ccache. Prints a
+# table of the stages (seconds, tests, cache hits).
 # usage: scripts/test.sh [--all]   --all: the sanitizer pass runs every suite, as for a release (not CI)
 set -eu
 cd "$(dirname "$0")/.."
@@ -109,7 +110,7 @@ else
 fi
 
 # The tests inside the recipe images keep the 2 cores less than half busy (JVM start-ups, Maven, PostgreSQL's
-# waits): the fuzz smoke's clang build and runs and the unity check go alongside them and the release build.
+# waits): the fuzz smoke's clang build and runs, the unity check and the release build go alongside them.
 stage "fuzz smoke (in the background; log: $work/fuzz.log)"
 setsid nice -n 5 ./scripts/fuzz-smoke.sh > "$work/fuzz.log" 2>&1 &
 fuzz=$!
