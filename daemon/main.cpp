@@ -85,8 +85,9 @@ void make_private_dir(const std::string& path, mode_t mode, gid_t group = 0) {
 
 // Boxes' scratch dirs (mount points, a few dirs each) are made and removed for every run: on a tmpfs that costs
 // next to nothing, where on the state disk each inode allocation scans for recently deleted ones (ext4) and each
-// removal may wait for a discard. Nothing a sandbox writes lands here (data_dir). Unmounted when capsuled ends,
-// however it ends; one left by a killed capsuled goes with its leftovers.
+// removal may wait for a discard. Nothing a sandbox writes lands here (data_dir). It also holds images/, what
+// capsuled derives at start (the host image's skeleton, ~2 MB). Unmounted when capsuled ends, however it ends;
+// one left by a killed capsuled goes with its leftovers.
 class ScratchTmpfs {
  public:
   ScratchTmpfs() = default;
@@ -172,14 +173,18 @@ int serve(daemon::DaemonConfig config) {
   make_private_dir(state + "/disks", 0710, config.host_id_base);
   make_private_dir(state + "/runs", 0710, config.host_id_base);
   make_private_dir(state + "/sessions", 0710, config.host_id_base);
-  for (const char* sub : {"/logs", "/images", "/store", "/outputs"}) make_private_dir(state + sub, 0700);
+  for (const char* sub : {"/logs", "/store", "/outputs"}) make_private_dir(state + sub, 0700);
+  // Derived files only (the host image's skeleton, the test-order plugin), rebuilt at every start: 880 entries
+  // take ~2 s on a disk with 1-2 ms per file creation and ~10 ms on the tmpfs.
+  const std::string derived_images = state + "/scratch/images";
+  make_private_dir(derived_images, 0700);
   if (fs::exists(state + "/proxy-cache")) make_private_dir(state + "/proxy-cache", 0700);
   probe_sandbox_disks(state + "/scratch", state + "/disks", config.host_id_base);
   if (auto shortage = daemon::storage_shortage(state, config.storage)) {
     spdlog::warn("{}: new runs are refused until space is freed", *shortage);
   }
   fs::create_directories(fs::path(config.socket_path).parent_path());
-  capsule::images::prepare_host_image(state + "/images");
+  capsule::images::prepare_host_image(derived_images);
 
   daemon::Ledger ledger(state + "/ledger.db");
   for (const char* file : {"/ledger.db", "/ledger.db-wal", "/ledger.db-shm"}) chmod((state + file).c_str(), 0600);
@@ -217,7 +222,7 @@ int serve(daemon::DaemonConfig config) {
   run_options.state_dir = state;
   run_options.storage = config.storage;
   run_options.runs_dir = state + "/runs";
-  run_options.images_dir = state + "/images";
+  run_options.images_dir = derived_images;
   run_options.policies_dir = config.policies_dir;
   const auto python_releases = capsule::images::PythonReleases::load(config.python_releases);
   run_options.images = {&store, &python_releases, access};

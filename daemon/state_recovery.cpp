@@ -40,10 +40,14 @@ RecoveryReport recover_state_dir(sandbox::Launcher& launcher, const std::string&
   report.session_dirs = remove_entries(state + "/sessions");
   std::error_code ignored;
   fs::remove_all(state + "/store/tmp", ignored);  // an image import's staging area
+  // Earlier capsuleds kept their derived images (host skeleton, test-order plugin) here; they live on the
+  // scratch tmpfs now. Only those entries go: the directory may be an operator's mount.
   for (auto it = fs::directory_iterator(state + "/images", ignored); !ignored && it != fs::directory_iterator();
        it.increment(ignored)) {
-    if (it->path().filename().string().find(".tmp-") != std::string::npos) fs::remove_all(it->path(), ignored);
+    const std::string name = it->path().filename().string();
+    if (name.starts_with("host-root-") || name == "test-order") fs::remove_all(it->path(), ignored);
   }
+  fs::remove(state + "/images", ignored);  // when empty and not a mount point
   if (report.sandboxes + report.mounts + report.loop_devices + report.session_dirs + report.run_dirs > 0) {
     spdlog::warn("removed what a previous capsuled left: {} sandbox(es), {} mount(s), {} loop device(s) told to "
                  "detach, {} session dir(s), {} run dir(s)",
