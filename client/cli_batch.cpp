@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "client/batch/batch_baseline.h"
 #include "client/batch/batch_engine.h"
 #include "client/batch/batch_input.h"
 #include "client/batch/batch_summary.h"
@@ -63,6 +64,7 @@ int submit(const std::string& socket, bool socket_given, const BatchCommands& c,
   std::vector<InputSpec> inputs;
   try {
     inputs = read_input(c.input);
+    apply_baselines(inputs, {c.baseline, c.baseline_batch, c.allow_removed}, root);
   } catch (const std::runtime_error& e) {
     std::cerr << "capsule: " << e.what() << "\n";
     return 2;

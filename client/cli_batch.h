@@ -23,6 +23,9 @@ struct BatchCommands {
   std::size_t chunk_size = 0;  // 0: 100 for local, 20 for slurm
   bool rerun = false;
   bool wait_after = false;     // submit --wait
+  std::string baseline;        // submit --baseline RUN: every spec without a baseline of its own is compared with it
+  std::string baseline_batch;  // submit --baseline-batch ID: ... with the run of its key in batch ID
+  bool allow_removed = false;  // submit --allow-removed: those baselines list lost cases without failing for them
   std::optional<std::size_t> chunk;  // work --chunk
   std::string format = "text";       // summary --format
   std::string out;                   // summary -o

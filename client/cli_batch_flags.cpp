@@ -27,6 +27,17 @@ void add_batch_commands(CLI::App& app, BatchCommands& c) {
       ->check(CLI::Range(1, 100000));
   c.submit->add_flag("--rerun", c.rerun, "run specs even when the cache holds a result for their manifest");
   c.submit->add_flag("--wait", c.wait_after, "wait for the batch and print its summary");
+  CLI::Option* baseline_batch = c.submit->add_option(
+      "--baseline-batch", c.baseline_batch,
+      "compare each spec's test cases with the run of the same key in batch ID (under --root): a spec that loses "
+      "cases that run had (removed, or newly skipped) fails its verdict (record.baseline). ID must hold as many "
+      "specs, each key with a result that has a run; every spec needs collect.junit");
+  CLI::Option* baseline = c.submit->add_option(
+      "--baseline", c.baseline, "compare every spec's test cases with run RUN instead (needs collect.junit)");
+  baseline->excludes(baseline_batch);
+  c.submit->add_flag("--allow-removed", c.allow_removed,
+                     "with --baseline(-batch): list removed or newly skipped cases without failing for them. A spec's "
+                     "own \"baseline\" is kept as it is, whatever these flags say");
   c.status = c.group->add_subcommand("status", "counts so far, and whether workers still run");
   c.wait = c.group->add_subcommand("wait", "wait until every spec has a result or no worker is left");
   c.wait->add_option("--timeout", c.timeout_s, "give up after this many seconds (exit 124)");

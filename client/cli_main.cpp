@@ -213,6 +213,12 @@ int cli_main(int argc, char** argv) {
                     "'g:a:v RFC3339' lines giving the local trees' publish times");
   serve->add_flag("--offline", serve_options.offline, "serve from the cache only; never connect upstream");
   serve->add_flag("--include-undated", serve_options.include_undated, "show files that have no publish time");
+  serve->add_option("--as-of-package", serve_options.as_of_packages,
+                    "NAME=DATE (repeatable): date package NAME by its own cutoff instead of the URL's, newer (a "
+                    "fixed release let through) or older (held back), its pages, metadata and files alike; NAME a "
+                    "PyPI project or a Maven groupId:artifactId, DATE as a spec's as_of takes it (YYYY-MM-DD, "
+                    "RFC 3339, or a span back from today: \"30 days\", P2W)")
+      ->allow_extra_args(false);
 
   BatchCommands batch_commands;
   add_batch_commands(app, batch_commands);

@@ -16,6 +16,7 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "proxy/package_proxy.h"
+#include "spec/as_of.h"
 
 namespace capsule::client {
 namespace {
@@ -29,6 +30,22 @@ std::string default_cache_dir() {
 }
 
 }  // namespace
+
+nlohmann::json package_cutoffs_request(const std::vector<std::string>& flags) {
+  nlohmann::json request = nlohmann::json::object();
+  for (const std::string& flag : flags) {
+    const auto equals = flag.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      throw std::invalid_argument("--as-of-package: expected NAME=DATE (a PyPI project or Maven groupId:artifactId), "
+                                  "got \"" + flag.substr(0, 128) + "\"");
+    }
+    const std::string name = flag.substr(0, equals);
+    nlohmann::json& packages = request[name.find(':') == std::string::npos ? "pypi" : "maven"];
+    if (packages.contains(name)) throw std::invalid_argument("--as-of-package: " + name + " is given twice");
+    packages[name] = flag.substr(equals + 1);
+  }
+  return request;
+}
 
 nlohmann::json proxy_options_json(const ProxyServeOptions& options) {
   nlohmann::json object = nlohmann::json::object();
@@ -73,7 +90,9 @@ int cmd_proxy_serve(const ProxyServeOptions& options) {
   boost::asio::io_context io;  // declared first: the proxy's workers answer through it until the proxy is gone
   proxy::PackageProxy package_proxy(proxy::parse_proxy_options(proxy_options_json(options), default_cache_dir()));
   auto router = std::make_shared<http::Router>();
-  package_proxy.add_routes(*router, {});
+  proxy::PackageProxy::Listener listener;
+  listener.packages = spec::parse_package_cutoffs(package_cutoffs_request(options.as_of_packages), "--as-of-package");
+  package_proxy.add_routes(*router, listener);
   http::ServerOptions server_options;
   server_options.max_connections = 1024;
   http::HttpServer server(io, std::shared_ptr<const http::Router>(router), server_options);
@@ -81,7 +100,12 @@ int cmd_proxy_serve(const ProxyServeOptions& options) {
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { server.stop(); io.stop(); });
   const std::string host = address.find(':') != std::string::npos ? "[" + address + "]" : address;
-  std::cerr << "capsule proxy: " << package_proxy.options().to_json().dump() << "\n"
+  std::cerr << "capsule proxy: " << package_proxy.options().to_json().dump() << "\n";
+  if (!listener.packages.empty()) {
+    std::cerr << "capsule proxy: packages dated by their own cutoffs: "
+              << spec::package_cutoffs_json(listener.packages).dump() << "\n";
+  }
+  std::cerr
             << "capsule proxy: pip index http://" << host << ":" << bound
             << "/pypi/snapshot/<cutoff>/simple/, Maven mirror http://" << host << ":" << bound
             << "/maven/snapshot/<cutoff>/\n";

@@ -20,10 +20,17 @@ struct ProxyServeOptions {
   std::string maven_publish_times;
   bool offline = false;
   bool include_undated = false;
+  // --as-of-package NAME=DATE: NAME's own cutoff instead of the URL's, for every URL (a PyPI project, or a Maven
+  // "groupId:artifactId"; DATE as --as-of takes it, spans resolved at start).
+  std::vector<std::string> as_of_packages;
 };
 
 // The "proxy" options object these flags stand for (flags override the config file's keys).
 nlohmann::json proxy_options_json(const ProxyServeOptions& options);
+// The --as-of-package flags as a run's as_of_packages object ({"pypi": {name: DATE}, "maven": {"g:a": DATE}}: a
+// NAME with a colon is Maven's), to be read by spec::parse_package_cutoffs like a spec's. Throws
+// std::invalid_argument for a flag without "=" or a NAME given twice.
+nlohmann::json package_cutoffs_request(const std::vector<std::string>& flags);
 // Serves until SIGINT or SIGTERM; prints "listening on http://ADDRESS:PORT" on stdout once ready.
 int cmd_proxy_serve(const ProxyServeOptions& options);
 

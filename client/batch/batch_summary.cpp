@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "client/run_view.h"
 #include "proxy/pypi/page_render.h"
 
 namespace capsule::client::batch {
@@ -49,6 +50,34 @@ json output_tail(const json& run) {
   return nullptr;
 }
 
+// Why a run that succeeded fails its verdict (client/run_view.h's rule): "baseline r1 regressed (tests_removed): 2
+// removed, 0 newly skipped", "1 protect violation"; "" when it does not.
+std::string verdict_reason(const json& run) {
+  if (!run.is_object() || !ending_of(run).verdict_failed) return "";
+  std::string reason;
+  const json baseline = run.value("baseline", json());
+  if (baseline.is_object() && baseline.value("verdict", "") != "passed") {
+    reason = "baseline " + baseline.value("run", "") + " " + baseline.value("verdict", "");
+    const json reasons = baseline.value("reasons", json::array());
+    for (std::size_t i = 0; reasons.is_array() && i < reasons.size(); ++i) {
+      reason += (i == 0 ? " (" : ", ") + (reasons[i].is_string() ? reasons[i].get<std::string>() : "?");
+      if (i + 1 == reasons.size()) reason += ")";
+    }
+    const auto count = [&](const char* list) {
+      const json part = baseline.value(list, json::object());
+      return part.is_object() ? part.value("count", 0ll) : 0ll;
+    };
+    reason += ": " + std::to_string(count("removed")) + " removed, " + std::to_string(count("newly_skipped")) +
+              " newly skipped";
+  }
+  const json violations = run.value("protect_violations", json::array());
+  if (violations.is_array() && !violations.empty()) {
+    reason += (reason.empty() ? "" : "; ") + std::to_string(violations.size()) +
+              (violations.size() == 1 ? " protect violation" : " protect violations");
+  }
+  return reason;
+}
+
 std::uint64_t percentile(const std::vector<std::uint64_t>& sorted, double p) {
   if (sorted.empty()) return 0;
   const auto rank = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
@@ -88,7 +117,7 @@ json summarize(const BatchDir& batch, bool alive) {
   const std::vector<BatchSpec> specs = batch.specs();
   json by_state = json::object(), by_label = json::object(), failures = json::array();
   std::vector<std::uint64_t> durations;
-  std::size_t done = 0, cached = 0;
+  std::size_t done = 0, cached = 0, verdict_failed = 0;
   for (const BatchSpec& spec : specs) {  // in spec order, so failures are listed as the input lists them
     const auto it = results.find(spec.key);
     if (it == results.end()) continue;
@@ -98,11 +127,16 @@ json summarize(const BatchDir& batch, bool alive) {
     count(by_state, r.state);
     for (const auto& [key, value] : r.labels) count(by_label[key + "=" + value], r.state);
     if (!r.cached_from && r.state != "rejected") durations.push_back(r.wall_ms);
-    if (r.state != "succeeded" && failures.size() < kMaxFailuresListed) {
-      failures.push_back({{"key", r.key}, {"state", r.state},
-                          {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
-                          {"reason", r.reason.substr(0, 500)}, {"run_id", r.run_id}, {"node", r.node},
-                          {"output_tail", output_tail(r.run)}});
+    // A run that succeeded but lost test cases of its baseline (or broke protect_test_config) is a failure too.
+    const std::string verdict = r.state == "succeeded" ? verdict_reason(r.run) : "";
+    if (!verdict.empty()) ++verdict_failed;
+    if ((r.state != "succeeded" || !verdict.empty()) && failures.size() < kMaxFailuresListed) {
+      json failure = {{"key", r.key}, {"state", r.state},
+                      {"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
+                      {"reason", (verdict.empty() ? r.reason : verdict).substr(0, 500)}, {"run_id", r.run_id},
+                      {"node", r.node}, {"output_tail", output_tail(r.run)}};
+      if (!verdict.empty()) failure["verdict"] = "failed";
+      failures.push_back(std::move(failure));
     }
   }
   std::sort(durations.begin(), durations.end());
@@ -120,6 +154,7 @@ json summarize(const BatchDir& batch, bool alive) {
   std::string state = done == specs.size() ? "finished" : alive ? "running" : batch.cancelled() ? "cancelled" : "incomplete";
   return {{"id", batch.meta().id}, {"engine", batch.meta().engine}, {"specs", specs.size()}, {"done", done},
           {"pending", specs.size() - done}, {"cached", cached}, {"corrupt_lines", corrupt}, {"state", state},
+          {"verdict_failed", verdict_failed},
           {"by_state", by_state}, {"by_label", by_label},
           {"duration_ms", {{"count", durations.size()}, {"p50", percentile(durations, 0.5)},
                            {"p90", percentile(durations, 0.9)}, {"p99", percentile(durations, 0.99)},
@@ -134,6 +169,10 @@ std::string summary_text(const json& s) {
   if (s["cached"].get<std::size_t>() > 0) out << " (" << s["cached"] << " from the cache)";
   out << "\n";
   for (const auto& [state, count] : s["by_state"].items()) out << "  " << state << ": " << count << "\n";
+  if (s.value("verdict_failed", 0) > 0) {
+    out << "  verdict failed (succeeded, but a baseline check or protect_test_config fails it): " << s["verdict_failed"]
+        << "\n";
+  }
   const json& d = s["duration_ms"];
   if (d["count"].get<std::size_t>() > 0) {
     out << "duration: p50 " << d["p50"] << " ms, p90 " << d["p90"] << " ms, p99 " << d["p99"] << " ms, max "

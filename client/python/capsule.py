@@ -16,6 +16,14 @@ Sessions are live sandboxes that commands are exec'ed into (docs/api.md "Session
         run = session.exec(["mvn", "-q", "verify"], timeout="10m")
         print(session.diff(patch=True))
 
+An exec collects test reports as a run does, and a proxy session can go offline between execs:
+
+    with client.create_session(network="proxy", as_of="2024-05-01", workspace={"path": "/src"}) as session:
+        session.exec(script="pip install -e .")
+        session.network("none")                       # the box reaches nothing now
+        run = session.exec(script="pytest --junitxml=build/junit.xml", collect={"junit": ["build/junit.xml"]})
+        print(run["tests"])                           # {"total", "failed", "errors", "skipped", ...}
+
 A background exec is never lost: re-attach to it from where its output was left, as often as wanted:
 
     exec_id = session.exec(["mvn", "verify"], background=True)["id"]
@@ -466,17 +474,20 @@ class Session:
         return self.info
 
     # --- execs --------------------------------------------------------------------------------------------
-    def exec(self, argv=None, script=None, **spec):
+    def exec(self, argv=None, script=None, collect=None, **spec):
         """Runs argv (a list) or script (text run by /bin/sh from a file) and returns its run object when it
         ends; with background=True returns {"id"} at once. ExecSpec keywords: cwd, env, stdin (str, or bytes
-        sent as stdin_b64), timeout, idle_timeout, cpu_time, kill_grace, output_cap, labels."""
-        return self.client._json("POST", self.path + "/exec", self._exec_spec(argv, script, spec))
+        sent as stdin_b64), timeout, idle_timeout, cpu_time, kill_grace, output_cap, labels, user.
+        collect: what the exec's record reads from the session's workspace when it ends, as a run's
+        {"junit": [globs], "coverage": [globs], "classfiles": [globs], "tail_lines": n} (no "outputs"): the run
+        object then has "tests", "coverage", "classfiles" and the workspace's "diff" as a run's record does."""
+        return self.client._json("POST", self.path + "/exec", self._exec_spec(argv, script, spec, collect))
 
-    def exec_stream(self, argv=None, script=None, **spec):
+    def exec_stream(self, argv=None, script=None, collect=None, **spec):
         """Like exec(), yielding the events as dicts: started, stdout/stderr (with the decoded "bytes"),
         finished {"run"}. Closing the generator early closes the connection; the exec keeps going. With
         stdin_open=True or pty=True (rows, cols), feed it with write_stdin(event["id"], ...)."""
-        return self.client._events("POST", self.path + "/exec", self._exec_spec(argv, script, spec))
+        return self.client._events("POST", self.path + "/exec", self._exec_spec(argv, script, spec, collect))
 
     def execs(self):
         """This session's execs, newest first: run objects ("id", "state", "result" with "exit_code" and
@@ -567,6 +578,16 @@ class Session:
         """Sets a pty exec's window size."""
         return self.client._json("POST", f"{self._exec_path(exec_id)}/resize", {"rows": rows, "cols": cols})
 
+    # --- network ------------------------------------------------------------------------------------------
+    def network(self, mode):
+        """Switches a network "proxy" session's package proxy off (mode "none": the box reaches nothing) or on
+        again (mode "proxy", served at the session's date) between execs: install with the proxy, test
+        offline, same box. Returns the session object, whose "network" is what the next exec gets. Conflict
+        ("execs_running") while an exec is queued or running; BadRequest for a session created without the
+        proxy when asked to switch it on. POST /v1/sessions/{id}/network {"mode"}."""
+        self.info = self.client._json("POST", self.path + "/network", {"mode": mode})
+        return self.info
+
     # --- files --------------------------------------------------------------------------------------------
     def put_file(self, path, data=None, from_path=None, mode=None):
         """Writes `data` (bytes, up to the daemon's 1 MiB body limit) to the file `path` in the session, with
@@ -620,7 +641,7 @@ class Session:
 
     # --- plumbing -----------------------------------------------------------------------------------------
     @staticmethod
-    def _exec_spec(argv, script, spec):
+    def _exec_spec(argv, script, spec, collect=None):
         if (argv is None) == (script is None):
             raise TypeError("give one of argv (a list of strings) and script (text)")
         if isinstance(argv, str):
@@ -630,6 +651,8 @@ class Session:
             body["argv"] = list(argv)
         else:
             body["script"] = script
+        if collect is not None:
+            body["collect"] = dict(collect)
         stdin = body.pop("stdin", None)
         if isinstance(stdin, (bytes, bytearray)):
             body["stdin_b64"] = base64.b64encode(stdin).decode()

@@ -148,6 +148,28 @@ class FakeDaemonSessionTest(FakeDaemonCase):
         with self.assertRaises(TypeError):
             session.exec()
 
+    def test_exec_collect_and_the_network_switch_send_the_api_shapes(self):
+        session = self.client.create_session()
+        self.server.json_answer("POST", "/v1/sessions/s1/exec", {"id": "e1", "state": "succeeded"})
+        collect = {"junit": ["build/junit.xml"], "coverage": ["build/coverage.xml"], "tail_lines": 5}
+        session.exec(script="make test", collect=collect, timeout="10m")
+        self.assertEqual(json.loads(self.last()[3]), {"script": "make test", "collect": collect, "timeout": "10m"})
+        self.server.answers[("POST", "/v1/sessions/s1/exec")] = (
+            200, {"Content-Type": "application/x-ndjson"}, b'{"event": "finished", "run": {"id": "e2"}}\n')
+        list(session.exec_stream(["pytest"], collect={"junit": ["*.xml"]}))
+        self.assertEqual(json.loads(self.last()[3]), {"argv": ["pytest"], "collect": {"junit": ["*.xml"]}})
+
+        self.server.json_answer("POST", "/v1/sessions/s1/network", dict(SESSION, network="none"))
+        self.assertEqual(session.network("none")["network"], "none")
+        self.assertEqual(self.last()[:2], ("POST", "/v1/sessions/s1/network"))
+        self.assertEqual(json.loads(self.last()[3]), {"mode": "none"})
+        self.assertEqual(session.info["network"], "none")
+        self.server.answers[("POST", "/v1/sessions/s1/network")] = (
+            409, {}, b'{"error": {"code": "execs_running", "message": "1 execs queued or running"}}')
+        with self.assertRaises(capsule.Conflict) as caught:
+            session.network("proxy")
+        self.assertEqual(caught.exception.code, "execs_running")
+
     def test_exec_stream_yields_decoded_events(self):
         session = self.client.create_session()
         lines = [{"event": "started", "id": "e1"},
@@ -562,6 +584,85 @@ class DaemonTest(unittest.TestCase):
         with open(os.path.join(workspace, "a.txt")) as f:
             self.assertEqual(f.read(), "start\n")
         shutil.rmtree(workspace, ignore_errors=True)
+
+    def test_session_exec_collects_junit_and_coverage(self):
+        try:
+            subprocess.run(["/usr/bin/python3", "-c", "import pytest, coverage"], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            self.skipTest("/usr/bin/python3 with pytest and coverage is not installed (scripts/install-deps.sh)")
+        workspace = tempfile.mkdtemp(prefix="capsule-py-collect-", dir=self.tmp or "/tmp")
+        os.chmod(workspace, 0o755)
+        os.makedirs(os.path.join(workspace, "tests"))
+        with open(os.path.join(workspace, "calc.py"), "w") as f:
+            f.write("def add(a, b):\n    return a + b\n\n\ndef unused():\n    return 0\n")
+        with open(os.path.join(workspace, "tests", "test_calc.py"), "w") as f:
+            f.write("from calc import add\n\n\ndef test_adds():\n    assert add(2, 3) == 5\n\n\n"
+                    "def test_wrong():\n    assert add(2, 2) == 5\n")
+        env = {"PYTHONPATH": "/workspace", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+        pytest = ("cd /workspace && python3 -m coverage run --include=calc.py -m pytest -p no:cacheprovider "
+                  "--junitxml=build/junit.xml tests; status=$?; python3 -m coverage xml -o build/coverage.xml; "
+                  "exit $status")
+        collect = {"junit": ["build/junit.xml"], "coverage": ["build/coverage.xml"]}
+        with self.client.create_session(workspace={"path": workspace}, env=env) as session:
+            bare = session.exec(script="true", collect=collect)
+            self.assertEqual(bare["tests"]["state"], "none_found")
+            self.assertEqual(bare["coverage"]["state"], "none_found")
+            run = session.exec(script=pytest, collect=collect)
+            self.assertEqual((run["state"], run["result"]["exit_code"]), ("failed", 1))
+            tests = run["tests"]
+            self.assertEqual((tests["total"], tests["failed"], tests["errors"], tests["skipped"]), (2, 1, 0, 0))
+            self.assertEqual(tests["files"], ["build/junit.xml"])
+            coverage = run["coverage"]
+            self.assertEqual(coverage["state"], "found")
+            self.assertEqual([(r["path"], r["format"]) for r in coverage["reports"]],
+                             [("build/coverage.xml", "cobertura")])
+            self.assertEqual(coverage["total"]["lines"], {"covered": 3, "total": 4})  # unused() never ran
+            self.assertIn("build/junit.xml", [entry["path"] for entry in run["diff"]["added"]])
+            # Streamed, the finished event's run carries the same evidence.
+            events = list(session.exec_stream(["sh", "-c", pytest], collect={"junit": ["build/junit.xml"]}))
+            self.assertEqual(events[-1]["run"]["tests"]["total"], 2)
+            self.assertIsNone(events[-1]["run"]["coverage"])  # not asked for this time
+            with self.assertRaises(capsule.BadRequest) as caught:
+                session.exec(script="true", collect={"outputs": ["*"]})
+            self.assertEqual(caught.exception.code, "invalid_spec")
+        shutil.rmtree(workspace, ignore_errors=True)
+
+    def test_session_network_switches_off_and_on_between_execs(self):
+        connect = ("python3 -c \"import socket\ntry:\n socket.create_connection(('127.0.0.1', 3141), 5); "
+                   "print('connected')\nexcept OSError as e: print(type(e).__name__)\"")
+        with self.client.create_session(network="proxy", as_of="2022-07-01") as session:
+            self.assertEqual(session.info["network"], "proxy")
+            online = session.exec(script=connect)
+            self.assertEqual((online["result"]["stdout"]["head"], online["spec"]["network"]), ("connected\n", "proxy"))
+            sleeper = session.exec(["sleep", "60"], background=True)["id"]
+            with self.assertRaises(capsule.Conflict) as caught:
+                session.network("none")
+            self.assertEqual(caught.exception.code, "execs_running")
+            session.signal(sleeper, "KILL")
+            self.wait_finished(sleeper)
+            deadline = time.monotonic() + 30
+            while True:  # it counts as running until its record is made, a moment after it ended
+                try:
+                    info = session.network("none")
+                    break
+                except capsule.Conflict:
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.05)
+            self.assertEqual((info["network"], info.get("proxy")), ("none", None))
+            self.assertEqual(session.info["network"], "none")
+            offline = session.exec(script=connect)
+            self.assertEqual(offline["result"]["stdout"]["head"], "ConnectionRefusedError\n")
+            self.assertEqual(offline["spec"]["network"], "none")
+            self.assertEqual(session.network("proxy")["network"], "proxy")
+            self.assertEqual(session.exec(script=connect)["result"]["stdout"]["head"], "connected\n")
+            with self.assertRaises(capsule.BadRequest) as caught:
+                session.network("host")
+            self.assertIn("mode: must be", caught.exception.message)
+        with self.client.create_session() as plain:
+            with self.assertRaises(capsule.BadRequest) as caught:
+                plain.network("proxy")
+            self.assertEqual(caught.exception.code, "invalid_request")
+            self.assertIn('created with network "none"', caught.exception.message)
 
     def test_background_exec_reattach_and_signal(self):
         with self.client.create_session() as session:

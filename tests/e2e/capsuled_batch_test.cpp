@@ -1,6 +1,7 @@
 // `capsule batch` with the local engine against a real capsuled: results by key in the input's order, a second
 // submission served from the manifest cache (nothing runs), --rerun, a worker killed mid-batch and resumed
-// without re-running finished keys, cancel, workspaces pinned at submit, and bad input refused by line.
+// without re-running finished keys, cancel, workspaces pinned at submit, bad input refused by line, and a batch
+// compared key by key with an earlier one (--baseline-batch) or with one run (--baseline).
 #include <signal.h>
 
 #include <fstream>
@@ -269,6 +270,110 @@ TEST_F(CapsuledBatch, EngineNoneStartsNothingAndWorkRunsAChunkByHand) {
   EXPECT_EQ(capsule({"batch", "work", id, "--chunk", "0"}).code, 0);
   EXPECT_EQ(status(id)["state"], "finished");
   EXPECT_EQ(runs_labelled("capsule.batch=" + id), 3u);
+}
+
+// A spec whose run writes a JUnit report of the test cases `cases` names ("a b c": pkg.T.a, pkg.T.b, pkg.T.c, all
+// passing) into its copy-on-write workspace, and collects it.
+json junit_spec(const std::string& key, const fs::path& workspace, const std::string& cases) {
+  json spec = keyed(key, "cd /workspace && { printf '<testsuite name=\"pkg.T\">'; for c in $CASES; do "
+                         "printf '<testcase classname=\"pkg.T\" name=\"%s\"/>' \"$c\"; done; "
+                         "printf '</testsuite>\\n'; } > TEST-pkg.T.xml");
+  spec["workspace"] = {{"path", workspace.string()}};
+  spec["env"] = {{"CASES", cases}};
+  spec["collect"] = {{"junit", {"TEST-*.xml"}}};
+  return spec;
+}
+
+// Re-running a batch of migrations: each project is compared with its own earlier run (the result of its key in
+// the earlier batch). One that lost cases fails its verdict and the summary says so, though its run succeeded;
+// --allow-removed lists the loss without failing; --baseline gives one run to every spec without one of its own.
+// Refused before anything is written: a spec without collect.junit, an unknown batch, another count of specs, a
+// key the earlier batch has no run for.
+TEST_F(CapsuledBatch, ASecondBatchIsComparedKeyByKeyWithTheFirst) {
+  start();
+  const fs::path one = make_dir("project-one"), two = make_dir("project-two");
+  const std::string first = submit(write_specs("before.jsonl", {junit_spec("one", one, "a b c"), junit_spec("two", two, "a b")}));
+  ASSERT_EQ(capsule({"batch", "wait", first}).code, 0);
+  const std::vector<json> before = results(first);
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(before[0]["run"]["tests"]["total"], 3) << before[0]["run"]["tests"];
+  ASSERT_EQ(before[1]["run"]["tests"]["total"], 2) << before[1]["run"]["tests"];
+
+  // "one" lost b and c (a migration that excluded tests), "two" gained one.
+  const fs::path after = write_specs("after.jsonl", {junit_spec("one", one, "a"), junit_spec("two", two, "a b d")});
+  const std::string second = submit(after, {"--baseline-batch", first});
+  ASSERT_EQ(capsule({"batch", "wait", second}).code, 0);
+  const std::vector<json> compared = results(second);
+  ASSERT_EQ(compared.size(), 2u);
+  EXPECT_EQ(compared[0]["state"], "succeeded");
+  const json& lost = compared[0]["run"]["baseline"];
+  EXPECT_EQ(lost["run"], before[0]["run_id"]) << lost;
+  EXPECT_EQ(lost["verdict"], "regressed") << lost;
+  EXPECT_EQ(lost["reasons"], json({"tests_removed"})) << lost;
+  EXPECT_EQ(lost["removed"]["count"], 2) << lost;
+  EXPECT_EQ(compared[0]["run"]["spec"]["baseline"], (json{{"run", before[0]["run_id"]}, {"allow_removed", false}}));
+  const json& kept = compared[1]["run"]["baseline"];
+  EXPECT_EQ(kept["run"], before[1]["run_id"]) << kept;
+  EXPECT_EQ(kept["verdict"], "passed") << kept;
+  json summary = status(second);
+  EXPECT_EQ(summary["by_state"], (json{{"succeeded", 2}}));
+  EXPECT_EQ(summary["verdict_failed"], 1);
+  ASSERT_EQ(summary["failures"].size(), 1u) << summary["failures"];
+  EXPECT_EQ(summary["failures"][0]["key"], "one");
+  EXPECT_EQ(summary["failures"][0]["verdict"], "failed");
+  EXPECT_EQ(summary["failures"][0]["reason"],
+            "baseline " + before[0]["run_id"].get<std::string>() + " regressed (tests_removed): 2 removed, 0 newly skipped");
+  const Cli text = capsule({"batch", "summary", second});
+  EXPECT_NE(text.out.find("fails it): 1\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  one: succeeded (exit 0): baseline "), std::string::npos) << text.out;
+
+  const std::string allowed = submit(after, {"--baseline-batch", first, "--allow-removed"});
+  ASSERT_EQ(capsule({"batch", "wait", allowed}).code, 0);
+  const std::vector<json> listed = results(allowed);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0]["run"]["baseline"]["verdict"], "passed") << listed[0]["run"]["baseline"];
+  EXPECT_EQ(listed[0]["run"]["baseline"]["allowed"], json({"tests_removed"})) << listed[0]["run"]["baseline"];
+  EXPECT_EQ(status(allowed)["verdict_failed"], 0);
+
+  // --baseline RUN: every spec without a baseline of its own is compared with that one run.
+  json own = junit_spec("own", two, "a");
+  own["baseline"] = {{"run", before[1]["run_id"]}};
+  const std::string against_one = submit(write_specs("one-run.jsonl", {junit_spec("x", one, "a b c"), own}),
+                                         {"--baseline", before[0]["run_id"]});
+  ASSERT_EQ(capsule({"batch", "wait", against_one}).code, 0);
+  const std::vector<json> against = results(against_one);
+  ASSERT_EQ(against.size(), 2u);
+  EXPECT_EQ(against[0]["run"]["baseline"]["run"], before[0]["run_id"]);
+  EXPECT_EQ(against[0]["run"]["baseline"]["verdict"], "passed") << against[0]["run"]["baseline"];
+  EXPECT_EQ(against[1]["run"]["baseline"]["run"], before[1]["run_id"]) << "its own baseline is kept";
+  EXPECT_EQ(against[1]["run"]["baseline"]["verdict"], "regressed") << against[1]["run"]["baseline"];
+
+  const auto refused = [&](const fs::path& file, std::vector<std::string> flags, const std::string& message) {
+    flags.insert(flags.begin(), {"batch", "submit", file.string()});
+    const Cli cli = capsule(flags);
+    EXPECT_EQ(cli.code, 2) << cli.err;
+    EXPECT_NE(cli.err.find(message), std::string::npos) << cli.err;
+  };
+  const std::size_t batches = std::distance(fs::directory_iterator(root_), fs::directory_iterator());
+  json no_junit = keyed("two", "true");
+  refused(write_specs("no-junit.jsonl", {junit_spec("one", one, "a"), no_junit}), {"--baseline-batch", first},
+          "no-junit.jsonl:2: --baseline-batch needs collect.junit");
+  refused(after, {"--baseline-batch", "b-20260101-000000-00000000"},
+          "--baseline-batch: no batch b-20260101-000000-00000000 in " + root_.string());
+  refused(write_specs("fewer.jsonl", {junit_spec("one", one, "a")}), {"--baseline-batch", first},
+          "--baseline-batch " + first + " has 2 specs, this input 1");
+  refused(write_specs("renamed.jsonl", {junit_spec("one", one, "a"), junit_spec("three", two, "a")}),
+          {"--baseline-batch", first}, "renamed.jsonl:2: key 'three' has no result in batch " + first);
+  refused(after, {"--baseline", "r1", "--baseline-batch", first}, "excludes");
+  refused(after, {"--allow-removed"}, "--allow-removed needs --baseline or --baseline-batch");
+  EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), batches) << "nothing written";
+
+  // A key whose earlier spec was refused has no run to compare with.
+  json odd = junit_spec("two", two, "a");
+  odd["colour"] = "red";
+  const std::string partly = submit(write_specs("partly.jsonl", {junit_spec("one", one, "a"), odd}));
+  ASSERT_EQ(capsule({"batch", "wait", partly}).code, 0);
+  refused(after, {"--baseline-batch", partly}, "after.jsonl:2: key 'two' ended rejected without a run in batch " + partly);
 }
 
 }  // namespace

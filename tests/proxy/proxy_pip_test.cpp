@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -95,12 +96,70 @@ TEST(ProxyServe, RealPipClientsResolveAsOfTheCutoff) {
   EXPECT_GE(index, 1);
 }
 
+// --as-of-package: a package exempted to a later date serves the release the URL's cutoff hides (the fix a harness
+// lets through, like uv's --exclude-newer-package), one held back serves an older one, the others keep the URL's
+// date; dates as a spec's as_of_packages takes them (a span back from today too), PyPI names normalized, Maven by
+// groupId:artifactId.
+TEST(ProxyServe, APackageGivenItsOwnCutoffIsServedAsOfIt) {
+  TempDir dir;
+  FixtureUpstream fixture(dir.path() / "fixture", false);
+  const std::vector<std::string> mirrors{
+      "--pypi-mirror", fixture.info().at("pypi_mirror").get<std::string>(),
+      "--maven-mirror", fixture.info().at("maven_mirror").get<std::string>(),
+      "--maven-publish-times", fixture.info().at("maven_publish_times").get<std::string>(),
+      "--cache-dir", (dir.path() / "cache").string()};
+  const auto serve = [&](std::vector<std::string> flags) {
+    flags.insert(flags.begin(), mirrors.begin(), mirrors.end());
+    return std::make_unique<ProxyServeProcess>(flags);
+  };
+  const auto versions = [](const std::string& url) {  // a maven-metadata.xml's <version>s
+    const std::string xml = run("curl -sf " + url);
+    std::string out;
+    for (std::size_t at = xml.find("<version>"); at != std::string::npos; at = xml.find("<version>", at + 1)) {
+      out += xml.substr(at + 9, xml.find('<', at + 9) - at - 9) + " ";
+    }
+    return out;
+  };
+  const std::string python = "/usr/bin/python3";
+  ASSERT_EQ(run(python + " -m pip --version >/dev/null 2>&1 && echo yes"), "yes\n") << "the system pip is needed";
+  const std::string early = "/pypi/snapshot/2022-07-01/simple/";
+  {
+    const auto plain = serve({});
+    EXPECT_EQ(download(python, plain->url() + early, dir.path() / "plain"),
+              "alpha-1.1-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n");
+  }
+  {
+    // beta 1.0 (2022-09-01) is hidden at 2022-07-01 but not at beta's own date; beta 1.1, newer still, is yanked.
+    const auto exempted = serve({"--as-of-package", "beta=30 days", "--as-of-package", "org.capsule.fixture:lib=2022-09-01"});
+    EXPECT_EQ(download(python, exempted->url() + early, dir.path() / "exempted"),
+              "alpha-1.1-py3-none-any.whl\nbeta-1.0-py3-none-any.whl\n");
+    const std::string maven = exempted->url() + "/maven/snapshot/2022-07-01/org/capsule/fixture/";
+    EXPECT_EQ(versions(maven + "lib/maven-metadata.xml"), "1.0 1.1 ");
+    EXPECT_EQ(versions(maven + "parent/maven-metadata.xml"), "1.0 ") << "a package without its own cutoff keeps the URL's";
+    EXPECT_EQ(run("curl -sf -o /dev/null " + maven + "lib/1.1/lib-1.1.pom && echo served"), "served\n");
+  }
+  {
+    const auto held_back = serve({"--as-of-package", "ALPHA=2022-03-01"});  // 1.1 came out 2022-06-01
+    EXPECT_EQ(download(python, held_back->url() + early, dir.path() / "held"),
+              "alpha-1.0-py3-none-any.whl\nbeta-0.9-py3-none-any.whl\n");
+  }
+}
+
 TEST(ProxyServe, RefusesBadFlagsWithAMessage) {
   const std::string capsule = std::string(CAPSULE_BIN_DIR) + "/capsule";
   EXPECT_NE(run(capsule + " proxy serve --listen 10.1.2.3:80 --pypi-mirror /nonexistent 2>&1").find("FAILED"),
             std::string::npos);
   const auto out = run(capsule + " proxy serve --listen 127.0.0.1:0 --pypi-mirror relative/dir 2>&1");
   EXPECT_NE(out.find("pypi_mirror: must be an absolute path"), std::string::npos) << out;
+  const auto serve = [&](const std::string& flags) { return run(capsule + " proxy serve --listen 127.0.0.1:0 " + flags + " 2>&1"); };
+  std::string refused = serve("--as-of-package beta");
+  EXPECT_NE(refused.find("--as-of-package: expected NAME=DATE"), std::string::npos) << refused;
+  refused = serve("--as-of-package 'beta=last tuesday'");
+  EXPECT_NE(refused.find("--as-of-package.pypi.beta: must be a date (YYYY-MM-DD)"), std::string::npos) << refused;
+  refused = serve("--as-of-package beta=2022-01-01 --as-of-package Beta=2023-01-01");
+  EXPECT_NE(refused.find("--as-of-package.pypi.beta: names a project already given"), std::string::npos) << refused;
+  refused = serve("--as-of-package org.x:=2022-01-01");
+  EXPECT_NE(refused.find("--as-of-package.maven.org.x:: must be \"groupId:artifactId\""), std::string::npos) << refused;
 }
 
 }  // namespace
