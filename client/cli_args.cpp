@@ -70,6 +70,10 @@ const RunFlagRow kRunFlags[] = {
      "fail the run's verdict when it adds or changes test configuration (conftest.py, pytest.ini, [pytest] "
      "sections, surefire/failsafe skips and excludes in pom.xml): record.protect_violations",
      &RunOptions::protect_test_config},
+    {RunFlag::kProtect, "--protect",
+     "glob of workspace paths the run may not change (repeatable), e.g. 'tests/**' or conftest.py: they are "
+     "read-only, and a matching file it adds or deletes fails the run's verdict (record.protect_violations); "
+     "needs a cow or ro workspace", &RunOptions::protect},
 };
 
 void add_row(CLI::App& command, RunOptions& options, const RunFlagRow& row) {

@@ -33,6 +33,7 @@ struct RunOptions {
   std::string baseline;                 // a finished run whose test cases this run must keep (spec.baseline)
   bool allow_removed = false;           // baseline.allow_removed
   bool protect_test_config = false;     // new or changed test configuration fails the run's verdict
+  std::vector<std::string> protect;     // --protect GLOB: read-only, and created/deleted matches fail the verdict
   std::string timeout;                  // limits.wall_time
   std::string cpu_time;                 // limits.cpu_time
   std::string kill_grace;               // limits.kill_grace
@@ -52,7 +53,8 @@ struct RunOptions {
 enum class RunFlag {
   kImage, kWorkspace, kMode, kWorkdir, kTimeout, kCpuTime, kKillGrace, kMemory, kCpus, kPids, kEnv, kLabel, kJunit,
   kClassfiles, kCoverage, kTailLines, kToolchain, kAsOf, kNetwork, kPolicy, kInteractive, kJson, kDetach,
-  kWorkspaceSnapshot, kReproducible, kBaseline, kAllowRemoved, kProtectTestConfig
+  kWorkspaceSnapshot, kReproducible, kBaseline, kAllowRemoved, kProtectTestConfig,
+  kProtect
 };
 
 // Registers `flags` (every row of the table when empty: `capsule run`) on `command`, bound to `options`.

@@ -50,6 +50,7 @@ json build_run_body(const RunOptions& o) {
   if (!o.baseline.empty()) body["baseline"] = {{"run", o.baseline}, {"allow_removed", o.allow_removed}};
   else if (o.allow_removed) throw std::invalid_argument("--allow-removed needs --baseline");
   if (o.protect_test_config) body["protect_test_config"] = true;
+  if (!o.protect.empty()) body["protect"] = o.protect;
   json limits = json::object();
   if (!o.timeout.empty()) limits["wall_time"] = o.timeout;
   if (!o.cpu_time.empty()) limits["cpu_time"] = o.cpu_time;

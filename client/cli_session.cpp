@@ -217,7 +217,8 @@ void add_exec_flags(CLI::App& exec, ExecOptions& e) {
   exec.add_option("--script", e.script_file, "run this file's text with /bin/sh instead of a command");
   exec.add_option("-c", e.script, "run this text with /bin/sh instead of a command");
   exec.add_flag("--json", e.json, "print the finished run object instead of the command's output");
-  add_run_flags(exec, e.collect, {RunFlag::kJunit, RunFlag::kClassfiles, RunFlag::kCoverage, RunFlag::kTailLines});
+  add_run_flags(exec, e.collect, {RunFlag::kJunit, RunFlag::kClassfiles, RunFlag::kCoverage, RunFlag::kTailLines,
+                                  RunFlag::kBaseline, RunFlag::kAllowRemoved});
   exec.prefix_command();  // `session exec ID make test` also works without "--"
   exec.footer(kExitCodeHelp);
 }
@@ -364,7 +365,10 @@ json build_exec_body(const ExecOptions& o) {
   if (o.background) body["background"] = true;
   RunOptions collecting = o.collect;  // the collect half of a run's body, built as a run's
   collecting.argv = {"-"};
-  if (json run = build_run_body(collecting); run.contains("collect")) body["collect"] = run["collect"];
+  const json run = build_run_body(collecting);
+  for (const char* part : {"collect", "baseline"}) {
+    if (run.contains(part)) body[part] = run[part];
+  }
   return body;
 }
 

@@ -42,7 +42,8 @@ struct ExecOptions {
   bool tty = false;                         // -t: a pty in the session, driven from our terminal
   bool background = false;
   bool json = false;                        // print the finished run object instead of the output
-  RunOptions collect;                       // --junit, --collect-classfiles, --collect-coverage, --tail-lines
+  RunOptions collect;                       // --junit, --collect-classfiles, --collect-coverage, --tail-lines,
+                                            // --baseline, --allow-removed
 };
 
 // The session subcommands as parsed: which one ran (its App is parsed()) and what it was given.

@@ -285,6 +285,8 @@ sandbox::SandboxSpec resolve_run(Submission& run, const ResolveContext& context)
   // A replay varied with "order" (runs/replay_vary.h) loads this plugin by name: it is there, read-only.
   if (uses_test_order_plugin(spec)) out.mounts.push_back(test_order_plugin_mount(context.images_dir));
   out.cwd = spec.cwd.value_or(spec.workspace ? "/workspace" : image_cwd);
+  out.protect = spec.protect;  // a session sets its own (SessionSpec::protect) after this
+  out.protect_base = spec.workspace ? "/workspace" : "/";
   const std::string policy_path = context.policies_dir + "/" + spec.policy + ".json";
   struct stat st;
   if (stat(policy_path.c_str(), &st) != 0) throw http::ApiError("policy_not_found", "policy: '" + spec.policy + "' does not exist");

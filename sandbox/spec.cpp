@@ -43,6 +43,8 @@ EnvironmentSpec environment_of(const SandboxSpec& spec) {
   env.seccomp_profile = spec.seccomp_profile;
   env.hostname = spec.hostname;
   env.limits = spec.limits;
+  env.protect = spec.protect;
+  env.protect_base = spec.protect_base;
   return env;
 }
 

@@ -78,6 +78,8 @@ struct SandboxSpec {
   std::uint32_t uid = 0;                        // ids inside the sandbox
   std::uint32_t gid = 0;
   std::string hostname = "capsule";
+  std::vector<std::string> protect;             // EnvironmentSpec::protect and protect_base
+  std::string protect_base = "/";
   std::optional<std::string> stdin_data;        // absent: stdin is /dev/null-like (closed pipe)
   std::string stdout_spill_path;                // non-empty: the full stream is also written here
   std::string stderr_spill_path;

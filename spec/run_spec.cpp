@@ -2,6 +2,7 @@
 // Field names in errors match the JSON the API takes ("limits.memory: ...").
 #include "spec/run_spec.h"
 
+#include <algorithm>
 #include <regex>
 
 #include "base/error.h"
@@ -127,7 +128,7 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"image", "layers", "toolchains", "as_of", "as_of_packages", "argv", "env", "cwd",
                             "workspace", "limits", "network", "policy", "labels", "collect", "stdin", "reproducible",
-                            "baseline", "protect_test_config"});
+                            "baseline", "protect_test_config", "protect"});
   RunSpec spec;
   if (!body.contains("argv")) invalid("argv", "is required");
   if (body.contains("toolchains") || body.contains("as_of")) {
@@ -204,7 +205,33 @@ RunSpec parse_run_spec(const json& body, const LimitPolicy& policy) {
       invalid("protect_test_config", "needs a cow or ro workspace (changes are read from the copy-on-write diff)");
     }
   }
+  if (body.contains("protect")) {
+    spec.protect = parse_protect_globs(body["protect"], "protect");
+    if (!spec.protect.empty() && (!spec.workspace || spec.workspace->mode == WorkspaceMode::kReadWrite)) {
+      invalid("protect", "needs a cow or ro workspace (files created under the globs are read from the "
+                         "copy-on-write diff)");
+    }
+  }
   return spec;
+}
+
+std::vector<std::string> parse_protect_globs(const json& body, const std::string& field) {
+  std::vector<std::string> globs = string_list(body, field);
+  if (globs.size() > 256) invalid(field, "at most 256 globs");
+  for (const std::string& glob : globs) {
+    reject_nul(glob, field);
+    if (glob.empty() || glob.size() > 4096 || glob.find("..") != std::string::npos) {
+      invalid(field, "'" + glob.substr(0, 64) + "' is not a glob of 1-4096 bytes without ..");
+    }
+    std::size_t double_stars = 0;
+    for (std::size_t start = 0; start <= glob.size();) {
+      const std::size_t end = std::min(glob.find('/', start), glob.size());
+      if (glob.compare(start, end - start, "**") == 0) ++double_stars;
+      start = end + 1;
+    }
+    if (double_stars > 4) invalid(field, "'" + glob.substr(0, 64) + "' has more than 4 '**' (matching would explode)");
+  }
+  return globs;
 }
 
 json to_json(const RunSpec& spec) {
@@ -236,6 +263,7 @@ json to_json(const RunSpec& spec) {
   if (spec.reproducible) j["reproducible"] = true;
   if (spec.baseline) j["baseline"] = {{"run", spec.baseline->run}, {"allow_removed", spec.baseline->allow_removed}};
   if (spec.protect_test_config) j["protect_test_config"] = true;
+  if (!spec.protect.empty()) j["protect"] = spec.protect;
   return j;
 }
 

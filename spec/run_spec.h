@@ -60,6 +60,10 @@ struct RunSpec {
   // New or changed test configuration in the workspace diff (record.test_config_changes) fails the run's
   // verdict (record.protect_violations); needs a cow or ro workspace.
   bool protect_test_config = false;
+  // Globs of paths (relative to /workspace, absolute ones from the root) bound read-only in the sandbox
+  // (sandbox/protect.h); a matching path the command added, changed or deleted in a cow workspace's diff fails
+  // the verdict (record.protect_violations). Needs a cow or ro workspace.
+  std::vector<std::string> protect;
 
   bool cow_workspace() const { return workspace && workspace->mode == WorkspaceMode::kCow; }
 };
@@ -74,6 +78,10 @@ RunSpec parse_run_spec(const nlohmann::json& body, const LimitPolicy& policy);
 // A spec's "workspace" (a path, {"path", "mode"} or {"snapshot"}), as parse_run_spec reads it, for requests that
 // name one of their own (a replay's). Same errors.
 Workspace parse_workspace(const nlohmann::json& body);
+
+// Protect globs as a run's or a session's "protect" (`field`): at most 256, each 1-4096 bytes without NUL or
+// "..", at most 4 "**" segments (sandbox/protect.h). Throws invalid_spec naming `field`.
+std::vector<std::string> parse_protect_globs(const nlohmann::json& body, const std::string& field);
 
 // Every field, defaults filled: parse_run_spec(to_json(spec), policy) == spec under the same policy.
 nlohmann::json to_json(const RunSpec& spec);

@@ -22,16 +22,23 @@ std::map<std::string, std::string> labels_field(const json& value, const std::st
   return labels;
 }
 
-// collect as parse_run_spec reads it (the same globs, checks and errors), without "outputs".
-void parse_exec_collect(const json& collect, ExecSpec& spec) {
-  if (collect.is_object() && collect.contains("outputs")) {
-    invalid("collect.outputs", "an exec keeps no outputs: the session's files stay in its box (GET .../files)");
+// collect (without "outputs") and baseline as parse_run_spec reads them: the same globs, checks and errors.
+void parse_exec_collect(const json& body, ExecSpec& spec) {
+  json as_run = {{"argv", kPlaceholderArgv}};
+  if (body.contains("collect")) {
+    const json& collect = body["collect"];
+    if (collect.is_object() && collect.contains("outputs")) {
+      invalid("collect.outputs", "an exec keeps no outputs: the session's files stay in its box (GET .../files)");
+    }
+    as_run["collect"] = collect;
   }
-  const RunSpec parsed = parse_run_spec({{"argv", kPlaceholderArgv}, {"collect", collect}}, default_limit_policy());
+  if (body.contains("baseline")) as_run["baseline"] = body["baseline"];
+  const RunSpec parsed = parse_run_spec(as_run, default_limit_policy());
   spec.junit_globs = parsed.junit_globs;
   spec.classfile_globs = parsed.classfile_globs;
   spec.coverage_globs = parsed.coverage_globs;
   spec.tail_lines = parsed.tail_lines;
+  spec.baseline = parsed.baseline;
 }
 
 }  // namespace
@@ -50,11 +57,7 @@ SessionSpec parse_session_spec(const json& body, const LimitPolicy& policy) {
   environment["argv"] = kPlaceholderArgv;
   spec.environment = parse_run_spec(environment, policy);
   if (body.contains("protect")) {
-    spec.protect = string_list(body["protect"], "protect");
-    for (const auto& glob : spec.protect) {
-      if (glob.empty() || glob.find("..") != std::string::npos) invalid("protect", "'" + glob + "' is not a glob without ..");
-      reject_nul(glob, "protect");
-    }
+    spec.protect = parse_protect_globs(body["protect"], "protect");
   }
   if (body.contains("ttl")) spec.ttl = duration_field(body["ttl"], "ttl");
   if (body.contains("idle_ttl")) spec.idle_ttl = duration_field(body["idle_ttl"], "idle_ttl");
@@ -92,7 +95,7 @@ ExecSpec parse_exec_spec(const json& body) {
   if (!body.is_object()) invalid("body", "must be a JSON object");
   reject_unknown(body, "", {"argv", "script", "cwd", "env", "stdin", "stdin_b64", "timeout", "idle_timeout",
                             "cpu_time", "kill_grace", "output_cap", "background", "stdin_open", "pty", "rows",
-                            "cols", "labels", "user", "collect"});
+                            "cols", "labels", "user", "collect", "baseline"});
   ExecSpec spec;
   if (body.contains("argv") == body.contains("script")) invalid("argv", "give either argv or script");
   if (body.contains("argv")) {
@@ -146,7 +149,7 @@ ExecSpec parse_exec_spec(const json& body) {
   }
   if (body.contains("labels")) spec.labels = labels_field(body["labels"], "labels");
   if (body.contains("user")) spec.user = user_field(body["user"], "user");
-  if (body.contains("collect")) parse_exec_collect(body["collect"], spec);
+  if (body.contains("collect") || body.contains("baseline")) parse_exec_collect(body, spec);
   return spec;
 }
 
@@ -164,6 +167,7 @@ void apply_collect(const ExecSpec& spec, RunSpec& run) {
   run.classfile_globs = spec.classfile_globs;
   run.coverage_globs = spec.coverage_globs;
   run.tail_lines = spec.tail_lines;
+  run.baseline = spec.baseline;
 }
 
 json to_json(const ExecSpec& spec) {
@@ -187,7 +191,9 @@ json to_json(const ExecSpec& spec) {
   RunSpec collecting;
   collecting.argv = kPlaceholderArgv;
   apply_collect(spec, collecting);
-  j["collect"] = to_json(collecting)["collect"];
+  const json as_run = to_json(collecting);
+  j["collect"] = as_run["collect"];
+  if (as_run.contains("baseline")) j["baseline"] = as_run["baseline"];
   return j;
 }
 

@@ -64,6 +64,8 @@ struct ExecSpec {
   std::vector<std::string> classfile_globs;
   std::vector<std::string> coverage_globs;
   std::size_t tail_lines = sandbox::kDefaultTailLines;
+  // baseline, as a run's (needs collect.junit): the exec's test cases against a finished run's (record.baseline).
+  std::optional<Baseline> baseline;
 
   // Whether the record reads anything of the workspace (a glob of collect).
   bool collects() const { return !junit_globs.empty() || !classfile_globs.empty() || !coverage_globs.empty(); }
@@ -76,7 +78,7 @@ ExecSpec parse_exec_spec(const nlohmann::json& body);
 // POST /v1/sessions/{id}/network: {"mode": "none" | "proxy"}; true for "proxy" (on). Throws invalid_spec.
 bool parse_network_switch(const nlohmann::json& body);
 
-// The exec's collect fields put into `run` (the RunSpec its record is built from: daemon/record/run_record.h).
+// The exec's collect fields and baseline put into `run` (the RunSpec its record is built from: daemon/record/run_record.h).
 void apply_collect(const ExecSpec& spec, RunSpec& run);
 // Every field; stdin as stdin_b64. parse_exec_spec(to_json(spec)) == spec.
 nlohmann::json to_json(const ExecSpec& spec);

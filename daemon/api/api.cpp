@@ -47,9 +47,9 @@ RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const 
   return *row;
 }
 
-void attach_baseline(ApiContext& ctx, const http::Request& request, Submission& run) {
-  if (!run.spec.baseline) return;
-  const std::string& id = run.spec.baseline->run;
+std::shared_ptr<const nlohmann::json> read_baseline(ApiContext& ctx, const http::Request& request,
+                                                    const spec::Baseline& baseline) {
+  const std::string& id = baseline.run;
   const std::optional<RunRow> row = ctx.ledger.get(id);
   if (!row || !may_see_run(caller_of(request.peer), ctx.access, row->peer_uid)) {
     std::string message = "baseline.run: no run with id ";
@@ -61,7 +61,11 @@ void attach_baseline(ApiContext& ctx, const http::Request& request, Submission& 
     message += id + " is " + row->state + "; wait until it has finished";
     throw http::ApiError("run_active", message);
   }
-  run.baseline_run = std::make_shared<const nlohmann::json>(tests_view(row->to_json()));
+  return std::make_shared<const nlohmann::json>(tests_view(row->to_json()));
+}
+
+void attach_baseline(ApiContext& ctx, const http::Request& request, Submission& run) {
+  if (run.spec.baseline) run.baseline_run = read_baseline(ctx, request, *run.spec.baseline);
 }
 
 void register_api(http::Router& router, ApiContext& ctx) {

@@ -74,6 +74,9 @@ RunRow require_visible_run(ApiContext& ctx, const http::Request& request, const 
 // run.baseline_run. Throws 404 baseline_not_found (unknown, or another user's run) or 409 run_active (not
 // finished yet).
 void attach_baseline(ApiContext& ctx, const http::Request& request, Submission& run);
+// The baseline run as the caller may read it: its tests_view (test_loss.h). Same errors.
+std::shared_ptr<const nlohmann::json> read_baseline(ApiContext& ctx, const http::Request& request,
+                                                    const spec::Baseline& baseline);
 
 // A run's stored stdout or stderr (?stream=, ?from=OFFSET or ?tail=N lines, ?follow=true), streamed (run_logs_api.cpp).
 void serve_log(ApiContext& ctx, const RunRow& row, const http::Request& request, http::Responder responder);

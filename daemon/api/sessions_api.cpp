@@ -117,20 +117,24 @@ void run_exec(ApiContext& ctx, const http::Request& request, http::Responder res
   require_visible_session(ctx, request, id);
   const spec::ExecSpec spec = spec::parse_exec_spec(parse_body(request));
   const Peer peer{request.peer.uid, request.peer.pid};
+  const std::shared_ptr<const json> baseline = spec.baseline ? read_baseline(ctx, request, *spec.baseline) : nullptr;
   if (spec.background) {
-    const std::string exec_id = ctx.sessions.exec(id, spec, peer);
+    const std::string exec_id = ctx.sessions.exec(id, spec, peer, {}, baseline);
     responder.respond(http::json_response(202, {{"id", exec_id}}));
     return;
   }
   if (wants_ndjson(request)) {
     auto lines = std::make_shared<EventLines>();
-    ctx.sessions.exec(id, spec, peer, [lines](const json& event) { lines->add(event); });
+    ctx.sessions.exec(id, spec, peer, [lines](const json& event) { lines->add(event); }, baseline);
     lines->start(responder);
     return;
   }
-  ctx.sessions.exec(id, spec, peer, [responder](const json& event) {
-    if (event.value("event", "") == "finished") responder.respond(http::json_response(200, event["run"]));
-  });
+  ctx.sessions.exec(
+      id, spec, peer,
+      [responder](const json& event) {
+        if (event.value("event", "") == "finished") responder.respond(http::json_response(200, event["run"]));
+      },
+      baseline);
 }
 
 http::Response list_execs(ApiContext& ctx, const http::Request& request) {

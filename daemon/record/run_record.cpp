@@ -8,6 +8,7 @@
 #include "daemon/record/coverage.h"
 #include "daemon/record/exception_tail.h"
 #include "daemon/record/junit.h"
+#include "daemon/record/protect_diff.h"
 #include "daemon/record/test_config.h"
 #include "daemon/record/test_loss.h"
 #include "daemon/record/tests_state.h"
@@ -207,6 +208,10 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
   const bool cow = spec.cow_workspace();
   std::error_code ec;
   const bool have_upper = cow && !sources.upper_dir.empty() && std::filesystem::exists(sources.upper_dir, ec);
+  // Violations of protect_test_config and of the protect globs, each checked (or failing closed) on its own.
+  const bool checks_protect = cow && !spec.protect.empty();
+  json violations = json::array();
+  bool test_config_checked = false, protect_checked = false;
   if (have_upper) {
     const std::string& lower = sources.lower_dir.empty() ? spec.workspace->path : sources.lower_dir;
     collect("diff", [&] {
@@ -215,14 +220,32 @@ json build_record(const spec::RunSpec& spec, const sandbox::Result& result, cons
       collect("test_config", [&] {
         const TestConfigScan scan = scan_test_config(sources.upper_dir, lower, diff);
         record["test_config_changes"] = scan.changes_json();
-        if (spec.protect_test_config) record["protect_violations"] = scan.violations_json();
+        if (spec.protect_test_config) {
+          for (const json& violation : scan.violations_json()) violations.push_back(violation);
+        }
+        test_config_checked = true;
+      });
+      if (!checks_protect) return;
+      collect("protect", [&] {
+        // The record's diff stops listing at its limits; the check walks again, further, before failing closed.
+        const json found = diff_complete(diff)
+                               ? protect_diff_violations(spec.protect, diff)
+                               : protect_diff_violations(spec.protect, diff_upper(sources.upper_dir, lower,
+                                                                                  protect_walk_limits()));
+        for (const json& violation : found) violations.push_back(violation);
+        protect_checked = true;
       });
     });
   }
-  if (spec.protect_test_config && cow && !record.contains("protect_violations")) {  // fails closed
-    record["protect_violations"] = json::array({{{"path", ""}, {"reason", "protect_test_config: the workspace "
-                                                                         "diff could not be read (collect_error)"}}});
+  if (spec.protect_test_config && cow && !test_config_checked) {  // fails closed
+    violations.push_back({{"path", ""}, {"reason", "protect_test_config: the workspace diff could not be read "
+                                                   "(collect_error)"}});
   }
+  if (checks_protect && !protect_checked) {  // fails closed
+    violations.push_back({{"path", ""}, {"reason", "protect: the workspace diff could not be read, so files created "
+                                                   "under the protected globs could not be checked"}});
+  }
+  if ((spec.protect_test_config || checks_protect) && cow) record["protect_violations"] = std::move(violations);
   // Collectors look at what the run wrote: a cow workspace's upper layer, else the workspace itself.
   const bool have_root = spec.workspace && (!cow || have_upper);
   const std::string root = !have_root ? "" : cow ? sources.upper_dir : spec.workspace->path;

@@ -37,7 +37,7 @@ struct RecordSources {
 // {"result": result_to_json(result, spec.tail_lines) without "status" (with the sources' stream digests), "diff" (cow workspaces), "tests"
 // (collect.junit, with "state" and "compile_error"), "classfiles" (collect.classfiles), "coverage"
 // (collect.coverage), "proxy", "test_config_changes" (cow workspaces, test_config.h), "protect_violations"
-// (spec.protect_test_config), "baseline" (spec.baseline, test_loss.h)}, with output parts bounded (bound_stream_parts) and the whole bounded
+// (spec.protect_test_config; spec.protect on a cow workspace: protect_diff.h), "baseline" (spec.baseline, test_loss.h)}, with output parts bounded (bound_stream_parts) and the whole bounded
 // (bound_record). A collector that fails leaves its cause in "collect_error" instead of its section; never
 // throws for what the sandbox left.
 nlohmann::json build_record(const spec::RunSpec& spec, const sandbox::Result& result, const RecordSources& sources);

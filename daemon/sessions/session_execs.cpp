@@ -38,13 +38,20 @@ images::ImageUser resolve_exec_user(const std::string& user, const std::vector<s
   }
 }
 
+// Whether an exec's record reads the session's workspace: its collect globs, or the session's protect globs
+// against a copy-on-write workspace's diff (files created under them, daemon/record/protect_diff.h).
+bool record_reads_workspace(const spec::ExecSpec& exec, const spec::SessionSpec& session) {
+  return exec.collects() || (!session.protect.empty() && session.environment.cow_workspace());
+}
+
 }  // namespace
 
 std::string SessionManager::exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer,
-                                 Listener listener) {
+                                 Listener listener, std::shared_ptr<const json> baseline_run) {
   auto run = std::make_shared<ExecRun>();
   run->id = sandbox::new_sandbox_id();
   run->spec = spec;
+  run->baseline_run = std::move(baseline_run);
   // The user is looked up in the image's passwd and group files before the lock: that reads files, and every
   // session waits on the lock.
   std::optional<images::ImageUser> user;
@@ -247,8 +254,8 @@ void SessionManager::finish_exec(const std::shared_ptr<ExecRun>& run, sandbox::R
 }
 
 void SessionManager::hold_box_for_record(ExecRun& run) {
-  if (!run.spec.collects()) return;
   Session& session = *run.session;
+  if (!record_reads_workspace(run.spec, session.spec)) return;
   {
     std::lock_guard lock(mutex_);
     if (session.phase != Phase::kReady && session.phase != Phase::kFrozen) return;
@@ -313,7 +320,10 @@ void SessionManager::post_exec_record(const std::shared_ptr<ExecRun>& run, sandb
       as_run.argv = run->process.argv;
       as_run.labels = run->spec.labels;
       spec::apply_collect(run->spec, as_run);
+      // The session's protect globs are checked against its workspace diff (since its start) after every exec.
+      as_run.protect = run->session->spec.protect;
       RecordSources sources;
+      sources.baseline_run = run->baseline_run;
       if (run->proxy) sources.proxy = run->proxy->record(run->proxy_served_before);
       run->proxy.reset();
       if (run->stdout_log) sources.stdout_digest = run->stdout_log->digest();

@@ -96,7 +96,9 @@ class SessionManager {
   // Accepts an exec (a queued ledger row naming the session) and starts it on the session thread; returns its
   // id (a run id). `listener` sees every event of it. Throws 404, 409 session_ended / session_frozen / conflict
   // (being reset). A process that cannot start (a missing cwd or command) ends as setup_failed, as a run does.
-  std::string exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer, Listener listener = {});
+  // `baseline_run`: spec.baseline's run object as the caller could read it (daemon/api/api.h read_baseline).
+  std::string exec(const std::string& id, const spec::ExecSpec& spec, const Peer& peer, Listener listener = {},
+                   std::shared_ptr<const nlohmann::json> baseline_run = nullptr);
   // Signals every process of a running exec. 404 when the session has no such exec, 409 already_finished.
   void signal_exec(const std::string& id, const std::string& exec_id, int signo);
   // POST /v1/runs/{exec_id}/cancel of an exec: TERM, grace, KILL of its tree, ending as cancelled. Same errors.

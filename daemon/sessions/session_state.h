@@ -77,7 +77,9 @@ struct SessionManager::ExecRun {
   std::int64_t started_ms = 0;
   std::shared_ptr<RunProxy> proxy;  // the session's proxy when the exec started, and
   std::size_t proxy_served_before = 0;  // how many objects it had served by then
-  // An exec with collect globs holds the box (SessionManager::Session::held) from its end until its record has
+  // spec.baseline's run object, read at submit as the caller may see it (null: none asked, or not read).
+  std::shared_ptr<const nlohmann::json> baseline_run;
+  // An exec with collect globs, or of a session with protect globs and a cow workspace, holds the box (SessionManager::Session::held) from its end until its record has
   // read the workspace, so the box, its disk and the workspace upper on it stay meanwhile; loop thread, then
   // the finisher's. The workspace dirs the record reads: its overlay upper and lower ("" for no cow workspace).
   bool holds_box = false;

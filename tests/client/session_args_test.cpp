@@ -371,6 +371,20 @@ TEST_F(SessionArgs, ExecCollectsAsARunDoes) {
   })"));
 }
 
+TEST_F(SessionArgs, ExecTakesABaselineAsARunDoes) {
+  parse({"exec", "s1", "--junit", "junit.xml", "--baseline", "r-1", "--allow-removed", "--", "pytest"});
+  EXPECT_EQ(build_exec_body(c_.exec_options), json::parse(R"({
+    "argv": ["pytest"],
+    "collect": {"junit": ["junit.xml"]},
+    "baseline": {"run": "r-1", "allow_removed": true}
+  })"));
+}
+
+TEST_F(SessionArgs, ExecAllowRemovedNeedsABaseline) {
+  parse({"exec", "s1", "--junit", "junit.xml", "--allow-removed", "--", "pytest"});
+  EXPECT_THROW(build_exec_body(c_.exec_options), std::invalid_argument) << "--allow-removed needs --baseline";
+}
+
 TEST_F(SessionArgs, NetworkSwitchPostsTheMode) {
   std::string received;
   capsule::testing::ScriptedServer server([&](int fd, const std::string& head) {

@@ -1,7 +1,9 @@
 // GET /v1/runs/diff, GET /v1/runs/flakiness and `capsule runs diff` against a real capsuled: runs whose JUnit
-// reports differ, a case failing one run in three, other users' runs (404) and a live run (409).
+// reports differ, a case failing one run in three, other users' runs (404) and a live run (409); protect globs
+// failing the verdict of a run that creates a matching file.
 #include <unistd.h>
 
+#include "daemon/record/run_verdict.h"
 #include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
 
@@ -276,6 +278,58 @@ TEST_F(CapsuledRunsDiff, ABaselineMustBeAFinishedRunTheCallerCanRead) {
   expect_error(call("POST", "/v1/runs", spec), 409, "run_active", live);
   ASSERT_EQ(call("POST", "/v1/runs/" + live + "/cancel").status, 202);
   wait_finished(live);
+}
+
+// Protect globs against files created, not only changed: a run that adds a conftest.py or a file below a
+// protected directory keeps its exit status but fails its verdict (record.protect_violations); one that adds
+// other files passes.
+// A run of `script` in a cow copy of `workspace` with the protect globs `protect`.
+json protected_run(const fs::path& workspace, const std::string& script, const json& protect) {
+  json spec = sh(script);
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "cow"}};
+  spec["protect"] = protect;
+  return spec;
+}
+
+const json kRunProtectGlobs = {"conftest.py", "tests/**", "docs/**"};
+
+TEST_F(CapsuledRunsDiff, ARunThatCreatesAProtectedFileFailsItsVerdict) {
+  const fs::path workspace = make_dir("ws");
+  fs::create_directories(workspace / "tests");
+  write_file(workspace / "tests" / "test_a.py", "def test_a(): pass\n");
+  const json planted = run_and_wait(protected_run(workspace,
+                              "echo 'collect_ignore_glob = [\"*\"]' > /workspace/conftest.py && mkdir /workspace/docs "
+                              "&& echo x > /workspace/docs/new.md && echo fine",
+                              kRunProtectGlobs));
+  EXPECT_EQ(planted["state"], "succeeded") << "the process's own outcome stays: " << planted;
+  EXPECT_EQ(planted["protect_violations"], json::parse(R"([
+    {"path": "conftest.py", "reason": "protect: added, matches 'conftest.py'"},
+    {"path": "docs/new.md", "reason": "protect: added, matches 'docs/**'"}])")) << planted;
+  EXPECT_FALSE(daemon::run_passed(planted));
+  EXPECT_FALSE(fs::exists(workspace / "conftest.py")) << "a cow workspace leaves the host directory alone";
+
+  // An existing protected directory is read-only: a new file in it is refused outright.
+  const json refused = run_and_wait(protected_run(workspace, "touch /workspace/tests/test_new.py", kRunProtectGlobs));
+  EXPECT_EQ(refused["state"], "failed") << refused;
+  EXPECT_NE(refused["result"]["stderr"].value("head", "").find("Read-only file system"), std::string::npos) << refused;
+  EXPECT_EQ(refused["protect_violations"], json::array()) << refused;
+
+  const json other = run_and_wait(protected_run(workspace, "echo 'x = 1' > /workspace/helper.py && mkdir /workspace/src && "
+                                       "echo y > /workspace/src/conftest.py", kRunProtectGlobs));
+  EXPECT_EQ(other["state"], "succeeded") << other;
+  EXPECT_EQ(other["protect_violations"], json::array()) << other;
+  EXPECT_EQ(other["diff"]["totals"]["added"], 2) << other;
+  EXPECT_TRUE(daemon::run_passed(other)) << other;
+
+  expect_error(call("POST", "/v1/runs", json{{"argv", {"true"}}, {"protect", {"tests/**"}}}), 400, "invalid_spec",
+               "protect: needs a cow or ro workspace");
+  // `capsule run --protect` says so by its exit status.
+  const Cli cli = capsule({"run", "--workspace", workspace.string(), "--protect", "conftest.py", "--protect", "tests/**",
+                           "--", "/bin/sh", "-c", "touch /workspace/conftest.py"});
+  EXPECT_EQ(cli.code, 123) << cli.err << cli.out;
+  EXPECT_EQ(capsule({"run", "--workspace", workspace.string(), "--protect", "conftest.py", "--", "/bin/sh", "-c",
+                     "touch /workspace/other.py"}).code, 0);
+  EXPECT_EQ(run_and_wait(sh("true"))["state"], "succeeded") << "the daemon still answers";
 }
 
 }  // namespace

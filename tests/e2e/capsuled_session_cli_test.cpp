@@ -369,5 +369,33 @@ TEST_F(CapsuledSessionCli, ExecCollectsPytestsReportAndTheDiffLeavesOutExcludedP
   EXPECT_EQ(capsule({"session", "rm", id}).code, 0);
 }
 
+// An exec whose command exited 0 but whose verdict fails exits 123, as `capsule run` does: a file planted under
+// the session's --protect globs, or test cases lost against --baseline.
+TEST_F(CapsuledSessionCli, ExecExits123ForAPlantedProtectedFileOrLostBaselineCases) {
+  start();
+  const fs::path workspace = make_dir("ws");
+  const std::string protected_id = create_session(workspace, {"--protect", "conftest.py"});
+  EXPECT_EQ(capsule({"session", "exec", protected_id, "--", "touch", "/workspace/helper.py"}).code, 0);
+  const Cli planted = capsule({"session", "exec", protected_id, "--json", "--", "touch", "/workspace/conftest.py"});
+  EXPECT_EQ(planted.code, 123) << planted.err;
+  EXPECT_EQ(json::parse(planted.out)["protect_violations"][0]["path"], "conftest.py") << planted.out;
+
+  json spec = sh("printf '<testsuite><testcase classname=\"t\" name=\"one\"/><testcase classname=\"t\" "
+                 "name=\"two\"/></testsuite>' > /workspace/junit.xml");
+  spec["workspace"] = {{"path", workspace.string()}};
+  spec["collect"] = {{"junit", {"junit.xml"}}};
+  const json baseline = run_and_wait(spec);
+  ASSERT_EQ(baseline["tests"]["total"], 2) << baseline;
+  const std::string id = create_session(workspace);
+  const std::vector<std::string> one_case = {
+      "/bin/sh", "-c", "printf '<testsuite><testcase classname=\"t\" name=\"one\"/></testsuite>' > /workspace/junit.xml"};
+  std::vector<std::string> lost = {"session", "exec", id, "--junit", "junit.xml", "--baseline", baseline["id"], "--"};
+  lost.insert(lost.end(), one_case.begin(), one_case.end());
+  const Cli regressed = capsule(lost);
+  EXPECT_EQ(regressed.code, 123) << regressed.err;
+  lost.insert(lost.begin() + 7, "--allow-removed");
+  EXPECT_EQ(capsule(lost).code, 0) << "--allow-removed lists the loss without failing for it";
+}
+
 }  // namespace
 }  // namespace capsule::testing

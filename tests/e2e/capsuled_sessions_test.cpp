@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "base/base64.h"
+#include "daemon/record/run_verdict.h"
 #include "tests/support/auth_users.h"
 #include "tests/support/capsuled_fixture.h"
 
@@ -358,6 +359,77 @@ TEST_F(CapsuledSessions, ListingComesInPagesAndACallerPagesThroughItsOwnOnly) {
   EXPECT_EQ(body_json(call("GET", "/v1/sessions?limit=10"))["next"], nullptr);
   expect_error(call("GET", "/v1/sessions?limit=two"), 400, "invalid_query", "limit");
   expect_error(call("GET", "/v1/sessions?after=nosuch"), 400, "invalid_query", "after");
+}
+
+TEST_F(CapsuledSessions, ASessionExecThatCreatesAProtectedFileFailsItsVerdict) {
+  start();
+  const fs::path workspace = make_dir("ws");
+  fs::create_directories(workspace / "tests");
+  write_file(workspace / "tests" / "test_a.py", "def test_a(): pass\n");
+  const std::string id =
+      create({{"workspace", {{"path", workspace.string()}}}, {"protect", {"conftest.py", "tests/**"}}})["id"];
+  const json clean = exec(id, {{"script", "echo 'x = 1' > /workspace/helper.py"}});
+  EXPECT_EQ(clean["state"], "succeeded") << clean;
+  EXPECT_EQ(clean["protect_violations"], json::array()) << clean;
+  EXPECT_TRUE(daemon::run_passed(clean)) << clean;
+
+  const json planted = exec(id, {{"script", "echo 'import pytest' > /workspace/conftest.py"}});
+  EXPECT_EQ(planted["state"], "succeeded") << planted;
+  EXPECT_EQ(planted["protect_violations"],
+            json::parse(R"([{"path": "conftest.py", "reason": "protect: added, matches 'conftest.py'"}])"))
+      << planted;
+  EXPECT_FALSE(daemon::run_passed(planted));
+  // The diff is the session's since its start: a later exec, say the test run, is judged in that workspace too.
+  const json later = exec(id, {{"script", "true"}});
+  EXPECT_EQ(later["protect_violations"].size(), 1u) << later;
+  EXPECT_EQ(body_json(call("GET", "/v1/runs/" + later["id"].get<std::string>()))["protect_violations"],
+            later["protect_violations"]);
+  const std::string other = create({{"workspace", {{"path", workspace.string()}}}})["id"];
+  EXPECT_FALSE(exec(other, {{"script", "touch /workspace/conftest.py"}}).contains("protect_violations"))
+      << "no protect globs, nothing checked";
+  expect_daemon_answers();
+}
+
+std::string junit_report_of(const std::vector<std::string>& cases) {
+  std::string xml = "<testsuite name=\"s\" tests=\"" + std::to_string(cases.size()) + "\">";
+  for (const std::string& name : cases) xml += "<testcase classname=\"t\" name=\"" + name + "\"/>";
+  return xml + "</testsuite>";
+}
+
+TEST_F(CapsuledSessions, ASessionExecTakesABaselineAsARunDoes) {
+  start();
+  const fs::path workspace = make_dir("ws");
+  fs::create_directories(workspace / "tests");
+  write_file(workspace / "tests" / "test_a.py", "def test_a(): pass\n");
+  json spec = sh("printf '%s' '" + junit_report_of({"one", "two"}) + "' > /workspace/junit.xml");
+  spec["workspace"] = {{"path", workspace.string()}, {"mode", "cow"}};
+  spec["collect"] = {{"junit", {"junit.xml"}}};
+  const json baseline = run_and_wait(spec);
+  ASSERT_EQ(baseline["tests"]["total"], 2) << baseline;
+  const std::string baseline_id = baseline["id"];
+
+  const std::string id = create({{"workspace", {{"path", workspace.string()}}}})["id"];
+  const std::string write_one = "printf '%s' '" + junit_report_of({"one"}) + "' > /workspace/junit.xml";
+  const json lost = exec(id, {{"script", write_one}, {"collect", {{"junit", {"junit.xml"}}}},
+                              {"baseline", {{"run", baseline_id}}}});
+  EXPECT_EQ(lost["state"], "succeeded") << lost;
+  EXPECT_EQ(lost["baseline"]["verdict"], "regressed") << lost["baseline"];
+  EXPECT_EQ(lost["baseline"]["run"], baseline_id);
+  EXPECT_EQ(lost["baseline"]["removed"]["cases"], json::parse(R"([{"name": "t.two", "outcome": "passed"}])"))
+      << lost["baseline"];
+  EXPECT_FALSE(daemon::run_passed(lost));
+  EXPECT_EQ(lost["spec"]["baseline"], json({{"run", baseline_id}, {"allow_removed", false}})) << lost["spec"];
+
+  const json allowed = exec(id, {{"script", "true"}, {"collect", {{"junit", {"junit.xml"}}}},
+                                 {"baseline", {{"run", baseline_id}, {"allow_removed", true}}}});
+  EXPECT_EQ(allowed["baseline"]["verdict"], "passed") << allowed["baseline"];
+  EXPECT_EQ(allowed["baseline"]["allowed"], json({"tests_removed"})) << allowed["baseline"];
+
+  expect_error(call("POST", "/v1/sessions/" + id + "/exec",
+                    json{{"script", "true"}, {"collect", {{"junit", {"junit.xml"}}}}, {"baseline", {{"run", "nosuch"}}}}),
+               404, "baseline_not_found", "baseline.run: no run with id nosuch");
+  expect_error(call("POST", "/v1/sessions/" + id + "/exec", json{{"script", "true"}, {"baseline", {{"run", baseline_id}}}}),
+               400, "invalid_spec", "baseline: needs collect.junit");
 }
 
 }  // namespace

@@ -160,6 +160,26 @@ TEST(RunSpecParse, BaselineAndProtectTestConfig) {
             std::string::npos);
 }
 
+TEST(RunSpecParse, ProtectGlobsNeedACowOrRoWorkspace) {
+  const RunSpec spec = parse_run_spec(json{{"argv", {"x"}}, {"workspace", "/srv/p"}, {"protect", {"conftest.py", "tests/**"}}},
+                                      default_limit_policy());
+  EXPECT_EQ(spec.protect, (std::vector<std::string>{"conftest.py", "tests/**"}));
+  const json printed = to_json(spec);
+  EXPECT_EQ(printed["protect"], json({"conftest.py", "tests/**"}));
+  EXPECT_EQ(to_json(parse_run_spec(printed, default_limit_policy())), printed);
+  EXPECT_FALSE(to_json(parse_run_spec(json{{"argv", {"x"}}}, default_limit_policy())).contains("protect"));
+
+  EXPECT_EQ(error_of(json{{"argv", {"x"}}, {"protect", {"tests/**"}}}),
+            "protect: needs a cow or ro workspace (files created under the globs are read from the copy-on-write diff)");
+  EXPECT_EQ(error_of(json{{"argv", {"x"}}, {"workspace", {{"path", "/p"}, {"mode", "rw"}}}, {"protect", {"t/**"}}}),
+            "protect: needs a cow or ro workspace (files created under the globs are read from the copy-on-write diff)");
+  EXPECT_EQ(error_of(json{{"argv", {"x"}}, {"workspace", "/p"}, {"protect", {"../etc"}}}),
+            "protect: '../etc' is not a glob of 1-4096 bytes without ..");
+  EXPECT_EQ(error_of(json{{"argv", {"x"}}, {"workspace", "/p"}, {"protect", {"**/**/**/**/**"}}}),
+            "protect: '**/**/**/**/**' has more than 4 '**' (matching would explode)");
+  EXPECT_EQ(error_of(json{{"argv", {"x"}}, {"workspace", "/p"}, {"protect", "tests/**"}}).rfind("protect: ", 0), 0u);
+}
+
 // Found by fuzz/fuzz_run_spec.cpp: each was accepted and then misbehaved later.
 TEST(RunSpecParse, FuzzFindingsAreRejected) {
   EXPECT_NE(error_of(json{{"argv", {"x"}}, {"limits", {{"wall_time", 18446744073709551615ull}}}})

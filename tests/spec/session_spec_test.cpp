@@ -47,7 +47,7 @@ TEST(SessionSpec, RefusesRunOnlyAndUnknownFieldsAndBadValues) {
   EXPECT_EQ(parse({{"argv", {"true"}}}), "invalid_spec: argv: unknown field");
   EXPECT_EQ(parse({{"ttl", "soon"}}).rfind("invalid_spec: ttl: ", 0), 0u) << parse({{"ttl", "soon"}});
   EXPECT_EQ(parse({{"on_expiry", "explode"}}), "invalid_spec: on_expiry: must be \"destroy\" or \"freeze\"");
-  EXPECT_EQ(parse({{"protect", {"../etc"}}}), "invalid_spec: protect: '../etc' is not a glob without ..");
+  EXPECT_EQ(parse({{"protect", {"../etc"}}}), "invalid_spec: protect: '../etc' is not a glob of 1-4096 bytes without ..");
   EXPECT_EQ(parse({{"cwd", "relative"}}), "invalid_spec: cwd: must be an absolute path without ..");
   EXPECT_EQ(parse({{"network", "proxy"}}).rfind("invalid_spec: as_of: is required", 0), 0u) << parse({{"network", "proxy"}});
   EXPECT_EQ(parse({{"network", "host"}}), "invalid_spec: network: must be \"none\" or \"proxy\"");
@@ -112,6 +112,25 @@ TEST(ExecSpec, CollectsAsARunWithoutOutputs) {
             "invalid_spec: collect.junit: '/etc/x.xml' must be a relative glob inside the workspace");
   EXPECT_EQ(parse({{"xml", {"a"}}}), "invalid_spec: collect.xml: unknown field");
   EXPECT_EQ(parse("junit").rfind("invalid_spec: collect: must be an object", 0), 0u) << parse("junit");
+}
+
+TEST(ExecSpec, TakesABaselineAsARunDoes) {
+  const ExecSpec spec = parse_exec_spec({{"argv", {"pytest"}},
+                                         {"collect", {{"junit", {"junit.xml"}}}},
+                                         {"baseline", {{"run", "r1"}, {"allow_removed", true}}}});
+  ASSERT_TRUE(spec.baseline);
+  EXPECT_EQ(spec.baseline->run, "r1");
+  EXPECT_TRUE(spec.baseline->allow_removed);
+  const json printed = to_json(spec);
+  EXPECT_EQ(printed["baseline"], json({{"run", "r1"}, {"allow_removed", true}}));
+  EXPECT_EQ(to_json(parse_exec_spec(printed)), printed);
+  RunSpec run;
+  apply_collect(spec, run);
+  ASSERT_TRUE(run.baseline);
+  EXPECT_EQ(run.baseline->run, "r1");
+  EXPECT_FALSE(to_json(parse_exec_spec({{"argv", {"ls"}}})).contains("baseline"));
+  EXPECT_EQ(error_of_parse([] { parse_exec_spec({{"argv", {"ls"}}, {"baseline", {{"run", "r1"}}}}); }),
+            "invalid_spec: baseline: needs collect.junit: the test cases are what is compared");
 }
 
 TEST(NetworkSwitch, IsNoneOrProxy) {
