@@ -83,7 +83,7 @@ ServerState::Admission ServerState::admit(const std::shared_ptr<Connection>& con
   // connections only, which frees a place in the server's too; busy ones are never closed for a newcomer.
   const bool per_uid = peer.known && peer.uid != 0 && options.max_connections_per_uid != 0;
   if (per_uid && connections_by_uid_[peer.uid] >= options.max_connections_per_uid) {
-    admission.evicted = claim_oldest_idle_locked(peer.uid);
+    admission.evicted = claim_oldest_idle_locked(peer.uid, admission.looked_at);
     if (!admission.evicted) {
       admission.refusal = error_response("too_many_connections",
                                          "uid " + std::to_string(peer.uid) + " has " +
@@ -92,7 +92,7 @@ ServerState::Admission ServerState::admit(const std::shared_ptr<Connection>& con
     }
   }
   if (!admission.refusal && !admission.evicted && counted_ >= options.max_connections) {
-    admission.evicted = claim_oldest_idle_locked(std::nullopt);
+    admission.evicted = claim_oldest_idle_locked(std::nullopt, admission.looked_at);
     if (!admission.evicted) {
       admission.refusal = error_response("too_many_connections", "the server has too many open connections");
     }
@@ -116,23 +116,29 @@ ServerState::Admission ServerState::admit(const std::shared_ptr<Connection>& con
   return admission;
 }
 
-std::shared_ptr<Connection> ServerState::claim_oldest_idle_locked(std::optional<uid_t> uid) {
+std::shared_ptr<Connection> ServerState::claim_oldest_idle_locked(std::optional<uid_t> uid,
+                                                                  std::vector<std::shared_ptr<Connection>>& looked_at) {
+  // Held in looked_at, not in temporaries: one whose other owners let go meanwhile would otherwise be destroyed
+  // here, and its destructor's forget() would wait for the mutex this thread holds.
+  const std::size_t first = looked_at.size();
+  for (const auto& [raw, entry] : connections_) {
+    if (!entry.counted || (uid && entry.uid != uid)) continue;
+    if (auto candidate = entry.connection.lock()) looked_at.push_back(std::move(candidate));
+  }
   // A claim fails when its connection stopped being idle since it was looked at: look again (each failure means
   // a connection went busy, so this ends).
-  for (std::size_t attempt = 0; attempt <= connections_.size(); ++attempt) {
-    std::shared_ptr<Connection> oldest;
+  for (std::size_t attempt = first; attempt <= looked_at.size(); ++attempt) {
+    const std::shared_ptr<Connection>* oldest = nullptr;
     std::uint64_t oldest_ticket = 0;
-    for (const auto& [raw, entry] : connections_) {
-      if (!entry.counted || (uid && entry.uid != uid)) continue;
-      auto candidate = entry.connection.lock();
-      const std::uint64_t ticket = candidate ? candidate->idle_ticket() : 0;
+    for (std::size_t i = first; i < looked_at.size(); ++i) {
+      const std::uint64_t ticket = looked_at[i]->idle_ticket();
       if (ticket != 0 && (!oldest || ticket < oldest_ticket)) {
-        oldest = std::move(candidate);
+        oldest = &looked_at[i];
         oldest_ticket = ticket;
       }
     }
     if (!oldest) return nullptr;
-    if (oldest->claim_if_idle(oldest_ticket)) return oldest;  // claimed: the next newcomer picks another
+    if ((*oldest)->claim_if_idle(oldest_ticket)) return *oldest;  // claimed: the next newcomer picks another
   }
   return nullptr;
 }

@@ -47,6 +47,9 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
     std::optional<Response> refusal;
     bool linger = false;                  // with the refusal: read and drop the request first (refusal_linger)
     std::shared_ptr<Connection> evicted;  // the connection idle longest, to close to make room
+    // The connections the search for `evicted` held: released by the caller, after mutex_, because the last
+    // reference to one may be among them and a connection's destructor takes mutex_ (forget).
+    std::vector<std::shared_ptr<Connection>> looked_at;
   };
   Admission admit(const std::shared_ptr<Connection>& connection, const PeerCredentials& peer);
   // Called by a connection's destructor.
@@ -66,8 +69,10 @@ class ServerState : public std::enable_shared_from_this<ServerState> {
     std::optional<uid_t> uid;  // counted in connections_by_uid_ (admitted Unix-socket peers only)
     bool lingers = false;      // a refusal reading its request, in lingering_
   };
-  // Claims the connection idle longest (of `uid` only, when given); null when none is idle.
-  std::shared_ptr<Connection> claim_oldest_idle_locked(std::optional<uid_t> uid);
+  // Claims the connection idle longest (of `uid` only, when given); null when none is idle. Every connection it
+  // looks at is appended to `looked_at`, which must outlive the lock on mutex_.
+  std::shared_ptr<Connection> claim_oldest_idle_locked(std::optional<uid_t> uid,
+                                                       std::vector<std::shared_ptr<Connection>>& looked_at);
 
   const std::shared_ptr<const Router> owned_router_;  // set when the server keeps its router alive
   mutable std::mutex mutex_;
