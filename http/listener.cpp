@@ -127,7 +127,7 @@ std::shared_ptr<Connection> ServerState::claim_oldest_idle_locked(std::optional<
   }
   // A claim fails when its connection stopped being idle since it was looked at: look again (each failure means
   // a connection went busy, so this ends).
-  for (std::size_t attempt = first; attempt <= looked_at.size(); ++attempt) {
+  for (std::size_t attempt = 0; attempt <= looked_at.size() - first; ++attempt) {
     const std::shared_ptr<Connection>* oldest = nullptr;
     std::uint64_t oldest_ticket = 0;
     for (std::size_t i = first; i < looked_at.size(); ++i) {
